@@ -1,0 +1,69 @@
+"""Writing `delta.in` bodies for a logical table, the way Prostore's upload writes them.
+
+Used by the origin driver, the conformance harness and the tests. By default every field is
+a `["null", T]` union with "null" first, strings carry `"avro.java.string": "String"`, and
+`sys_op` is an int with `"default": 0` — Prostore's own upload-schema style.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import fastavro
+
+from protocol.body import SYS_OP
+from protocol.codec import Codec, write_ocf
+from protocol.schema import Table
+
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _field_name(name: str, position: int) -> str:
+    # Names are never compared by the reader; an invalid Avro name gets a positional one.
+    return name if _AVRO_NAME.match(name) else f"c{position}"
+
+
+def body_schema(table: Table, *, all_nullable: bool = True) -> dict[str, Any]:
+    """The writer schema of a body for `table`.
+
+    `all_nullable=False` writes NOT NULL columns as plain types, like a strict writer.
+    """
+    fields: list[dict[str, Any]] = []
+    for position, column in enumerate(table.columns):
+        shape = column.type.avro.to_avro()
+        if column.type.is_string:
+            shape = {"type": "string", "avro.java.string": "String"}
+        avro_type: Any = ["null", shape] if (all_nullable or column.nullable) else shape
+        field: dict[str, Any] = {"name": _field_name(column.name, position), "type": avro_type}
+        if isinstance(avro_type, list):
+            field["default"] = None
+        fields.append(field)
+    fields.append({"name": SYS_OP, "type": "int", "default": 0})
+    return {"type": "record", "name": _field_name(table.name, 0), "fields": fields}
+
+
+def encode_body(
+    table: Table,
+    rows: Iterable[Sequence[Any]],
+    *,
+    codec: Codec = "null",
+    all_nullable: bool = True,
+) -> bytes:
+    """A body OCF for `rows`: each row is the column values in order, then `sys_op`.
+
+    Values are Python's own (bool, int, float, str, date, time, datetime) or the Avro
+    encodings' integers for date (days), time and timestamp (microseconds).
+    """
+    schema = body_schema(table, all_nullable=all_nullable)
+    names = [f["name"] for f in schema["fields"]]
+    width = len(names)
+
+    def records() -> Iterable[dict[str, Any]]:
+        for row in rows:
+            if len(row) != width:
+                raise ValueError(f"row has {len(row)} values, table {table.name} needs {width}")
+            yield dict(zip(names, row, strict=True))
+
+    return write_ocf(fastavro.parse_schema(schema), records(), codec)
