@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from protocol import avro_kernel as k
+from protocol.codec import OCF_MAGIC
 from protocol.errors import BadChunkError, SchemaMismatchError
 from protocol.row_checks import check_batch
 from protocol.schema import Table
@@ -47,6 +48,15 @@ class BodyLayout:
     kinds: np.ndarray  # field kind per field (columns then sys_op)
     wraps: np.ndarray  # PLAIN / NULL_FIRST / NULL_SECOND per field
     codec: str
+
+    @property
+    def min_record_bytes(self) -> int:
+        """The fewest bytes a record can take (a null or a one-byte varint per field)."""
+        widths = {k.KIND_FLOAT: 4, k.KIND_DOUBLE: 8}
+        return sum(
+            1 if wrap != k.PLAIN else widths.get(int(kind), 1)
+            for kind, wrap in zip(self.kinds, self.wraps, strict=True)
+        )
 
 
 def arrow_schema(table: Table) -> pa.Schema:
@@ -123,6 +133,8 @@ def check_writer_schema(table: Table, writer_schema: Any, codec: str = "null") -
 
 
 def _open(data: bytes) -> Any:
+    if not data.startswith(OCF_MAGIC):
+        raise BadChunkError(f"the body is not an Avro container (bad magic {data[:4]!r})")
     try:
         return fastavro.block_reader(io.BytesIO(data))
     except Exception as exc:  # fastavro raises many types on bad headers
@@ -160,24 +172,19 @@ def decode_body(
     pending_rows = 0
     first_row = 0
     try:
-        blocks = iter(_open(data))
-        while True:
-            try:
-                block = next(blocks)
-            except StopIteration:
-                break
+        for block in _open(data):
             pending.append(block.bytes_.getvalue())
             pending_rows += block.num_records
             if pending_rows >= batch_rows:
                 yield _decode_batch(layout, schema, pending, pending_rows, first_row)
                 first_row += pending_rows
                 pending, pending_rows = [], 0
+        if pending_rows or any(pending):
+            yield _decode_batch(layout, schema, pending, pending_rows, first_row)
     except (BadChunkError, SchemaMismatchError):
         raise
     except Exception as exc:  # corrupt blocks: bad sync, bad compression, short reads
         raise BadChunkError(f"the body cannot be decoded: {type(exc).__name__}: {exc}") from None
-    if pending_rows or any(pending):
-        yield _decode_batch(layout, schema, pending, pending_rows, first_row)
 
 
 def decode_body_table(table: Table, data: bytes | None) -> pa.Table:
@@ -190,6 +197,12 @@ def _decode_batch(
 ) -> pa.RecordBatch:
     buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
     nfields = layout.kinds.shape[0]
+    # Every field takes at least one byte, so a count the bytes cannot hold is corrupt;
+    # checking first keeps a forged count from sizing the output matrices.
+    if nrows < 0 or nrows * layout.min_record_bytes > buf.shape[0]:
+        raise BadChunkError(
+            f"table {layout.table.name}: the blocks claim {nrows} records in {buf.shape[0]} bytes"
+        )
     values = np.empty((nfields, nrows), dtype=np.int64)
     lengths = np.empty((nfields, nrows), dtype=np.int64)
     valid = np.empty((nfields, nrows), dtype=np.uint8)

@@ -20,6 +20,8 @@ from protocol.errors import MessageDecodeError
 from protocol.messages import DeltaInKey, WireModel
 
 Codec = Literal["null", "deflate"]
+#: The first bytes of every Avro Object Container File (fastavro does not check them).
+OCF_MAGIC = b"Obj\x01"
 M = TypeVar("M", bound=WireModel)
 
 
@@ -34,6 +36,8 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     """The one record of an OCF, resolved against the shipped schema `schema_name`."""
     if not data:
         raise MessageDecodeError(f"{schema_name}: empty message")
+    if not data.startswith(OCF_MAGIC):
+        raise MessageDecodeError(f"{schema_name}: not an Avro container (bad magic {data[:4]!r})")
     try:
         records = list(fastavro.reader(io.BytesIO(data), reader_schema=parsed_schema(schema_name)))
     except Exception as exc:  # fastavro raises many types on bad input

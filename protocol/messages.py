@@ -39,7 +39,11 @@ class WireModel(BaseModel):
     """A record of one of the shipped Avro schemas."""
 
     model_config = ConfigDict(
-        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="forbid"
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        extra="forbid",
     )
     avro_name: ClassVar[str]
 

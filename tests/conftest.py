@@ -1,0 +1,33 @@
+"""Fixtures every test layer shares."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from protocol.ddl import parse_schema
+from protocol.schema import LogicalSchema
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def spec_dir() -> Path:
+    """The team's contracts: ../shared/spec beside the checkout, or $PODD_SPEC_DIR."""
+    return Path(os.environ.get("PODD_SPEC_DIR", REPO.parent / "shared" / "spec"))
+
+
+@pytest.fixture(scope="session")
+def spec() -> Path:
+    path = spec_dir()
+    if not (path / "PROTOCOL.md").is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"the contracts are missing: no {path}/PROTOCOL.md")
+        pytest.skip(f"the contracts are not beside this checkout ({path})")
+    return path
+
+
+@pytest.fixture(scope="session")
+def marketing() -> LogicalSchema:
+    return parse_schema((REPO / "examples" / "marketing.sql").read_text())

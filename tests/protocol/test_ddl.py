@@ -1,0 +1,207 @@
+"""Reading Prostore DDL into the logical schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocol.ddl import parse_schema
+from protocol.errors import SchemaDefinitionError, UnknownTableError
+from protocol.schema import Column, LogicalSchema, Table, quote_ident
+from protocol.types import ColumnType, TypeKind
+from tests.conftest import REPO
+from tests.protocol.tables import ALL_TYPES, ALL_TYPES_DDL
+
+
+def test_the_spec_schema_reads(spec: Path) -> None:
+    schema = parse_schema((spec / "marketing.sql").read_text())
+    assert schema.datamart == "marketing"
+    assert [t.name for t in schema] == ["sales", "stores", "agreements"]
+    sales = schema.table("sales")
+    assert sales.column_names == (
+        "id",
+        "transaction_date",
+        "product_code",
+        "product_units",
+        "store_id",
+        "description",
+    )
+    assert sales.primary_key == ("id",)
+    assert sales.distributed_by == ("id",)
+    assert sales.column("product_code") == Column(
+        name="product_code", type=ColumnType(TypeKind.VARCHAR, 256), not_null=True
+    )
+    assert sales.column("description").not_null is False
+    assert sales.column("transaction_date").type.to_postgres() == "timestamp(6)"
+    assert schema.table("stores").column("opened").type.kind is TypeKind.DATE
+
+
+def test_the_shipped_example_is_the_spec_schema(spec: Path) -> None:
+    shipped = (REPO / "examples" / "marketing.sql").read_text()
+    assert shipped == (spec / "marketing.sql").read_text()
+
+
+def test_all_thirteen_types_and_both_aliases() -> None:
+    kinds = {c.name: c.type for c in ALL_TYPES.columns}
+    assert {t.kind for t in kinds.values()} == set(TypeKind)
+    assert kinds["s"] == ColumnType(TypeKind.VARCHAR)  # STRING
+    assert kinds["lg"] == ColumnType(TypeKind.BIGINT)  # LONG
+    assert kinds["c"] == ColumnType(TypeKind.CHAR, 3)
+    assert kinds["u"].max_chars == 36
+    postgres = {name: t.to_postgres() for name, t in kinds.items()}
+    assert postgres == {
+        "id": "bigint",
+        "b": "boolean",
+        "i32": "integer",
+        "i": "bigint",
+        "bi": "bigint",
+        "f": "real",
+        "d": "double precision",
+        "c": "varchar(3)",
+        "v": "varchar(10)",
+        "vs": "varchar",
+        "u": "varchar(36)",
+        "l": "varchar",
+        "dt": "date",
+        "tm": "time(6)",
+        "ts": "timestamp(6)",
+        "s": "varchar",
+        "lg": "bigint",
+    }
+
+
+def test_several_statements_comments_quoting_and_case() -> None:
+    schema = parse_schema(
+        """
+        /* a block comment; with a semicolon */
+        CREATE DATABASE IF NOT EXISTS Shop;
+        -- a line comment
+        create table if not exists SHOP."Orders" (
+          "Id" BIGINT NOT NULL, -- trailing comment
+          Qty int32 null,
+          note STRING,
+          primary key ("Id")
+        ) sharding_key ("Id") datasource_type ('adb', adp);
+        CREATE TABLE lines (id long not null, order_id long, PRIMARY KEY (id, order_id));
+        """
+    )
+    assert schema.datamart == "shop"
+    orders, lines = schema.tables
+    assert orders.name == "Orders"
+    assert orders.column_names == ("Id", "qty", "note")
+    assert orders.distributed_by == ("Id",)
+    # a primary key column is NOT NULL, as PostgreSQL makes it
+    assert lines.column("order_id").not_null
+    assert lines.primary_key == ("id", "order_id")
+
+
+def test_the_datamart_may_be_given_for_unqualified_tables() -> None:
+    schema = parse_schema("CREATE TABLE t (id int, PRIMARY KEY (id))", datamart="dm")
+    assert schema.datamart == "dm"
+    assert schema.table("t").column("id").not_null
+
+
+@pytest.mark.parametrize(
+    ("ddl", "statement", "line", "column", "fragment"),
+    [
+        ("CREATE TABLE a.b (x int)", 1, 1, 25, "has no PRIMARY KEY"),
+        ("CREATE TABLE a.b (x foo, PRIMARY KEY (x))", 1, 1, 21, "unknown type 'foo'"),
+        (
+            "CREATE TABLE a.b (x int, PRIMARY KEY (x));\nCREATE TABLE a.c (y int PRIMARY KEY (y))",
+            2,
+            2,
+            25,
+            "expected ',' or ')'",
+        ),
+        ("CREATE TABLE a.b (x char, PRIMARY KEY (x))", 1, 1, 25, "CHAR needs a length"),
+        ("CREATE TABLE a.b (x varchar(0), PRIMARY KEY (x))", 1, 1, 29, "bad length 0"),
+        ("CREATE TABLE a.b (x int, PRIMARY KEY (y))", 1, 1, 42, "key column y is not a column"),
+        ("CREATE TABLE a.b (x int, x int, PRIMARY KEY (x))", 1, 1, 49, "declared twice"),
+        ("CREATE TABLE a.b (sys_from int, PRIMARY KEY (sys_from))", 1, 1, 56, "reserved"),
+        ("CREATE TABLE b (x int, PRIMARY KEY (x))", 1, 1, 1, "names no datamart"),
+        ("CREATE TABLE a.b (x int, PRIMARY KEY (x)) PARTITION BY x", 1, 1, 43, "PARTITION"),
+        ("DROP TABLE a.b", 1, 1, 1, "expected CREATE"),
+        ("CREATE VIEW a.v AS SELECT 1", 1, 1, 8, "expected TABLE or DATABASE"),
+        (
+            "CREATE TABLE a.b (x int, PRIMARY KEY (x));\n\n"
+            "CREATE TABLE c.d (x int, PRIMARY KEY (x))",
+            2,
+            3,
+            1,
+            "not in datamart a",
+        ),
+        ("-- nothing but a comment", 0, 1, 1, "no CREATE TABLE"),
+        ("CREATE TABLE a.b (x int, PRIMARY KEY (x)", 1, 1, 41, "expected ',' or ')'"),
+    ],
+)
+def test_bad_ddl_names_statement_position_and_expectation(
+    ddl: str, statement: int, line: int, column: int, fragment: str
+) -> None:
+    with pytest.raises(SchemaDefinitionError) as caught:
+        parse_schema(ddl)
+    error = caught.value
+    assert (error.statement, error.line, error.column) == (statement, line, column), str(error)
+    assert fragment in str(error)
+
+
+def test_a_table_name_too_long_for_its_history_table_is_refused() -> None:
+    name = "t" * 56
+    with pytest.raises(SchemaDefinitionError, match="too long"):
+        parse_schema(f"CREATE TABLE a.{name} (x int, PRIMARY KEY (x))")
+    assert parse_schema(f"CREATE TABLE a.{name[:-1]} (x int, PRIMARY KEY (x))")
+
+
+def test_unterminated_string_is_an_error_not_a_crash() -> None:
+    with pytest.raises(SchemaDefinitionError, match="tokenize"):
+        parse_schema("CREATE TABLE a.b (x int, PRIMARY KEY (x)) DATASOURCE_TYPE ('adb)")
+
+
+def test_unknown_table_lookup_carries_the_protocol_code() -> None:
+    with pytest.raises(UnknownTableError) as caught:
+        parse_schema(ALL_TYPES_DDL).table("nope")
+    assert caught.value.code == "UNKNOWN_TABLE"
+
+
+def test_quote_ident_doubles_quotes() -> None:
+    assert quote_ident('we"ird') == '"we""ird"'
+    assert quote_ident("sales") == '"sales"'
+    with pytest.raises(ValueError, match="NUL"):
+        quote_ident("a\x00b")
+
+
+names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True) | st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12
+)
+column_types = st.sampled_from(
+    [ColumnType(k) for k in TypeKind if k is not TypeKind.CHAR]
+) | st.builds(ColumnType, st.sampled_from([TypeKind.CHAR, TypeKind.VARCHAR]), st.integers(1, 9999))
+
+
+@st.composite
+def schemas(draw: st.DrawFn) -> LogicalSchema:
+    table_names = draw(st.lists(names, min_size=1, max_size=3, unique=True))
+    tables = []
+    for table_name in table_names:
+        column_names = draw(
+            st.lists(
+                names.filter(lambda n: n not in ("sys_from", "sys_to", "sys_op")),
+                min_size=1,
+                max_size=6,
+                unique=True,
+            )
+        )
+        pk = column_names[: draw(st.integers(1, len(column_names)))]
+        columns = tuple(
+            Column(name=n, type=draw(column_types), not_null=n in pk or draw(st.booleans()))
+            for n in column_names
+        )
+        tables.append(Table(name=table_name, columns=columns, primary_key=tuple(pk)))
+    return LogicalSchema(datamart=draw(names), tables=tuple(tables))
+
+
+@given(schemas())
+def test_rendered_ddl_reads_back_to_the_same_schema(schema: LogicalSchema) -> None:
+    assert parse_schema(schema.to_ddl()) == schema
