@@ -1,0 +1,21 @@
+"""Benchmarks stay runnable: a smoke-size run of each (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import bench_decode
+
+
+def test_decode_benchmark_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_decode.main(["--rows", "200", "--repeat", "1", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    assert {(r["decoder"].split()[0], r["codec"]) for r in results} == {
+        ("protocol.decode_body", "null"),
+        ("protocol.decode_body", "deflate"),
+        ("fastavro.reader", "null"),
+        ("fastavro.reader", "deflate"),
+    }
+    assert all(r["rows"] == 200 and r["rows_per_second"] > 0 for r in results)
