@@ -76,7 +76,7 @@ def measure(rows: int, repeat: int) -> list[dict[str, Any]]:
     data = sales_rows(rows)
     results = []
     for codec in ("null", "deflate"):
-        body = encode_body(table, data, codec=codec)  # type: ignore[arg-type]
+        body = encode_body(table, data, codec=codec)
 
         def ours(body: bytes = body) -> int:
             return sum(batch.num_rows for batch in decode_body(table, body))
