@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install the project into .venv: `scripts/install.sh` for running it, `--dev` for its tests.
+# Checks for Python >= 3.11 and Java 17+ (Spark needs it) first, and says how to get them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="embedded"
+if [[ "${1:-}" == "--dev" ]]; then extras="embedded,dev"; fi
+
+python="${PYTHON:-python3}"
+if ! "$python" -c 'import sys; raise SystemExit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "error: Python 3.11 or newer is needed (tried '$python'; set PYTHON=... to choose)." >&2
+    exit 1
+fi
+
+java_major() {
+    local java="java"
+    if [[ -n "${JAVA_HOME:-}" ]]; then java="$JAVA_HOME/bin/java"; fi
+    "$java" -version 2>&1 | sed -n 's/.*version "\([0-9]*\)[."].*/\1/p' | head -n 1
+}
+major="$(java_major || true)"
+if [[ -z "$major" || "$major" -lt 17 ]]; then
+    found="none was found"
+    if [[ -n "$major" ]]; then found="found Java $major"; fi
+    echo "error: Java 17 or newer is needed by Spark; $found (java on PATH or \$JAVA_HOME)." >&2
+    cat >&2 <<'MSG'
+  Debian/Ubuntu:  sudo apt-get install -y openjdk-17-jre-headless
+  Fedora/RHEL:    sudo dnf install -y java-17-openjdk-headless
+  macOS:          brew install openjdk@17
+Then run this command again (or set JAVA_HOME to the JDK's directory).
+MSG
+    exit 1
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    "$python" -m venv .venv
+fi
+# Reinstall only when the project's requirements changed since the last install.
+stamp=".venv/.installed-${extras/,/-}"
+wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]]; then
+    exit 0
+fi
+echo "installing podd-replica[$extras] into .venv (Java $major found) ..."
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[$extras]"
+echo "$wanted" > "$stamp"
