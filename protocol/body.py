@@ -141,19 +141,20 @@ def _open(data: bytes) -> Any:
         raise BadChunkError(f"the body is not an Avro container: {exc}") from None
 
 
-def read_body_layout(table: Table, data: bytes | None) -> BodyLayout | None:
-    """The early check: read only the OCF header and check its writer schema.
-
-    Returns None for an empty body (zero bytes or null: no records, nothing to check).
-    """
-    if not data:
-        return None
-    reader = _open(data)
+def _layout(table: Table, reader: Any) -> BodyLayout:
     try:
         writer_schema = json.loads(reader.metadata["avro.schema"])
     except Exception as exc:
         raise BadChunkError(f"the body's header holds no readable schema: {exc}") from None
     return check_writer_schema(table, writer_schema, str(reader.codec))
+
+
+def read_body_layout(table: Table, data: bytes | None) -> BodyLayout | None:
+    """The early check: read only the OCF header and check its writer schema.
+
+    Returns None for an empty body (zero bytes or null: no records, nothing to check).
+    """
+    return _layout(table, _open(data)) if data else None
 
 
 def decode_body(
@@ -164,15 +165,16 @@ def decode_body(
     Rows keep their order. Checks the writer schema first, then every row (`sys_op` in
     {0, 1}, NOT NULL, lengths and ranges the PostgreSQL column can hold).
     """
-    layout = read_body_layout(table, data)
-    if layout is None or data is None:
+    if not data:
         return
+    reader = _open(data)
+    layout = _layout(table, reader)
     schema = arrow_schema(table)
     pending: list[bytes] = []
     pending_rows = 0
     first_row = 0
     try:
-        for block in _open(data):
+        for block in reader:
             pending.append(block.bytes_.getvalue())
             pending_rows += block.num_records
             if pending_rows >= batch_rows:
@@ -235,7 +237,7 @@ def _to_arrow(
     nulls = nrows - int(np.count_nonzero(valid))
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     if pa.types.is_string(arrow_type):
-        total = int(lengths[valid.view(bool)].sum()) if nrows else 0
+        total = int(lengths.sum())  # the kernel gives nulls length 0
         if total > _MAX_STRING_BYTES:
             raise BadChunkError("a string column holds more than 2 GiB in one batch")
         out = np.empty(total, dtype=np.uint8)
