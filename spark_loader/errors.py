@@ -1,0 +1,35 @@
+"""Errors of the loader layer (`PoddError` is the root)."""
+
+from __future__ import annotations
+
+from protocol.errors import ErrorCode, PoddError, ProtocolError
+
+
+class LoaderError(PoddError):
+    """Something the loader could not do."""
+
+
+class LoadFailedError(ProtocolError):
+    """The replica store refused the load after retries; the replica is unchanged."""
+
+    code = ErrorCode.LOAD_FAILED
+
+
+class CommitStateUnknownError(LoaderError):
+    """The connection broke during COMMIT and the registry could not be read afterwards.
+
+    Whether the delta was applied is unknown until the registry can be read again; nothing
+    may be answered before that.
+    """
+
+
+class StoreMismatchError(LoaderError):
+    """Existing replica tables disagree with the logical schema."""
+
+
+class StagedTransferError(LoaderError):
+    """A staged transfer on disk is incomplete or malformed."""
+
+
+class EmbeddedPostgresError(LoaderError):
+    """The embedded PostgreSQL server could not be started or stopped."""

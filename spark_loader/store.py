@@ -1,0 +1,261 @@
+"""The replica store in PostgreSQL: creating it, checking it, and reading its registry.
+
+One PostgreSQL schema per datamart holds `t_actual` and `t_history` per table (REPLICA.md)
+and a `t_as_of(n)` function per table. The replica's own tables live in `podd_replica`: the
+catalog of the logical schema each datamart was built from, the registry of applied deltas,
+and unlogged staging tables. All of it is in the same database, so the registry changes in
+the same transaction as the tables it describes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from protocol.apply_model import TableCounts
+from protocol.schema import LogicalSchema, Table
+from spark_loader.errors import StoreMismatchError
+from spark_loader.store_sql import (
+    META_DDL,
+    META_SCHEMA,
+    create_staging_sql,
+    format_type,
+    q,
+    store_ddl,
+)
+
+_STORE_LOCK = 0x5_0DD_5702  # advisory lock serialising store creation
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One applied delta, as the replica recorded it."""
+
+    datamart: str
+    delta_num: int
+    delta_date: datetime
+    request_id: str
+    tables: tuple[TableCounts, ...]
+    applied_at: datetime
+
+
+@dataclass(frozen=True)
+class Datamart:
+    """A datamart whose store exists: its logical schema and its catalog id."""
+
+    schema: LogicalSchema
+    id: int
+
+    @property
+    def name(self) -> str:
+        return self.schema.datamart
+
+
+def safe_dsn(dsn: str) -> str:
+    """The DSN with any password removed, for logs and messages."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    parts.pop("password", None)
+    shown = " ".join(f"{k}={v}" for k, v in sorted(parts.items()) if v is not None)
+    return shown or "<default connection>"
+
+
+class ReplicaStore:
+    """Access to the replica database at `dsn`."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def __repr__(self) -> str:
+        return f"ReplicaStore({safe_dsn(self.dsn)})"
+
+    @contextmanager
+    def connect(self, *, autocommit: bool = False) -> Iterator[psycopg.Connection]:
+        with psycopg.connect(self.dsn, autocommit=autocommit) as conn:
+            yield conn
+
+    # --- creating and checking -----------------------------------------------------------
+    def ensure(self, schema: LogicalSchema) -> Datamart:
+        """Create the datamart's store if needed; refuse if existing tables disagree."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
+            conn.execute(META_DDL)
+            _check_existing(conn, schema)
+            for statement in store_ddl(schema):
+                conn.execute(statement)
+            datamart_id = _register_catalog(conn, schema)
+            for position, table in enumerate(schema.tables):
+                staging = f"{q(META_SCHEMA)}.{q(f'stg_{datamart_id}_{position}')}"
+                conn.execute(f"DROP TABLE IF EXISTS {staging}")
+                conn.execute(create_staging_sql(datamart_id, position, table))
+        return Datamart(schema, datamart_id)
+
+    # --- the registry ----------------------------------------------------------------------
+    def registry(self, datamart: str) -> list[RegistryEntry]:
+        with self.connect() as conn:
+            return read_registry(conn, datamart)
+
+    def applied(self, datamart: str, delta_num: int) -> RegistryEntry | None:
+        with self.connect() as conn:
+            entries = read_registry(conn, datamart, delta_num=delta_num)
+        return entries[0] if entries else None
+
+    def last_applied(self, datamart: str) -> RegistryEntry | None:
+        with self.connect() as conn:
+            entries = read_registry(conn, datamart, last=True)
+        return entries[0] if entries else None
+
+
+def read_registry(
+    conn: psycopg.Connection, datamart: str, *, delta_num: int | None = None, last: bool = False
+) -> list[RegistryEntry]:
+    query = (
+        f"SELECT datamart, delta_num, delta_date, request_id, table_counts, applied_at "
+        f"FROM {q(META_SCHEMA)}.delta_registry WHERE datamart = %s"
+    )
+    params: list[object] = [datamart]
+    if delta_num is not None:
+        query += " AND delta_num = %s"
+        params.append(delta_num)
+    query += " ORDER BY delta_num DESC LIMIT 1" if last else " ORDER BY delta_num"
+    exists = conn.execute("SELECT to_regclass(%s)", (f"{META_SCHEMA}.delta_registry",)).fetchone()
+    if not exists or exists[0] is None:
+        return []
+    rows = conn.execute(query, params).fetchall()
+    return [
+        RegistryEntry(
+            datamart=row[0],
+            delta_num=row[1],
+            delta_date=row[2].replace(tzinfo=UTC),
+            request_id=row[3],
+            tables=tuple(TableCounts(*t) for t in json.loads(row[4])),
+            applied_at=row[5],
+        )
+        for row in rows
+    ]
+
+
+def encode_counts(counts: list[TableCounts]) -> str:
+    return json.dumps(
+        [[c.table_name, c.rows_received, c.rows_upserted, c.rows_deleted] for c in counts]
+    )
+
+
+def _register_catalog(conn: psycopg.Connection, schema: LogicalSchema) -> int:
+    meta = q(META_SCHEMA)
+    row = conn.execute(
+        f"SELECT id FROM {meta}.datamart WHERE datamart = %s",
+        (schema.datamart,),
+    ).fetchone()
+    if row is None:
+        row = conn.execute(
+            f"INSERT INTO {meta}.datamart (datamart, schema_ddl) VALUES (%s, %s) RETURNING id",
+            (schema.datamart, schema.to_ddl()),
+        ).fetchone()
+    else:
+        conn.execute(
+            f"UPDATE {meta}.datamart SET schema_ddl = %s WHERE datamart = %s",
+            (schema.to_ddl(), schema.datamart),
+        )
+    assert row is not None
+    conn.execute(f"DELETE FROM {meta}.catalog WHERE datamart = %s", (schema.datamart,))
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {meta}.catalog VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    schema.datamart,
+                    table.name,
+                    t_pos,
+                    c_pos,
+                    column.name,
+                    column.type.to_prostore(),
+                    column.not_null,
+                    table.primary_key.index(column.name)
+                    if column.name in table.primary_key
+                    else None,
+                )
+                for t_pos, table in enumerate(schema.tables)
+                for c_pos, column in enumerate(table.columns)
+            ],
+        )
+    return int(row[0])
+
+
+_COLUMNS_QUERY = """
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+"""
+_KEY_QUERY = """
+SELECT a.attname
+FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+WHERE i.indrelid = to_regclass(%s) AND i.indisprimary
+ORDER BY array_position(i.indkey::int2[], a.attnum)
+"""
+
+
+def _expected_columns(table: Table) -> list[tuple[str, str, bool]]:
+    logical = [(c.name, format_type(c.type), c.not_null) for c in table.columns]
+    return [*logical, ("sys_from", "bigint", True), ("sys_to", "bigint", False),
+            ("sys_op", "integer", False)]  # fmt: skip
+
+
+def _check_existing(conn: psycopg.Connection, schema: LogicalSchema) -> None:
+    """Refuse, naming the table and the difference, if live tables disagree with `schema`."""
+    for table in schema:
+        for kind in ("actual", "history"):
+            regclass = f"{q(schema.datamart)}.{q(f'{table.name}_{kind}')}"
+            live = [tuple(r) for r in conn.execute(_COLUMNS_QUERY, (regclass,)).fetchall()]
+            if not live:
+                continue  # not created yet
+            name = f"{schema.datamart}.{table.name}_{kind}"
+            difference = _difference(_expected_columns(table), live)
+            if difference:
+                raise StoreMismatchError(
+                    f"table {name} disagrees with the logical schema: {difference}"
+                )
+            key = [r[0] for r in conn.execute(_KEY_QUERY, (regclass,)).fetchall()]
+            expected_key = [*table.primary_key, "sys_from"]
+            if key != expected_key:
+                raise StoreMismatchError(
+                    f"table {name} disagrees with the logical schema: its primary key is "
+                    f"({', '.join(key)}), expected ({', '.join(expected_key)})"
+                )
+    known = conn.execute(
+        f"SELECT DISTINCT table_name FROM {q(META_SCHEMA)}.catalog WHERE datamart = %s",
+        (schema.datamart,),
+    ).fetchall()
+    for (table_name,) in known:
+        if not schema.has_table(table_name):
+            raise StoreMismatchError(
+                f"table {schema.datamart}.{table_name} is in the replica but not in the "
+                f"logical schema (drop it, or keep it in the schema)"
+            )
+
+
+def _difference(expected: list[tuple[str, str, bool]], live: list[tuple[object, ...]]) -> str:
+    for position, (want, have) in enumerate(zip(expected, live, strict=False), start=1):
+        if tuple(have) != want:
+            null = {True: "NOT NULL", False: "nullable"}
+            return (
+                f"column {position} is {have[0]} {have[1]} {null[bool(have[2])]}, "
+                f"expected {want[0]} {want[1]} {null[want[2]]}"
+            )
+    if len(live) != len(expected):
+        extra = [str(c[0]) for c in live[len(expected) :]]
+        missing = [c[0] for c in expected[len(live) :]]
+        if extra:
+            return f"it has columns the schema lacks: {', '.join(extra)}"
+        return f"it lacks columns: {', '.join(missing)}"
+    return ""

@@ -1,0 +1,132 @@
+"""The staged transfer: the hand-over from the agent to the loader.
+
+A transfer is a directory holding one file per chunk body, exactly as it arrived on
+`delta.in` (`s000001-c000000001.avro`: stream 1, chunk 1), and `manifest.json`, written last,
+once the transfer is complete:
+
+    {"format_version": 1, "datamart": "marketing", "delta_num": 7,
+     "delta_date": "2026-01-01T07:00:00Z", "request_id": "...",
+     "streams": [{"stream_number": 1, "table_name": "sales", "chunk_count": 3}, ...]}
+
+Every file is written durably (write, fsync, atomic rename, fsync of the directory), so after
+a crash a file is either whole or absent, and a manifest means every chunk it names is there.
+The loader needs only this directory: it knows nothing of Kafka.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from protocol.messages import Long, UtcTimestamp
+from spark_loader.errors import StagedTransferError
+
+MANIFEST_NAME = "manifest.json"
+FORMAT_VERSION = 1
+
+
+class StreamManifest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stream_number: int = Field(ge=1)
+    table_name: str
+    chunk_count: int = Field(ge=1)
+
+
+class TransferManifest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format_version: int = FORMAT_VERSION
+    datamart: str
+    delta_num: Long
+    delta_date: UtcTimestamp
+    request_id: str
+    streams: tuple[StreamManifest, ...]
+
+
+def chunk_file_name(stream_number: int, chunk_number: int) -> str:
+    return f"s{stream_number:06d}-c{chunk_number:09d}.avro"
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_write(path: Path, data: bytes) -> None:
+    """Write `path` so that after a crash it is either complete or absent."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+@dataclass(frozen=True)
+class StagedTransfer:
+    """A complete transfer on disk."""
+
+    directory: Path
+    manifest: TransferManifest
+
+    def chunk_path(self, stream_number: int, chunk_number: int) -> Path:
+        return self.directory / chunk_file_name(stream_number, chunk_number)
+
+    def chunks_of(self, table_name: str) -> list[tuple[int, Path]]:
+        """(chunk number, file) of the table's stream, in chunk order."""
+        for stream in self.manifest.streams:
+            if stream.table_name == table_name:
+                return [
+                    (n, self.chunk_path(stream.stream_number, n))
+                    for n in range(1, stream.chunk_count + 1)
+                ]
+        return []
+
+    @classmethod
+    def write(cls, directory: Path, manifest: TransferManifest) -> StagedTransfer:
+        """Seal a transfer whose chunk files are already written: the manifest goes last."""
+        transfer = cls(directory, manifest)
+        transfer.check_files()
+        durable_write(directory / MANIFEST_NAME, manifest.model_dump_json(indent=1).encode())
+        return transfer
+
+    @classmethod
+    def open(cls, directory: Path) -> StagedTransfer:
+        """Read a sealed transfer; `StagedTransferError` if it is not complete and sound."""
+        path = directory / MANIFEST_NAME
+        try:
+            manifest = TransferManifest.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            raise StagedTransferError(f"{directory} has no {MANIFEST_NAME}") from None
+        except ValidationError as exc:
+            raise StagedTransferError(f"{path} is not a transfer manifest: {exc}") from None
+        if manifest.format_version != FORMAT_VERSION:
+            raise StagedTransferError(
+                f"{path}: format_version {manifest.format_version}, expected {FORMAT_VERSION}"
+            )
+        transfer = cls(directory, manifest)
+        transfer.check_files()
+        return transfer
+
+    def check_files(self) -> None:
+        numbers = [s.stream_number for s in self.manifest.streams]
+        tables = [s.table_name for s in self.manifest.streams]
+        if sorted(numbers) != list(range(1, len(numbers) + 1)) or len(set(tables)) != len(tables):
+            raise StagedTransferError(
+                f"{self.directory}: streams must be numbered 1..N with one table each"
+            )
+        for stream in self.manifest.streams:
+            for chunk_number, path in self.chunks_of(stream.table_name):
+                if not path.is_file():
+                    raise StagedTransferError(
+                        f"{self.directory}: stream {stream.stream_number} chunk {chunk_number} "
+                        f"({path.name}) is missing"
+                    )
