@@ -1,0 +1,304 @@
+"""Apply a complete staged transfer to the replica: the loader's one job.
+
+Steps of a load, each numbered in the logs:
+1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
+2. in order? The delta must be the one the registry expects, and later than the last;
+3. under the datamart's lock: empty its staging tables, then per table (in parallel) decode
+   the chunks in the executors, keep the last row per key, COPY into staging;
+4. in ONE transaction: apply every table, insert the registry row, commit.
+Transient failures (lost connections, serialisation failures, executor errors) retry the
+load with backoff and end as `LOAD_FAILED`; row errors end as `SCHEMA_MISMATCH`/`BAD_CHUNK`.
+A connection lost during COMMIT is resolved by reading the registry before anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import psycopg
+import structlog
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException, PythonException
+from pyspark.sql import SparkSession
+
+from protocol.apply_model import TableCounts
+from protocol.errors import BadChunkError, ErrorCode, ProtocolError, SchemaMismatchError
+from protocol.schema import LogicalSchema, Table
+from spark_loader.apply_sql import table_apply_sql
+from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
+from spark_loader.settings import LoaderSettings
+from spark_loader.spark_jobs import decoded_rows, last_row_per_key, stage_rows
+from spark_loader.staging_copy import partition_stager
+from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
+from spark_loader.store_sql import META_SCHEMA, q, staging_name
+from spark_loader.transfer import StagedTransfer
+
+log = structlog.get_logger("spark_loader")
+
+#: Called inside the apply transaction after each table: a seam for failure-injection tests.
+BetweenTables = Callable[[psycopg.Connection, str], None]
+_ROW_ERROR = re.compile(r"\b(BAD_CHUNK|SCHEMA_MISMATCH): (.+)")
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    datamart: str
+    delta_num: int
+    delta_date: datetime
+    request_id: str
+    tables: tuple[TableCounts, ...]
+    applied_at: datetime
+    already_applied: bool = False
+
+    @classmethod
+    def from_registry(cls, entry: RegistryEntry, *, already_applied: bool) -> LoadResult:
+        return cls(
+            entry.datamart,
+            entry.delta_num,
+            entry.delta_date,
+            entry.request_id,
+            entry.tables,
+            entry.applied_at,
+            already_applied,
+        )
+
+
+class _Transient(Exception):
+    """A failure worth another attempt."""
+
+
+def _lock_key(datamart: str) -> int:
+    digest = hashlib.sha256(f"podd-replica:{datamart}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class DeltaLoader:
+    """Loads staged transfers of the registered datamarts into the replica."""
+
+    def __init__(
+        self,
+        store: ReplicaStore,
+        spark: SparkSession,
+        settings: LoaderSettings | None = None,
+        *,
+        between_tables: BetweenTables | None = None,
+    ) -> None:
+        self.store = store
+        self.spark = spark
+        self.settings = settings or LoaderSettings()
+        self.between_tables = between_tables
+        self._datamarts: dict[str, Datamart] = {}
+
+    def register(self, schema: LogicalSchema) -> Datamart:
+        """Create or check the datamart's store; loads of it are accepted from now on."""
+        datamart = self.store.ensure(schema)
+        self._datamarts[schema.datamart] = datamart
+        return datamart
+
+    def load(self, transfer: StagedTransfer) -> LoadResult:
+        manifest = transfer.manifest
+        datamart = self._datamarts.get(manifest.datamart)
+        if datamart is None:
+            raise ProtocolError(
+                f"datamart {manifest.datamart} is not served", code=ErrorCode.UNKNOWN_DATAMART
+            )
+        bound = log.bind(
+            datamart=manifest.datamart, deltaNum=manifest.delta_num, requestId=manifest.request_id
+        )
+        stored = self._check_sequence(transfer)  # steps 1-2
+        if stored is not None:
+            bound.info("delta already applied", step=1)
+            return LoadResult.from_registry(stored, already_applied=True)
+        tables = [datamart.schema.table(s.table_name) for s in manifest.streams]
+        last_error = ""
+        for attempt in range(1, self.settings.load_attempts + 1):
+            try:
+                return self._attempt(datamart, transfer, tables, bound)
+            except _Transient as exc:
+                last_error = str(exc)
+                bound.warning("load attempt failed", attempt=attempt, error=last_error)
+                if attempt < self.settings.load_attempts:
+                    time.sleep(self.settings.retry_backoff_seconds * 2 ** (attempt - 1))
+        raise LoadFailedError(
+            f"delta {manifest.delta_num}: the replica store refused the load after "
+            f"{self.settings.load_attempts} attempts: {last_error}"
+        )
+
+    # --- steps ---------------------------------------------------------------------------
+    def _check_sequence(self, transfer: StagedTransfer) -> RegistryEntry | None:
+        manifest = transfer.manifest
+        stored = self.store.applied(manifest.datamart, manifest.delta_num)
+        if stored is not None:
+            if stored.delta_date != manifest.delta_date:
+                raise ProtocolError(
+                    f"delta {manifest.delta_num} was applied with date "
+                    f"{stored.delta_date.isoformat()}, not {manifest.delta_date.isoformat()}",
+                    code=ErrorCode.DELTA_CONFLICT,
+                )
+            return stored
+        last = self.store.last_applied(manifest.datamart)
+        expected = 0 if last is None else last.delta_num + 1
+        if manifest.delta_num != expected:
+            raise ProtocolError(
+                f"delta {manifest.delta_num} arrived, the replica expects {expected}",
+                code=ErrorCode.OUT_OF_SEQUENCE,
+            )
+        if last is not None and manifest.delta_date <= last.delta_date:
+            raise ProtocolError(
+                f"delta {manifest.delta_num} is dated {manifest.delta_date.isoformat()}, not "
+                f"later than delta {last.delta_num} ({last.delta_date.isoformat()})",
+                code=ErrorCode.DELTA_CONFLICT,
+            )
+        return None
+
+    def _attempt(
+        self,
+        datamart: Datamart,
+        transfer: StagedTransfer,
+        tables: list[Table],
+        bound: structlog.typing.FilteringBoundLogger,
+    ) -> LoadResult:
+        started = time.perf_counter()
+        try:
+            with self.store.connect(autocommit=True) as lock_conn:
+                lock_conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(datamart.name),))
+                stored = self.store.applied(datamart.name, transfer.manifest.delta_num)
+                if stored is not None:  # applied meanwhile (another loader, or our own retry)
+                    return LoadResult.from_registry(stored, already_applied=True)
+                received = self._stage(datamart, transfer, tables, lock_conn)
+                staged_at = time.perf_counter()
+                bound.info("staged", step=3, seconds=round(staged_at - started, 3))
+                result = self._apply(datamart, transfer, tables, received)
+                bound.info(
+                    "applied",
+                    step=4,
+                    seconds=round(time.perf_counter() - staged_at, 3),
+                    rows=sum(c.rows_received for c in result.tables),
+                )
+                return result
+        except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
+            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        except psycopg.errors.DeadlockDetected as exc:
+            raise _Transient(f"deadlock: {exc}") from exc
+
+    def _stage(
+        self,
+        datamart: Datamart,
+        transfer: StagedTransfer,
+        tables: list[Table],
+        conn: psycopg.Connection,
+    ) -> dict[str, int]:
+        """Step 3: fill every table's staging table; returns rows received per table."""
+        positions = {t.name: i for i, t in enumerate(datamart.schema.tables)}
+        staging = {t.name: staging_name(datamart.id, positions[t.name]) for t in tables}
+        if staging:
+            conn.execute(f"TRUNCATE {', '.join(staging.values())}")
+
+        def stage(table: Table) -> tuple[str, int]:
+            chunks = [(n, str(p)) for n, p in transfer.chunks_of(table.name)]
+            rows = last_row_per_key(table, decoded_rows(self.spark, table, chunks))
+            stager = partition_stager(self.store.dsn, staging[table.name], table)
+            _, received = stage_rows(rows, stager)
+            return table.name, received
+
+        try:
+            with ThreadPoolExecutor(max_workers=min(4, max(1, len(tables)))) as pool:
+                received = dict(pool.map(stage, tables))
+        except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
+            raise _classify_spark_error(exc) from None
+        except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
+            raise LoadFailedError(f"Spark refused the load: {exc}") from None
+        for name in staging.values():
+            conn.execute(f"ANALYZE {name}")
+        return received
+
+    def _apply(
+        self,
+        datamart: Datamart,
+        transfer: StagedTransfer,
+        tables: list[Table],
+        received: dict[str, int],
+    ) -> LoadResult:
+        """Step 4: every table and the registry row, in one transaction."""
+        manifest = transfer.manifest
+        positions = {t.name: i for i, t in enumerate(datamart.schema.tables)}
+        params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
+        counts: list[TableCounts] = []
+        conn = psycopg.connect(self.store.dsn, autocommit=False)
+        try:
+            for table in tables:
+                sql = table_apply_sql(
+                    datamart.name, table, staging_name(datamart.id, positions[table.name])
+                )
+                deleted = conn.execute(sql.close_deleted, params).rowcount
+                conn.execute(sql.close_updated, params)
+                conn.execute(sql.remove_current)
+                upserted = conn.execute(sql.open_versions, params).rowcount
+                counts.append(TableCounts(table.name, received[table.name], upserted, deleted))
+                if self.between_tables is not None:
+                    self.between_tables(conn, table.name)
+            row = conn.execute(
+                f"INSERT INTO {q(META_SCHEMA)}.delta_registry "
+                "(datamart, delta_num, delta_date, request_id, table_counts) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING applied_at",
+                (
+                    datamart.name,
+                    manifest.delta_num,
+                    manifest.delta_date.astimezone(UTC).replace(tzinfo=None),
+                    manifest.request_id,
+                    encode_counts(counts),
+                ),
+            ).fetchone()
+            assert row is not None
+            try:
+                conn.commit()
+            except psycopg.OperationalError as exc:
+                return self._after_lost_commit(transfer, exc)
+        except BaseException:
+            if not conn.closed:
+                conn.rollback()
+            raise
+        finally:
+            conn.close()
+        return LoadResult(
+            datamart.name,
+            manifest.delta_num,
+            manifest.delta_date,
+            manifest.request_id,
+            tuple(counts),
+            row[0],
+        )
+
+    def _after_lost_commit(self, transfer: StagedTransfer, exc: Exception) -> LoadResult:
+        """The connection broke during COMMIT: the registry says whether it happened."""
+        manifest = transfer.manifest
+        try:
+            stored = self.store.applied(manifest.datamart, manifest.delta_num)
+        except psycopg.OperationalError as again:
+            raise CommitStateUnknownError(
+                f"delta {manifest.delta_num}: the connection broke during COMMIT ({exc}) "
+                f"and the registry cannot be read ({again})"
+            ) from again
+        if stored is None:
+            raise _Transient(f"COMMIT failed and did not happen: {exc}") from exc
+        return LoadResult.from_registry(stored, already_applied=False)
+
+
+def _classify_spark_error(exc: Exception) -> Exception:
+    """A row error found in the executors keeps its code; anything else is transient."""
+    found = _ROW_ERROR.findall(str(exc))
+    if found:
+        code, message = found[-1]
+        error_type = SchemaMismatchError if code == "SCHEMA_MISMATCH" else BadChunkError
+        return error_type(message.strip())
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return _Transient(f"the Spark job failed: {first_line[:500]}")
+
+
+__all__ = ["BetweenTables", "DeltaLoader", "LoadResult", "LoaderError"]

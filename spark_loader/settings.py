@@ -1,0 +1,25 @@
+"""Loader settings: flags and `PODD_*` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class LoaderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore")
+
+    #: The replica database; None starts the embedded PostgreSQL in `data_dir/postgres`.
+    replica_dsn: SecretStr | None = None
+    data_dir: Path = Path("var")
+    spark_master: str = "local[*]"
+    #: Extra Spark configuration, e.g. {"spark.executor.memory": "4g"}.
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    spark_ui: bool = False
+    #: Shuffle partitions for the last-row-per-key step; None: twice the default parallelism.
+    shuffle_partitions: int | None = None
+    #: How often a load is tried on transient database or executor errors.
+    load_attempts: int = Field(default=4, ge=1)
+    retry_backoff_seconds: float = Field(default=0.5, ge=0)

@@ -1,0 +1,111 @@
+"""Building staged transfers and reading replica tables back, for the loader tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from protocol.apply_model import DeltaRow, ReplicaModel, Version
+from protocol.framing import frame_delta
+from protocol.schema import LogicalSchema, Table
+from protocol.types import TypeKind
+from spark_loader.store_sql import physical, q
+from spark_loader.transfer import (
+    StagedTransfer,
+    StreamManifest,
+    TransferManifest,
+    chunk_file_name,
+    durable_write,
+)
+
+BASE_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def delta_date(n: int) -> datetime:
+    return BASE_DATE + timedelta(hours=n)
+
+
+def stage(
+    root: Path,
+    schema: LogicalSchema,
+    delta_num: int,
+    rows_by_table: Mapping[str, Sequence[DeltaRow]],
+    *,
+    chunk_rows: int = 1000,
+    date: datetime | None = None,
+    tables: Sequence[str] | None = None,
+) -> StagedTransfer:
+    """Frame a delta the way an origin does, and stage its chunks as the agent will."""
+    request_id = str(uuid.uuid4())
+    directory = root / f"{schema.datamart}-{delta_num}-{request_id}"
+    directory.mkdir(parents=True)
+    selected = schema if tables is None else schema.model_copy(
+        update={"tables": tuple(schema.table(t) for t in tables)}
+    )
+    counts: dict[int, tuple[str, int]] = {}
+    for chunk in frame_delta(
+        selected,
+        request_id=request_id,
+        delta_num=delta_num,
+        delta_date=date or delta_date(delta_num),
+        rows_by_table=rows_by_table,
+        chunk_rows=chunk_rows,
+    ):
+        key = chunk.key
+        durable_write(directory / chunk_file_name(key.stream_number, key.chunk_number), chunk.body)
+        counts[key.stream_number] = (key.table_name, key.chunk_number)
+    manifest = TransferManifest(
+        datamart=schema.datamart,
+        delta_num=delta_num,
+        delta_date=date or delta_date(delta_num),
+        request_id=request_id,
+        streams=tuple(
+            StreamManifest(stream_number=s, table_name=t, chunk_count=c)
+            for s, (t, c) in sorted(counts.items())
+        ),
+    )
+    return StagedTransfer.write(directory, manifest)
+
+
+def _select_list(table: Table) -> str:
+    # real is read as float8: exact, where the float4 text form would round in Python
+    return ", ".join(
+        f"{q(c.name)}::float8" if c.type.kind is TypeKind.FLOAT else q(c.name)
+        for c in table.columns
+    )
+
+
+def read_versions(dsn: str, datamart: str, table: Table) -> tuple[set[Version], set[Version]]:
+    """(t_actual, t_history) as reference-model versions."""
+    cols = _select_list(table)
+    out: list[set[Version]] = []
+    with psycopg.connect(dsn) as conn:
+        for kind in ("actual", "history"):
+            rows = conn.execute(
+                f"SELECT {cols}, sys_from, sys_to, sys_op FROM {physical(datamart, table.name, kind)}"
+            ).fetchall()
+            out.append({Version(tuple(r[:-3]), r[-3], r[-2], r[-1]) for r in rows})
+    return out[0], out[1]
+
+
+def read_as_of(dsn: str, datamart: str, table: Table, n: int) -> set[tuple[Any, ...]]:
+    cols = ", ".join(
+        f"{q(c.name)}::float8" if c.type.kind is TypeKind.FLOAT else q(c.name)
+        for c in table.columns
+    )
+    name = f"{q(datamart)}.{q(table.name + '_as_of')}"
+    with psycopg.connect(dsn) as conn:
+        return {tuple(r) for r in conn.execute(f"SELECT {cols} FROM {name}(%s)", (n,)).fetchall()}
+
+
+def assert_matches_model(dsn: str, model: ReplicaModel) -> None:
+    for table in model.schema:
+        actual, history = read_versions(dsn, model.schema.datamart, table)
+        expected = model.tables[table.name]
+        assert actual == set(expected.actual.values()), f"{table.name}_actual differs"
+        assert history == set(expected.history), f"{table.name}_history differs"
