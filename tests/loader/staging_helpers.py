@@ -44,8 +44,10 @@ def stage(
     request_id = str(uuid.uuid4())
     directory = root / f"{schema.datamart}-{delta_num}-{request_id}"
     directory.mkdir(parents=True)
-    selected = schema if tables is None else schema.model_copy(
-        update={"tables": tuple(schema.table(t) for t in tables)}
+    selected = (
+        schema
+        if tables is None
+        else schema.model_copy(update={"tables": tuple(schema.table(t) for t in tables)})
     )
     counts: dict[int, tuple[str, int]] = {}
     for chunk in frame_delta(
@@ -86,9 +88,8 @@ def read_versions(dsn: str, datamart: str, table: Table) -> tuple[set[Version], 
     out: list[set[Version]] = []
     with psycopg.connect(dsn) as conn:
         for kind in ("actual", "history"):
-            rows = conn.execute(
-                f"SELECT {cols}, sys_from, sys_to, sys_op FROM {physical(datamart, table.name, kind)}"
-            ).fetchall()
+            source = physical(datamart, table.name, kind)
+            rows = conn.execute(f"SELECT {cols}, sys_from, sys_to, sys_op FROM {source}").fetchall()
             out.append({Version(tuple(r[:-3]), r[-3], r[-2], r[-1]) for r in rows})
     return out[0], out[1]
 

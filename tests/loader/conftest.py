@@ -1,0 +1,70 @@
+"""Real parts for the loader tests: one PostgreSQL and one SparkSession per test session.
+
+`PODD_TEST_REPLICA_DSN` points the tests at an external PostgreSQL instead of the embedded one.
+Every test gets datamarts of its own, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from protocol.schema import LogicalSchema
+from spark_loader.embedded_pg import EmbeddedPostgres
+from spark_loader.loader import BetweenTables, DeltaLoader
+from spark_loader.session import build_session
+from spark_loader.settings import LoaderSettings
+from spark_loader.store import ReplicaStore
+
+NewLoader = Callable[..., DeltaLoader]
+
+
+@pytest.fixture(scope="session")
+def replica_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("PODD_TEST_REPLICA_DSN")
+    if external:
+        yield external
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("replica") / "pgdata").start()
+    yield server.dsn
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = build_session(LoaderSettings(spark_master="local[2]", shuffle_partitions=2))
+    yield session
+    session.stop()
+
+
+def unique(schema: LogicalSchema) -> LogicalSchema:
+    """The same tables under a datamart name no other test uses."""
+    return schema.model_copy(update={"datamart": f"t_{uuid.uuid4().hex[:10]}"})
+
+
+@pytest.fixture
+def new_loader(replica_dsn: str, spark: SparkSession) -> NewLoader:
+    def make(
+        schema: LogicalSchema,
+        *,
+        attempts: int = 2,
+        between_tables: BetweenTables | None = None,
+    ) -> DeltaLoader:
+        settings = LoaderSettings(load_attempts=attempts, retry_backoff_seconds=0.05)
+        loader = DeltaLoader(
+            ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables
+        )
+        loader.register(schema)
+        return loader
+
+    return make
+
+
+@pytest.fixture
+def staging_root(tmp_path: Path) -> Path:
+    return tmp_path / "staging"

@@ -1,0 +1,172 @@
+"""Failures leave the replica as it was; loads are idempotent and strictly in order."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
+from protocol.ddl import parse_schema
+from protocol.errors import ErrorCode, ProtocolError, SchemaMismatchError
+from protocol.schema import LogicalSchema
+from protocol.workload import Workload, WorkloadSpec
+from spark_loader.errors import LoadFailedError
+from spark_loader.store import ReplicaStore
+from spark_loader.transfer import StagedTransfer
+from tests.loader.conftest import NewLoader, unique
+from tests.loader.staging_helpers import assert_matches_model, delta_date, read_versions, stage
+
+DDL = (Path(__file__).resolve().parents[2] / "examples" / "marketing.sql").read_text()
+
+
+@pytest.fixture
+def schema() -> LogicalSchema:
+    return unique(parse_schema(DDL))
+
+
+def _snapshot(dsn: str, schema: LogicalSchema) -> object:
+    return [read_versions(dsn, schema.datamart, t) for t in schema]
+
+
+def _two_deltas(schema: LogicalSchema, root: Path) -> tuple[ReplicaModel, list[StagedTransfer]]:
+    workload = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=11))
+    model = ReplicaModel(schema)
+    transfers = []
+    for n in range(2):
+        rows = workload.next_delta()
+        transfers.append(stage(root, schema, n, rows, chunk_rows=70))
+        model, _ = apply_delta(model, n, delta_date(n), rows)
+    return model, transfers
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_an_error_between_tables_changes_nothing(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    model, (first, second) = _two_deltas(schema, staging_root)
+    new_loader(schema).load(first)
+    before = _snapshot(replica_dsn, schema)
+
+    def explode(conn: psycopg.Connection, table: str) -> None:
+        if table == "stores":  # sales already applied inside the transaction
+            raise Boom("injected between tables")
+
+    with pytest.raises(Boom):
+        new_loader(schema, between_tables=explode).load(second)
+    assert _snapshot(replica_dsn, schema) == before
+    store = ReplicaStore(replica_dsn)
+    assert [e.delta_num for e in store.registry(schema.datamart)] == [0]
+    # applying again succeeds, once
+    result = new_loader(schema).load(second)
+    assert not result.already_applied
+    assert_matches_model(replica_dsn, model)
+    assert new_loader(schema).load(second).already_applied
+    assert [e.delta_num for e in store.registry(schema.datamart)] == [0, 1]
+
+
+def _killer(dsn: str, times: int) -> tuple[list[int], object]:
+    killed: list[int] = []
+
+    def kill_own_backend(conn: psycopg.Connection, table: str) -> None:
+        if table == "stores" and len(killed) < times:
+            pid = conn.info.backend_pid
+            killed.append(pid)
+            with psycopg.connect(dsn, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    return killed, kill_own_backend
+
+
+def test_a_killed_backend_mid_apply_is_load_failed_and_changes_nothing(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    model, (first, second) = _two_deltas(schema, staging_root)
+    new_loader(schema).load(first)
+    before = _snapshot(replica_dsn, schema)
+    killed, hook = _killer(replica_dsn, times=1)
+    with pytest.raises(LoadFailedError) as caught:
+        new_loader(schema, attempts=1, between_tables=hook).load(second)  # type: ignore[arg-type]
+    assert caught.value.code is ErrorCode.LOAD_FAILED
+    assert len(killed) == 1
+    assert _snapshot(replica_dsn, schema) == before
+    new_loader(schema).load(second)
+    assert_matches_model(replica_dsn, model)
+
+
+def test_a_killed_backend_is_retried_and_the_delta_applies_once(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    model, (first, second) = _two_deltas(schema, staging_root)
+    new_loader(schema).load(first)
+    killed, hook = _killer(replica_dsn, times=1)
+    result = new_loader(schema, attempts=3, between_tables=hook).load(second)  # type: ignore[arg-type]
+    assert len(killed) == 1
+    assert not result.already_applied
+    assert_matches_model(replica_dsn, model)
+    registry = ReplicaStore(replica_dsn).registry(schema.datamart)
+    assert [(e.delta_num, e.request_id) for e in registry] == [
+        (0, first.manifest.request_id),
+        (1, second.manifest.request_id),
+    ]
+
+
+def test_applying_the_same_delta_twice_changes_nothing_the_second_time(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    _, (first, _second) = _two_deltas(schema, staging_root)
+    loader = new_loader(schema)
+    applied = loader.load(first)
+    before = _snapshot(replica_dsn, schema)
+    again = loader.load(first)
+    assert again.already_applied
+    assert (again.tables, again.applied_at, again.request_id) == (
+        applied.tables,
+        applied.applied_at,
+        applied.request_id,
+    )
+    assert _snapshot(replica_dsn, schema) == before
+    # a resend under another requestId is the same delta: the stored result comes back
+    resent = stage(staging_root, schema, 0, {"sales": []})
+    assert loader.load(resent).request_id == first.manifest.request_id
+
+
+def test_deltas_apply_strictly_in_order(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    _, (first, second) = _two_deltas(schema, staging_root)
+    loader = new_loader(schema)
+    with pytest.raises(ProtocolError) as caught:
+        loader.load(second)
+    assert caught.value.code is ErrorCode.OUT_OF_SEQUENCE
+    loader.load(first)
+    other_date = stage(staging_root, schema, 0, {}, date=delta_date(0) + timedelta(seconds=1))
+    with pytest.raises(ProtocolError) as caught:
+        loader.load(other_date)
+    assert caught.value.code is ErrorCode.DELTA_CONFLICT
+    not_later = stage(staging_root, schema, 1, {}, date=delta_date(0))
+    with pytest.raises(ProtocolError) as caught:
+        loader.load(not_later)
+    assert caught.value.code is ErrorCode.DELTA_CONFLICT
+    assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
+
+
+def test_a_row_error_in_the_executors_is_schema_mismatch_and_changes_nothing(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    _, (first, _second) = _two_deltas(schema, staging_root)
+    loader = new_loader(schema)
+    loader.load(first)
+    before = _snapshot(replica_dsn, schema)
+    good = DeltaRow((1, None, None, None, None), 0)
+    bad = DeltaRow((2, None, None, None, None), 2)  # sys_op 2
+    transfer = stage(staging_root, schema, 1, {"stores": [good, good, bad]}, chunk_rows=2)
+    with pytest.raises(SchemaMismatchError, match="row 1: sys_op is 2"):
+        loader.load(transfer)
+    assert _snapshot(replica_dsn, schema) == before
+    assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
