@@ -6,8 +6,9 @@ built from them, through `quote_ident`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import cached_property
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -29,9 +30,23 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class Column(BaseModel):
+class _SchemaModel(BaseModel):
+    """Frozen, and copies are validated anew.
+
+    pydantic's own `model_copy` copies the instance dict, cached properties included, and
+    skips validation: a copy with other tables would still find the old ones.
+    """
+
     model_config = ConfigDict(frozen=True)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        del deep  # the models are immutable: sharing parts is safe
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        values.update(update or {})
+        return type(self).model_validate(values)
+
+
+class Column(_SchemaModel):
     name: str
     type: ColumnType
     not_null: bool = False
@@ -41,10 +56,8 @@ class Column(BaseModel):
         return not self.not_null
 
 
-class Table(BaseModel):
+class Table(_SchemaModel):
     """One logical table: columns in body order, primary key, distribution key."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     columns: tuple[Column, ...]
@@ -91,10 +104,8 @@ class Table(BaseModel):
         return self.columns[self.column_names.index(name)]
 
 
-class LogicalSchema(BaseModel):
+class LogicalSchema(_SchemaModel):
     """All tables of one datamart, in declaration order."""
-
-    model_config = ConfigDict(frozen=True)
 
     datamart: str
     tables: tuple[Table, ...]

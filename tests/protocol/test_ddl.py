@@ -205,3 +205,14 @@ def schemas(draw: st.DrawFn) -> LogicalSchema:
 @given(schemas())
 def test_rendered_ddl_reads_back_to_the_same_schema(schema: LogicalSchema) -> None:
     assert parse_schema(schema.to_ddl()) == schema
+
+
+def test_copies_of_a_schema_are_validated_and_forget_cached_lookups() -> None:
+    schema = parse_schema(ALL_TYPES_DDL.replace("edge.all_types", "edge.a") + ALL_TYPES_DDL)
+    assert schema.has_table("a")  # fills the cached lookup
+    only = schema.model_copy(update={"tables": (schema.table("all_types"),)})
+    assert not only.has_table("a")
+    with pytest.raises(UnknownTableError):
+        only.table("a")
+    with pytest.raises(ValueError, match="declares a table twice"):
+        schema.model_copy(update={"tables": (ALL_TYPES, ALL_TYPES)})
