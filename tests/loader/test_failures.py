@@ -91,7 +91,7 @@ def test_a_killed_backend_mid_apply_is_load_failed_and_changes_nothing(
     before = _snapshot(replica_dsn, schema)
     killed, hook = _killer(replica_dsn, times=1)
     with pytest.raises(LoadFailedError) as caught:
-        new_loader(schema, attempts=1, between_tables=hook).load(second)  # type: ignore[arg-type]
+        new_loader(schema, attempts=1, between_tables=hook).load(second)
     assert caught.value.code is ErrorCode.LOAD_FAILED
     assert len(killed) == 1
     assert _snapshot(replica_dsn, schema) == before
@@ -105,7 +105,7 @@ def test_a_killed_backend_is_retried_and_the_delta_applies_once(
     model, (first, second) = _two_deltas(schema, staging_root)
     new_loader(schema).load(first)
     killed, hook = _killer(replica_dsn, times=1)
-    result = new_loader(schema, attempts=3, between_tables=hook).load(second)  # type: ignore[arg-type]
+    result = new_loader(schema, attempts=3, between_tables=hook).load(second)
     assert len(killed) == 1
     assert not result.already_applied
     assert_matches_model(replica_dsn, model)
