@@ -15,7 +15,8 @@ import pwd
 import shutil
 import socket
 import subprocess
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -166,3 +167,13 @@ class EmbeddedPostgres:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def replica_dsn(configured: str | None, data_dir: Path) -> Iterator[str]:
+    """The configured DSN, or the embedded server's (started in `data_dir`, stopped after)."""
+    if configured:
+        yield configured
+        return
+    with EmbeddedPostgres(data_dir) as server:
+        yield server.dsn

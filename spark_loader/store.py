@@ -19,6 +19,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from protocol.apply_model import TableCounts
+from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, Table
 from spark_loader.errors import StoreMismatchError
 from spark_loader.store_sql import (
@@ -97,6 +98,18 @@ class ReplicaStore:
                 conn.execute(f"DROP TABLE IF EXISTS {staging}")
                 conn.execute(create_staging_sql(datamart_id, position, table))
         return Datamart(schema, datamart_id)
+
+    def stored_schema(self, datamart: str) -> LogicalSchema | None:
+        """The logical schema the datamart's store was built from, from the catalog."""
+        with self.connect() as conn:
+            exists = conn.execute("SELECT to_regclass(%s)", (f"{META_SCHEMA}.datamart",)).fetchone()
+            if not exists or exists[0] is None:
+                return None
+            row = conn.execute(
+                f"SELECT schema_ddl FROM {q(META_SCHEMA)}.datamart WHERE datamart = %s",
+                (datamart,),
+            ).fetchone()
+        return None if row is None else parse_schema(row[0])
 
     # --- the registry ----------------------------------------------------------------------
     def registry(self, datamart: str) -> list[RegistryEntry]:

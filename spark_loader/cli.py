@@ -1,0 +1,129 @@
+"""`podd-loader`: apply a staged transfer by hand (recovery), and print the registry.
+
+    podd-loader apply TRANSFER_DIR [--schema FILE.sql] [--replica DSN]
+    podd-loader registry --datamart NAME [--replica DSN] [--json]
+
+Without --replica (or PODD_REPLICA_DSN) it uses the embedded PostgreSQL in
+DATA_DIR/postgres. Without --schema, the schema is the one the replica's catalog stored.
+Exit status: 0 applied (or already applied), 2 rejected with a protocol error code,
+1 the load failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from protocol.ddl import parse_schema
+from protocol.errors import PoddError, ProtocolError
+from spark_loader.embedded_pg import replica_dsn
+from spark_loader.settings import LoaderSettings
+from spark_loader.store import ReplicaStore
+
+
+def _settings(args: argparse.Namespace) -> LoaderSettings:
+    overrides: dict[str, Any] = {}
+    if args.replica:
+        overrides["replica_dsn"] = args.replica
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
+    if getattr(args, "spark_master", None):
+        overrides["spark_master"] = args.spark_master
+    return LoaderSettings(**overrides)
+
+
+def _dsn(settings: LoaderSettings) -> str | None:
+    return settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
+
+
+def _apply(args: argparse.Namespace) -> int:
+    # Spark and the loader load only for this command: `registry` stays light.
+    from spark_loader.loader import DeltaLoader  # noqa: PLC0415
+    from spark_loader.session import build_session  # noqa: PLC0415
+    from spark_loader.transfer import StagedTransfer  # noqa: PLC0415
+
+    settings = _settings(args)
+    transfer = StagedTransfer.open(args.transfer)
+    with replica_dsn(_dsn(settings), settings.data_dir / "postgres") as dsn:
+        store = ReplicaStore(dsn)
+        if args.schema:
+            schema = parse_schema(args.schema.read_text(), transfer.manifest.datamart)
+        else:
+            stored = store.stored_schema(transfer.manifest.datamart)
+            if stored is None:
+                print(f"datamart {transfer.manifest.datamart} has no store yet: give --schema")
+                return 2
+            schema = stored
+        spark = build_session(settings)
+        try:
+            loader = DeltaLoader(store, spark, settings)
+            loader.register(schema)
+            result = loader.load(transfer)
+        finally:
+            spark.stop()
+    status = "already applied" if result.already_applied else "applied"
+    print(f"delta {result.delta_num} of {result.datamart} {status} at {result.applied_at}")
+    for counts in result.tables:
+        print(
+            f"  {counts.table_name}: received {counts.rows_received}, "
+            f"upserted {counts.rows_upserted}, deleted {counts.rows_deleted}"
+        )
+    return 0
+
+
+def _registry(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    with replica_dsn(_dsn(settings), settings.data_dir / "postgres") as dsn:
+        entries = ReplicaStore(dsn).registry(args.datamart)
+    if args.json:
+        print(json.dumps([asdict(e) for e in entries], default=str, indent=1))
+        return 0
+    if not entries:
+        print(f"datamart {args.datamart}: no delta applied (the next expected is 0)")
+        return 0
+    print(f"{'delta':>6}  {'delta date (UTC)':<26}  {'applied at':<32}  rows  requestId")
+    for e in entries:
+        rows = sum(t.rows_received for t in e.tables)
+        print(
+            f"{e.delta_num:>6}  {e.delta_date.isoformat():<26}  {e.applied_at.isoformat():<32}"
+            f"  {rows:>4}  {e.request_id}"
+        )
+    print(f"next expected delta: {entries[-1].delta_num + 1}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podd-loader", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    apply = commands.add_parser("apply", help="apply a staged transfer directory")
+    apply.add_argument("transfer", type=Path)
+    apply.add_argument("--schema", type=Path, help="Prostore DDL of the datamart")
+    apply.add_argument("--spark-master", help="e.g. local[*] or spark://host:7077")
+    registry = commands.add_parser("registry", help="print the applied deltas")
+    registry.add_argument("--datamart", required=True)
+    registry.add_argument("--json", action="store_true")
+    for command in (apply, registry):
+        command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
+        command.add_argument("--data-dir", type=Path, help="where the embedded server keeps data")
+    args = parser.parse_args(argv)
+    # Logs go to stderr: stdout carries the command's own output.
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    try:
+        return _apply(args) if args.command == "apply" else _registry(args)
+    except ProtocolError as error:
+        print(f"rejected: {error}", file=sys.stderr)
+        return 1 if error.code == "LOAD_FAILED" else 2
+    except PoddError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

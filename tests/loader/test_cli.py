@@ -1,0 +1,51 @@
+"""`podd-loader`, run as an operator runs it: a separate process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from protocol.ddl import parse_schema
+from protocol.workload import Workload, WorkloadSpec
+from tests.conftest import REPO
+from tests.loader.conftest import unique
+from tests.loader.staging_helpers import stage
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spark_loader.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def test_apply_by_hand_then_print_the_registry(tmp_path: Path, replica_dsn: str) -> None:
+    schema = unique(parse_schema((REPO / "examples" / "marketing.sql").read_text()))
+    ddl = tmp_path / "schema.sql"
+    ddl.write_text(schema.to_ddl())
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=60, seed=2)).next_delta()
+    transfer = stage(tmp_path / "staging", schema, 0, rows, chunk_rows=25)
+
+    applied = _run("apply", str(transfer.directory), "--schema", str(ddl), "--replica", replica_dsn)
+    assert applied.returncode == 0, applied.stderr
+    assert f"delta 0 of {schema.datamart} applied" in applied.stdout
+    assert "sales: received 20" in applied.stdout
+
+    # again, with the schema from the replica's catalog: the stored result, no change
+    again = _run("apply", str(transfer.directory), "--replica", replica_dsn)
+    assert again.returncode == 0, again.stderr
+    assert "already applied" in again.stdout
+
+    registry = _run("registry", "--datamart", schema.datamart, "--replica", replica_dsn)
+    assert registry.returncode == 0, registry.stderr
+    assert transfer.manifest.request_id in registry.stdout
+    assert "next expected delta: 1" in registry.stdout
+
+    unknown = _run("apply", str(tmp_path), "--replica", replica_dsn)
+    assert unknown.returncode == 1
+    assert "no manifest.json" in unknown.stderr
