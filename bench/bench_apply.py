@@ -1,0 +1,164 @@
+"""Benchmark: apply a large delta, beside a plain COPY of the same rows (issue 3).
+
+    python -m bench.bench_apply [--rows 1000000] [--preload 1000000] [--tables 10]
+                                [--replica DSN] [--spark-master local[*]] [--json FILE]
+
+Delta 0 pre-loads the replica; delta 1 (70% inserts, 20% updates, 10% deletes) is timed
+from `DeltaLoader.load` to its return. In the same run, the floor: the same delta-1 rows,
+already encoded, COPYed (binary) into empty unlogged tables on one connection. The driver's
+peak memory (this Python process, and the Spark JVM) is sampled throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+
+from bench.datagen import bench_schema, stage_delta
+from protocol.body import decode_body
+from spark_loader.embedded_pg import replica_dsn
+from spark_loader.loader import DeltaLoader
+from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
+from spark_loader.session import build_session
+from spark_loader.settings import LoaderSettings
+from spark_loader.store import ReplicaStore
+from spark_loader.store_sql import q
+from spark_loader.transfer import StagedTransfer
+
+
+class PeakMemory:
+    """Samples the RSS of this process and of the Spark JVM (its child) every 100 ms."""
+
+    def __init__(self) -> None:
+        self.python = 0
+        self.jvm = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(0.1):
+            self.python = max(self.python, me.memory_info().rss)
+            for child in me.children():
+                if "java" in child.name():
+                    self.jvm = max(self.jvm, child.memory_info().rss)
+
+
+def copy_floor(dsn: str, transfer: StagedTransfer) -> tuple[float, int]:
+    """Seconds to COPY the transfer's rows into empty unlogged tables (encoding untimed)."""
+    schema = bench_schema(transfer.manifest.datamart, len(transfer.manifest.streams))
+    encoded: list[tuple[str, bytes]] = []
+    rows = 0
+    for table in schema:
+        kinds = copy_kinds(table)
+        parts = [HEADER]
+        for _, path in transfer.chunks_of(table.name):
+            for batch in decode_body(table, path.read_bytes()):
+                parts.append(encode_batch(kinds, _physical(batch)))
+                rows += batch.num_rows
+        parts.append(TRAILER)
+        encoded.append((table.name, b"".join(parts)))
+    floor_schema = f"copy_floor_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {q(floor_schema)}")
+        for table in schema:
+            columns = ", ".join(f"{q(c.name)} {c.type.to_postgres()}" for c in table.columns)
+            conn.execute(
+                f"CREATE UNLOGGED TABLE {q(floor_schema)}.{q(table.name)} ({columns}, sys_op int)"
+            )
+        started = time.perf_counter()
+        for name, data in encoded:
+            target = f"{q(floor_schema)}.{q(name)}"
+            with conn.cursor().copy(f"COPY {target} FROM STDIN (FORMAT BINARY)") as copy:
+                copy.write(data)
+        seconds = time.perf_counter() - started
+        conn.execute(f"DROP SCHEMA {q(floor_schema)} CASCADE")
+    return seconds, rows
+
+
+def _physical(batch: Any) -> Any:
+    """Arrow batch with dates/times/timestamps as their integer encodings (as Spark has them)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    columns = [
+        col.view(pa.int64()) if pa.types.is_timestamp(col.type) else col for col in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = LoaderSettings(spark_master=args.spark_master)
+    root = Path(tempfile.mkdtemp(prefix="podd-bench-"))
+    schema = bench_schema(f"bench_{uuid.uuid4().hex[:8]}", args.tables)
+    print(f"staging: preload {args.preload:,} rows, delta {args.rows:,} rows, {args.tables} tables")
+    preload = stage_delta(root, schema, 0, args.preload, 0, args.chunk_rows)
+    delta = stage_delta(root, schema, 1, args.rows, args.preload, args.chunk_rows)
+    results: dict[str, Any] = {"rows": args.rows, "preload": args.preload, "tables": args.tables}
+    with replica_dsn(args.replica, root / "pg") as dsn, PeakMemory() as peak:
+        spark = build_session(settings)
+        loader = DeltaLoader(ReplicaStore(dsn), spark, settings)
+        loader.register(schema)
+        started = time.perf_counter()
+        loader.load(preload)
+        results["preload_seconds"] = time.perf_counter() - started
+        started = time.perf_counter()
+        applied = loader.load(delta)
+        results["apply_seconds"] = time.perf_counter() - started
+        results["counts"] = [
+            (c.table_name, c.rows_received, c.rows_upserted, c.rows_deleted) for c in applied.tables
+        ]
+        results["copy_seconds"], copied = copy_floor(dsn, delta)
+        assert copied == args.rows, f"copied {copied} rows, expected {args.rows}"
+        spark.stop()
+    results["ratio"] = results["apply_seconds"] / results["copy_seconds"]
+    results["python_driver_peak_mb"] = peak.python / 2**20
+    results["jvm_peak_mb"] = peak.jvm / 2**20
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--preload", type=int, default=1_000_000)
+    parser.add_argument("--tables", type=int, default=10)
+    parser.add_argument("--chunk-rows", type=int, default=1000)
+    parser.add_argument("--replica", help="PostgreSQL DSN (default: a fresh embedded server)")
+    parser.add_argument("--spark-master", default="local[*]")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    results = run(args)
+    print(
+        f"apply of {args.rows:,} rows: {results['apply_seconds']:.1f} s "
+        f"({args.rows / results['apply_seconds']:,.0f} rows/s)"
+    )
+    print(f"COPY of the same rows into empty unlogged tables: {results['copy_seconds']:.1f} s")
+    print(f"ratio apply/COPY: {results['ratio']:.2f} (target: at most 3)")
+    print(f"pre-load of {args.preload:,} rows: {results['preload_seconds']:.1f} s")
+    print(
+        f"peak memory: Python driver {results['python_driver_peak_mb']:.0f} MB, "
+        f"Spark JVM {results['jvm_peak_mb']:.0f} MB"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
