@@ -20,11 +20,16 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from bench.datagen import bench_schema, stage_delta
+from bench.typed_staging import (
+    RECEIVED,
+    decoded_rows,
+    last_row_per_key,
+    partition_stager,
+    stage_rows,
+)
 from spark_loader.embedded_pg import replica_dsn
 from spark_loader.session import build_session
 from spark_loader.settings import LoaderSettings
-from spark_loader.spark_jobs import RECEIVED, decoded_rows, last_row_per_key, stage_rows
-from spark_loader.staging_copy import partition_stager
 from spark_loader.store_sql import q
 
 DEFAULT_JAR = Path("/usr/share/java/postgresql.jar")  # Debian: libpostgresql-jdbc-java

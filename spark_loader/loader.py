@@ -17,7 +17,6 @@ import hashlib
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -31,12 +30,11 @@ from protocol.apply_model import TableCounts
 from protocol.errors import BadChunkError, ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema, Table
 from spark_loader.apply_sql import table_apply_sql
+from spark_loader.encoded_jobs import last_tuples, stage_tuples, tuple_stager
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.settings import LoaderSettings
-from spark_loader.spark_jobs import decoded_rows, last_row_per_key, stage_rows
-from spark_loader.staging_copy import partition_stager
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
-from spark_loader.store_sql import META_SCHEMA, q, staging_name
+from spark_loader.store_sql import META_SCHEMA, copy_statement, q, staging_name
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -200,20 +198,20 @@ class DeltaLoader:
         if staging:
             conn.execute(f"TRUNCATE {', '.join(staging.values())}")
 
-        def stage(table: Table) -> tuple[str, int]:
-            chunks = [(n, str(p)) for n, p in transfer.chunks_of(table.name)]
-            rows = last_row_per_key(table, decoded_rows(self.spark, table, chunks))
-            stager = partition_stager(self.store.dsn, staging[table.name], table)
-            _, received = stage_rows(rows, stager)
-            return table.name, received
-
+        chunks = [
+            (positions[t.name], number, str(path))
+            for t in tables
+            for number, path in transfer.chunks_of(t.name)
+        ]
+        statements = {positions[t.name]: copy_statement(staging[t.name], t) for t in tables}
         try:
-            with ThreadPoolExecutor(max_workers=min(4, max(1, len(tables)))) as pool:
-                received = dict(pool.map(stage, tables))
+            last = last_tuples(self.spark, datamart.schema.tables, chunks)
+            counts = stage_tuples(last, tuple_stager(self.store.dsn, statements))
         except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
             raise _classify_spark_error(exc) from None
         except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
             raise LoadFailedError(f"Spark refused the load: {exc}") from None
+        received = {t.name: counts.get(positions[t.name], (0, 0))[1] for t in tables}
         for name in staging.values():
             conn.execute(f"ANALYZE {name}")
         return received

@@ -44,6 +44,11 @@ _KIND = {
 }
 
 
+def key_kinds(table: Table) -> np.ndarray:
+    """Wire kinds of the primary key columns, in key order."""
+    return np.array([_KIND[table.column(k).type.kind] for k in table.primary_key], dtype=np.int8)
+
+
 def copy_kinds(table: Table) -> np.ndarray:
     """Wire kinds of the staging columns: the table's columns, then `sys_op` (int4)."""
     return np.array([*(_KIND[c.type.kind] for c in table.columns), INT4], dtype=np.int8)
@@ -58,9 +63,17 @@ def _put(out: Any, pos: int, value: int, width: int) -> int:
 
 @numba.njit(cache=True, nogil=True)
 def encode_rows(
-    kinds: Any, values: Any, valid: Any, starts: Any, lengths: Any, text: Any, out: Any
+    kinds: Any,
+    values: Any,
+    valid: Any,
+    starts: Any,
+    lengths: Any,
+    text: Any,
+    out: Any,
+    row_ends: Any,
 ) -> int:
-    """Write every row into `out` (sized by `encoded_size`); returns the bytes written."""
+    """Write every row into `out`, and where each row ends into `row_ends`; returns the bytes
+    written."""
     ncols = kinds.shape[0]
     nrows = values.shape[1]
     pos = 0
@@ -86,6 +99,7 @@ def encode_rows(
                 value -= _MICROS_1970_TO_2000
             pos = _put(out, pos, width, 4)
             pos = _put(out, pos, value, width)
+        row_ends[r] = pos
     return pos
 
 
@@ -102,8 +116,8 @@ def _column_arrays(array: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
     return raw[array.offset :].astype(np.int64), valid
 
 
-def encode_batch(kinds: np.ndarray, batch: pa.RecordBatch) -> bytes:
-    """The rows of `batch` in binary COPY tuple format (no header, no trailer)."""
+def encode_tuples(kinds: np.ndarray, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `batch` as binary COPY tuples: (bytes, where each row ends)."""
     ncols = len(kinds)
     nrows = batch.num_rows
     values = np.zeros((ncols, nrows), dtype=np.int64)
@@ -138,7 +152,25 @@ def encode_batch(kinds: np.ndarray, batch: pa.RecordBatch) -> bytes:
             size += int((valid[c].astype(np.int64) * int(_WIDTH[kinds[c]])).sum())
     text = np.concatenate(texts) if texts else np.zeros(0, dtype=np.uint8)
     out = np.empty(size, dtype=np.uint8)
-    written = encode_rows(kinds, values, valid, starts, lengths, text, out)
+    row_ends = np.empty(nrows, dtype=np.int64)
+    written = encode_rows(kinds, values, valid, starts, lengths, text, out, row_ends)
     if written != size:
         raise AssertionError(f"binary COPY size {written} != {size}")
-    return out.tobytes()
+    return out, row_ends
+
+
+def encode_batch(kinds: np.ndarray, batch: pa.RecordBatch) -> bytes:
+    """The rows of `batch` in binary COPY tuple format (no header, no trailer)."""
+    return encode_tuples(kinds, batch)[0].tobytes()
+
+
+def tuples_array(kinds: np.ndarray, batch: pa.RecordBatch) -> pa.Array:
+    """One Arrow binary value per row: its binary COPY tuple."""
+    data, row_ends = encode_tuples(kinds, batch)
+    if data.shape[0] > 2**31 - 1:
+        raise ValueError("a batch encodes to more than 2 GiB")
+    offsets = np.zeros(batch.num_rows + 1, dtype=np.int32)
+    offsets[1:] = row_ends
+    return pa.Array.from_buffers(
+        pa.binary(), batch.num_rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )

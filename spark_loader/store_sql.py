@@ -114,3 +114,9 @@ def store_ddl(schema: LogicalSchema) -> list[str]:
         statements.append(create_table_sql(schema.datamart, table, "history"))
         statements.append(as_of_function_sql(schema.datamart, table))
     return statements
+
+
+def copy_statement(staging: str, table: Table) -> str:
+    """Binary COPY into a staging table: the logical columns, then `sys_op`."""
+    columns = ", ".join([*(q(c.name) for c in table.columns), "sys_op"])
+    return f"COPY {staging} ({columns}) FROM STDIN (FORMAT BINARY)"

@@ -1,5 +1,9 @@
-"""The Spark side of a load: decode chunks in the executors, keep the last row per key,
-and COPY each partition into the table's staging table.
+"""The typed, per-table staging path, kept for the staging-writer benchmark.
+
+The loader first staged this way (one Spark job per table, typed columns): decode chunks in
+the executors, keep the last row per key, COPY each partition into the table's staging table.
+It now uses `spark_loader.encoded_jobs` (one job, rows pre-encoded as COPY tuples); this
+typed path remains because Spark's JDBC writer needs typed columns to be compared with COPY.
 
 Nothing of a delta's rows reaches the driver: the driver sees chunk paths going in and two
 counts per partition coming out. Columns travel under positional names (`c0`, `c1`, ...)
@@ -9,10 +13,13 @@ microseconds), so no Spark time zone or type conversion ever touches a value.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -20,6 +27,8 @@ from pyspark.sql import types as T
 from protocol.body import decode_body
 from protocol.schema import Table
 from protocol.types import TypeKind
+from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
+from spark_loader.store_sql import copy_statement
 
 CHUNK = "_chunk"
 POSITION = "_pos"
@@ -122,3 +131,32 @@ def stage_rows(
     counts = deduplicated.mapInArrow(stage_partition, "staged long, received long")
     row: Any = counts.agg(F.sum("staged"), F.sum("received")).collect()[0]
     return int(row[0] or 0), int(row[1] or 0)
+
+
+def partition_stager(
+    dsn: str, staging: str, table: Table
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A `mapInArrow` function: COPY the partition, then yield (staged, received)."""
+    statement = copy_statement(staging, table)
+    kinds = copy_kinds(table)
+    width = len(kinds)
+
+    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        staged = received = 0
+        first = next(batches, None)
+        if first is not None:
+            with psycopg.connect(dsn) as conn, conn.cursor() as cur, cur.copy(statement) as copy:
+                copy.write(HEADER)
+                for batch in itertools.chain([first], batches):
+                    received += int(pc.sum(batch.column(RECEIVED)).as_py() or 0)
+                    rows = pa.RecordBatch.from_arrays(
+                        batch.columns[:width], names=batch.schema.names[:width]
+                    )
+                    copy.write(encode_batch(kinds, rows))
+                    staged += batch.num_rows
+                copy.write(TRAILER)
+        yield pa.RecordBatch.from_pydict(
+            {"staged": pa.array([staged], pa.int64()), "received": pa.array([received], pa.int64())}
+        )
+
+    return stage
