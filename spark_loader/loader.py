@@ -17,8 +17,8 @@ import hashlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, fields
+from datetime import UTC
 
 import psycopg
 import structlog
@@ -45,26 +45,15 @@ _ROW_ERROR = re.compile(r"\b(BAD_CHUNK|SCHEMA_MISMATCH): (.+)")
 
 
 @dataclass(frozen=True)
-class LoadResult:
-    datamart: str
-    delta_num: int
-    delta_date: datetime
-    request_id: str
-    tables: tuple[TableCounts, ...]
-    applied_at: datetime
+class LoadResult(RegistryEntry):
+    """The registry entry of the applied delta, and whether this load found it applied."""
+
     already_applied: bool = False
 
     @classmethod
     def from_registry(cls, entry: RegistryEntry, *, already_applied: bool) -> LoadResult:
-        return cls(
-            entry.datamart,
-            entry.delta_num,
-            entry.delta_date,
-            entry.request_id,
-            entry.tables,
-            entry.applied_at,
-            already_applied,
-        )
+        values = {f.name: getattr(entry, f.name) for f in fields(RegistryEntry)}
+        return cls(**values, already_applied=already_applied)
 
 
 class _Transient(Exception):
