@@ -34,7 +34,7 @@ from spark_loader.encoded_jobs import last_tuples, stage_tuples, tuple_stager
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.settings import LoaderSettings
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
-from spark_loader.store_sql import META_SCHEMA, copy_statement, q, staging_name
+from spark_loader.store_sql import META_SCHEMA, copy_statement, q
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -182,17 +182,16 @@ class DeltaLoader:
         conn: psycopg.Connection,
     ) -> dict[str, int]:
         """Step 3: fill every table's staging table; returns rows received per table."""
-        positions = {t.name: i for i, t in enumerate(datamart.schema.tables)}
-        staging = {t.name: staging_name(datamart.id, positions[t.name]) for t in tables}
+        staging = {t.name: datamart.staging(t.name) for t in tables}
         if staging:
             conn.execute(f"TRUNCATE {', '.join(staging.values())}")
 
         chunks = [
-            (positions[t.name], number, str(path))
+            (datamart.position(t.name), number, str(path))
             for t in tables
             for number, path in transfer.chunks_of(t.name)
         ]
-        statements = {positions[t.name]: copy_statement(staging[t.name], t) for t in tables}
+        statements = {datamart.position(t.name): copy_statement(staging[t.name], t) for t in tables}
         try:
             last = last_tuples(self.spark, datamart.schema.tables, chunks)
             counts = stage_tuples(last, tuple_stager(self.store.dsn, statements))
@@ -200,7 +199,7 @@ class DeltaLoader:
             raise _classify_spark_error(exc) from None
         except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
             raise LoadFailedError(f"Spark refused the load: {exc}") from None
-        received = {t.name: counts.get(positions[t.name], (0, 0))[1] for t in tables}
+        received = {t.name: counts.get(datamart.position(t.name), (0, 0))[1] for t in tables}
         for name in staging.values():
             conn.execute(f"ANALYZE {name}")
         return received
@@ -214,15 +213,12 @@ class DeltaLoader:
     ) -> LoadResult:
         """Step 4: every table and the registry row, in one transaction."""
         manifest = transfer.manifest
-        positions = {t.name: i for i, t in enumerate(datamart.schema.tables)}
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
         conn = psycopg.connect(self.store.dsn, autocommit=False)
         try:
             for table in tables:
-                sql = table_apply_sql(
-                    datamart.name, table, staging_name(datamart.id, positions[table.name])
-                )
+                sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
                 deleted = conn.execute(sql.close_deleted, params).rowcount
                 conn.execute(sql.close_updated, params)
                 conn.execute(sql.remove_current)

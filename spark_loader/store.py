@@ -28,6 +28,7 @@ from spark_loader.store_sql import (
     create_staging_sql,
     format_type,
     q,
+    staging_name,
     store_ddl,
 )
 
@@ -56,6 +57,14 @@ class Datamart:
     @property
     def name(self) -> str:
         return self.schema.datamart
+
+    def position(self, table_name: str) -> int:
+        """The table's place in the schema, which numbers its staging table."""
+        return [t.name for t in self.schema.tables].index(table_name)
+
+    def staging(self, table_name: str) -> str:
+        """The quoted name of the table's staging table."""
+        return staging_name(self.id, self.position(table_name))
 
 
 def safe_dsn(dsn: str) -> str:
@@ -94,8 +103,7 @@ class ReplicaStore:
                 conn.execute(statement)
             datamart_id = _register_catalog(conn, schema)
             for position, table in enumerate(schema.tables):
-                staging = f"{q(META_SCHEMA)}.{q(f'stg_{datamart_id}_{position}')}"
-                conn.execute(f"DROP TABLE IF EXISTS {staging}")
+                conn.execute(f"DROP TABLE IF EXISTS {staging_name(datamart_id, position)}")
                 conn.execute(create_staging_sql(datamart_id, position, table))
         return Datamart(schema, datamart_id)
 
