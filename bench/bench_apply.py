@@ -81,7 +81,7 @@ def copy_floor(dsn: str, transfer: StagedTransfer) -> tuple[float, int]:
             parts = [HEADER]
             for _, path in transfer.chunks_of(table.name):
                 for batch in decode_body(table, path.read_bytes()):
-                    parts.append(encode_batch(kinds, _physical(batch)))
+                    parts.append(encode_batch(kinds, batch))
                     rows += batch.num_rows
             parts.append(TRAILER)
             data = b"".join(parts)
@@ -95,16 +95,6 @@ def copy_floor(dsn: str, transfer: StagedTransfer) -> tuple[float, int]:
             seconds += time.perf_counter() - started
         conn.execute(f"DROP SCHEMA {q(floor_schema)} CASCADE")
     return seconds, rows
-
-
-def _physical(batch: Any) -> Any:
-    """Arrow batch with dates/times/timestamps as their integer encodings (as Spark has them)."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    columns = [
-        col.view(pa.int64()) if pa.types.is_timestamp(col.type) else col for col in batch.columns
-    ]
-    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
 def _stage_both(
