@@ -119,6 +119,15 @@ class ReplicaStore:
             ).fetchone()
         return None if row is None else parse_schema(row[0])
 
+    def datamarts(self) -> list[str]:
+        """The datamarts that have a store here."""
+        with self.connect() as conn:
+            exists = conn.execute("SELECT to_regclass(%s)", (f"{META_SCHEMA}.datamart",)).fetchone()
+            if not exists or exists[0] is None:
+                return []
+            rows = conn.execute(f"SELECT datamart FROM {q(META_SCHEMA)}.datamart ORDER BY id")
+            return [str(r[0]) for r in rows]
+
     # --- the registry ----------------------------------------------------------------------
     def registry(self, datamart: str) -> list[RegistryEntry]:
         with self.connect() as conn:

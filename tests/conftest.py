@@ -1,14 +1,19 @@
-"""Fixtures every test layer shares."""
+"""Fixtures every test layer shares.
+
+`PODD_TEST_REPLICA_DSN` points the tests at an external PostgreSQL instead of the embedded one.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
+from spark_loader.embedded_pg import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,3 +36,14 @@ def spec() -> Path:
 @pytest.fixture(scope="session")
 def marketing() -> LogicalSchema:
     return parse_schema((REPO / "examples" / "marketing.sql").read_text())
+
+
+@pytest.fixture(scope="session")
+def replica_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("PODD_TEST_REPLICA_DSN")
+    if external:
+        yield external
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("replica") / "pgdata").start()
+    yield server.dsn
+    server.stop()

@@ -1,12 +1,10 @@
-"""Real parts for the loader tests: one PostgreSQL and one SparkSession per test session.
+"""Real parts for the loader tests: one SparkSession per test session (PostgreSQL: ../conftest).
 
-`PODD_TEST_REPLICA_DSN` points the tests at an external PostgreSQL instead of the embedded one.
 Every test gets datamarts of its own, so tests never see each other's rows.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,24 +13,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import EmbeddedPostgres
 from spark_loader.loader import BetweenTables, DeltaLoader
 from spark_loader.session import build_session
 from spark_loader.settings import LoaderSettings
 from spark_loader.store import ReplicaStore
 
 NewLoader = Callable[..., DeltaLoader]
-
-
-@pytest.fixture(scope="session")
-def replica_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    external = os.environ.get("PODD_TEST_REPLICA_DSN")
-    if external:
-        yield external
-        return
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("replica") / "pgdata").start()
-    yield server.dsn
-    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,149 @@
+"""The Faust app: topics, two thin agents, timers and the metrics page.
+
+The agents only move bytes between Kafka and `ReplicaService`. A chunk's event is acked
+(its offset may be committed) only after `on_delta_in` returns, that is after the body and
+framing are on disk. Anything that leaves the agent unsure of its state ends the process at
+once, without committing more offsets: a restart recovers from staging and the registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import faust
+import structlog
+
+from protocol.codec import encode_datamart_key, encode_message
+from protocol.messages import DeltaInResult
+from replica_agent.kafka_client import faust_credentials
+from replica_agent.metrics import AgentMetrics
+from replica_agent.service import FatalAgentError, ReplicaService
+from replica_agent.settings import AgentSettings
+from spark_loader.transfer import durable_write
+
+log = structlog.get_logger("replica_agent")
+
+#: The exit code after a fatal error; a supervisor restarts the agent, which recovers.
+FATAL_EXIT = 70
+
+#: Run before a fatal exit (stopping child processes the agent started).
+before_fatal_exit: list[Callable[[], None]] = []
+
+
+def fatal_exit(reason: str) -> None:
+    log.critical("agent stopping: a restart recovers from staging and the registry", error=reason)
+    for hook in before_fatal_exit:
+        try:
+            hook()
+        except Exception as exc:
+            log.warning("clean-up before exit failed", error=str(exc))
+    os._exit(FATAL_EXIT)
+
+
+def build_app(
+    settings: AgentSettings,
+    bootstrap: list[str],
+    metrics: AgentMetrics,
+    make_service: Callable[[Callable[[DeltaInResult], Any]], ReplicaService],
+    status_file: Path | None = None,
+) -> tuple[faust.App, ReplicaService]:
+    app = faust.App(
+        settings.group_id,
+        broker=[f"kafka://{b}" for b in bootstrap],
+        broker_credentials=faust_credentials(settings),
+        store="memory://",
+        autodiscover=False,
+        web_enabled=True,
+        web_bind=settings.metrics_host,
+        web_port=settings.metrics_port,
+        web_in_thread=False,
+        broker_session_timeout=settings.session_timeout_seconds,
+        broker_heartbeat_interval=max(0.5, settings.session_timeout_seconds / 5),
+        consumer_auto_offset_reset="earliest",
+        topic_replication_factor=settings.topic_replication_factor,
+        producer_acks=-1,
+    )
+
+    def raw_topic(name: str) -> faust.TopicT:
+        return app.topic(
+            name, key_type=bytes, value_type=bytes, key_serializer="raw",
+            value_serializer="raw",
+        )  # fmt: skip
+
+    delta_in = raw_topic(settings.topic_delta_in)
+    delta_in_rs = raw_topic(settings.topic_delta_in_rs)
+    delta_rq = raw_topic(settings.topic_delta_rq)
+    delta_rs = raw_topic(settings.topic_delta_rs)
+
+    async def send_result(result: DeltaInResult) -> None:
+        delivery = await delta_in_rs.send(
+            key=encode_datamart_key(result.datamart), value=encode_message(result)
+        )
+        await delivery  # the broker has it: only now is the answer settled
+
+    service = make_service(send_result)
+
+    @app.task  # type: ignore[untyped-decorator]
+    async def recover() -> None:
+        try:
+            await service.start()
+        except Exception as exc:
+            fatal_exit(f"recovery failed: {type(exc).__name__}: {exc}")
+        service.ready.set()
+
+    @app.agent(delta_in)
+    async def receive_chunks(stream: faust.StreamT[bytes]) -> None:
+        await service.ready.wait()
+        async for event in stream.events():
+            try:
+                await service.on_delta_in(event.key, event.value)
+            except (FatalAgentError, OSError) as exc:
+                fatal_exit(f"{type(exc).__name__}: {exc}")
+
+    @app.agent(delta_rq)
+    async def answer_state(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            state = service.on_delta_rq(event.value)
+            if state is not None:
+                await delta_rs.send(
+                    key=encode_datamart_key(state.datamart), value=encode_message(state)
+                )
+
+    @app.timer(interval=1.0)  # type: ignore[untyped-decorator]
+    async def watch() -> None:
+        if service.fatal is not None:
+            fatal_exit(str(service.fatal))
+        await service.check_incomplete()
+        if status_file is not None:
+            _write_status(status_file, service)
+
+    @app.page("/metrics")
+    async def metrics_page(web: Any, request: Any) -> Any:
+        return web.bytes(metrics.render(), content_type="text/plain; version=0.0.4")
+
+    return app, service
+
+
+_last_status: dict[Path, bytes] = {}
+
+
+def _write_status(path: Path, service: ReplicaService) -> None:
+    """What `replica-agent status` adds to staging and registry: loads and last errors."""
+    snapshot = {
+        name: {
+            "loading": status.loading,
+            "failed": status.failed,
+            "last_error": None
+            if status.last_error is None
+            else dict(zip(("code", "message", "requestId"), status.last_error, strict=True)),
+        }
+        for name, status in service.status.items()
+    }
+    data = json.dumps(snapshot, indent=1).encode()
+    if _last_status.get(path) != data:
+        durable_write(path, data)
+        _last_status[path] = data

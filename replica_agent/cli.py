@@ -1,0 +1,162 @@
+"""`replica-agent`: run the replica agent, or print its state.
+
+    replica-agent run --datamart NAME --schema FILE.sql [--datamart ... --schema ...]
+                      [--broker kafka://HOST:PORT] [--replica postgresql://...]
+                      [--data-dir DIR] [--metrics-port PORT] [--incomplete-timeout SECONDS]
+    replica-agent status [--data-dir DIR] [--replica DSN] [--json]
+
+Every flag is also an environment variable: PODD_DATAMART, PODD_SCHEMA, PODD_BROKER,
+PODD_REPLICA_DSN, PODD_DATA_DIR, ... (see `replica_agent/settings.py`). Without a broker the
+agent starts the embedded Tansu broker; without a replica DSN, the embedded PostgreSQL.
+`status` reads what survives the agent: the replica's registry, the staging directory and
+the agent's status file, so it works whether or not the agent runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from protocol.errors import PoddError
+from replica_agent.runner import STATUS_FILE, main_run
+from replica_agent.settings import AgentSettings
+from replica_agent.staging import TransferStaging
+from spark_loader.embedded_pg import replica_dsn
+
+#: flag → settings field, for the flags that map one to one.
+_FLAGS = {
+    "broker": "broker",
+    "replica": "replica_dsn",
+    "data_dir": "data_dir",
+    "staging_dir": "staging_dir",
+    "metrics_host": "metrics_host",
+    "metrics_port": "metrics_port",
+    "incomplete_timeout": "incomplete_timeout_seconds",
+    "session_timeout": "session_timeout_seconds",
+    "group_id": "group_id",
+    "spark_master": "spark_master",
+    "log_format": "log_format",
+    "log_level": "log_level",
+}
+
+
+def settings_from(args: argparse.Namespace) -> AgentSettings:
+    overrides: dict[str, Any] = {
+        field: getattr(args, flag)
+        for flag, field in _FLAGS.items()
+        if getattr(args, flag, None) is not None
+    }
+    if args.command == "run" and args.datamart:
+        overrides["datamart"] = args.datamart
+    if args.command == "run" and args.schema:
+        overrides["schema_file"] = args.schema
+    return AgentSettings(**overrides)
+
+
+def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str, Any]:
+    """Each datamart's applied delta, transfers in progress with what they miss, last error."""
+    from spark_loader.store import ReplicaStore  # noqa: PLC0415
+
+    status_path = settings.data_dir / STATUS_FILE
+    agent = json.loads(status_path.read_text()) if status_path.exists() else {}
+    staging = TransferStaging(settings.staging_path).recover(cleanup=False)
+    configured = settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
+    report: dict[str, Any] = {}
+    with replica_dsn(configured, settings.data_dir / "postgres") as dsn:
+        store = ReplicaStore(dsn)
+        names = list(only) or settings.datamart or store.datamarts()
+        for name in names:
+            last = store.last_applied(name)
+            report[name] = {
+                "applied": None
+                if last is None
+                else {"deltaNum": last.delta_num, "deltaDate": last.delta_date.isoformat()},
+                "expectedDeltaNum": 0 if last is None else last.delta_num + 1,
+                "inProgress": [
+                    t.progress().model_dump(mode="json", by_alias=True)
+                    for t in staging.open
+                    if t.datamart == name
+                ],
+                "lastError": agent.get(name, {}).get("last_error"),
+                "loading": agent.get(name, {}).get("loading"),
+            }
+    return report
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    if not report:
+        print("no datamart has a replica here yet")
+    for name, state in report.items():
+        applied = state["applied"]
+        where = (
+            "no delta applied"
+            if applied is None
+            else f"delta {applied['deltaNum']} applied (date {applied['deltaDate']})"
+        )
+        print(f"{name}: {where}; expects delta {state['expectedDeltaNum']}")
+        if state["loading"]:
+            print(f"  loading transfer {state['loading']}")
+        for transfer in state["inProgress"]:
+            missing = ", ".join(transfer["missing"]) or "nothing (complete)"
+            print(
+                f"  transfer {transfer['requestId']} of delta {transfer['deltaNum']}: "
+                f"{transfer['chunksReceived']} chunks, "
+                f"{transfer['streamsComplete']}/{transfer['streamTotal']} streams; "
+                f"missing {missing}"
+            )
+        error = state["lastError"]
+        print(f"  last error: {error['code']}: {error['message']}" if error else "  no error")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="replica-agent", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the agent until SIGTERM")
+    run.add_argument("--datamart", action="append", help="a datamart to serve (repeatable)")
+    run.add_argument("--schema", action="append", type=Path, help="its Prostore DDL file")
+    run.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT (default: embedded)")
+    run.add_argument("--staging-dir", type=Path)
+    run.add_argument("--metrics-host")
+    run.add_argument("--metrics-port", type=int)
+    run.add_argument("--incomplete-timeout", type=float, help="seconds")
+    run.add_argument("--session-timeout", type=float, help="Kafka consumer session, seconds")
+    run.add_argument("--group-id")
+    run.add_argument("--spark-master")
+    run.add_argument("--log-format", choices=["auto", "json", "console"])
+    run.add_argument("--log-level")
+    status = commands.add_parser("status", help="print the replica's state")
+    status.add_argument("--datamart", action="append")
+    status.add_argument("--json", action="store_true")
+    for command in (run, status):
+        command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
+        command.add_argument("--data-dir", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from(args)
+    except ValidationError as exc:
+        print(f"replica-agent: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "run":
+        return main_run(settings)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    try:
+        report = status_report(settings, args.datamart or ())
+    except PoddError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        _print_status(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,17 @@
+"""Errors of the agent layer (the root is `protocol.errors.PoddError`)."""
+
+from __future__ import annotations
+
+from protocol.errors import PoddError
+
+
+class AgentError(PoddError):
+    """The agent cannot run as configured."""
+
+
+class StagingError(AgentError):
+    """The staging directory holds something the agent cannot read back."""
+
+
+class BrokerError(AgentError):
+    """The embedded Kafka broker could not be started."""

@@ -1,0 +1,55 @@
+"""The agent's metrics, served in the Prometheus text format (`/metrics`)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "AgentMetrics"]
+
+
+class AgentMetrics:
+    """One registry per agent, so tests and several agents in one process do not collide."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.deltas_applied = Counter(
+            "podd_deltas_applied", "Deltas applied to the replica", ["datamart"], registry=r
+        )
+        self.rows = Counter(
+            "podd_rows",
+            "Rows of applied deltas (received before de-duplication, upserted, deleted)",
+            ["datamart", "kind"],
+            registry=r,
+        )
+        self.chunks = Counter(
+            "podd_chunks", "delta.in chunks staged (first arrivals)", ["datamart"], registry=r
+        )
+        self.duplicates = Counter(
+            "podd_chunk_duplicates", "delta.in chunks that arrived again", ["datamart"], registry=r
+        )
+        self.dropped = Counter(
+            "podd_chunks_dropped", "Chunks of transfers already answered", registry=r
+        )
+        self.undecodable = Counter(
+            "podd_undecodable_messages", "Messages whose key or value cannot be decoded",
+            ["topic"], registry=r,
+        )  # fmt: skip
+        self.rejections = Counter(
+            "podd_rejections", "Transfers answered ERROR", ["datamart", "code"], registry=r
+        )
+        self.load_seconds = Histogram(
+            "podd_load_seconds",
+            "Seconds from a complete transfer to its commit",
+            ["datamart"],
+            buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+            registry=r,
+        )
+        self.current_delta = Gauge(
+            "podd_current_delta", "The last applied delta number", ["datamart"], registry=r
+        )
+        self.open_transfers = Gauge("podd_open_transfers", "Transfers receiving chunks", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

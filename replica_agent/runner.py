@@ -1,0 +1,130 @@
+"""Assemble and run the agent: broker, replica, Spark, loader, staging, tracker, Faust.
+
+Order matters: the replica store is checked (or created) and the topics exist before Faust
+consumes anything; inside Faust, recovery from staging finishes before the first chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+import faust
+import structlog
+
+from protocol.ddl import parse_schema
+from protocol.errors import PoddError
+from protocol.messages import DeltaInResult
+from protocol.schema import LogicalSchema
+from replica_agent import app as agent_app
+from replica_agent.broker import embedded_broker
+from replica_agent.errors import AgentError
+from replica_agent.kafka_client import ensure_topics
+from replica_agent.logs import configure_logging
+from replica_agent.metrics import AgentMetrics
+from replica_agent.service import ReplicaService
+from replica_agent.settings import AgentSettings
+from replica_agent.staging import TransferStaging
+from replica_agent.tracker import TransferTracker
+from spark_loader.embedded_pg import replica_dsn
+from spark_loader.store import safe_dsn
+
+log = structlog.get_logger("replica_agent")
+
+STATUS_FILE = "agent-status.json"
+
+
+def read_schemas(settings: AgentSettings) -> list[LogicalSchema]:
+    if not settings.datamart:
+        raise AgentError("no datamart to serve: give --datamart NAME --schema FILE.sql")
+    schemas = []
+    for name, path in zip(settings.datamart, settings.schema_file, strict=True):
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise AgentError(f"cannot read the schema of {name}: {exc}") from None
+        schema = parse_schema(text, name)
+        if schema.datamart != name:
+            raise AgentError(f"{path} declares datamart {schema.datamart}, not {name}")
+        schemas.append(schema)
+    return schemas
+
+
+def run_agent(settings: AgentSettings) -> int:
+    config = configure_logging(settings.log_format, settings.log_level)
+    schemas = read_schemas(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        embedded = None
+        if settings.broker is None:
+            embedded = stack.enter_context(
+                embedded_broker(log_file=settings.data_dir / "tansu.log")
+            )
+        bootstrap = settings.bootstrap_servers(embedded)
+        configured = settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
+        dsn = stack.enter_context(replica_dsn(configured, settings.data_dir / "postgres"))
+        log.info("replica", dsn=safe_dsn(dsn), bootstrap=bootstrap)
+        asyncio.run(ensure_topics(settings, bootstrap))
+
+        # Spark and the loader are imported here: `status` and tests of the app stay light.
+        from spark_loader.loader import DeltaLoader  # noqa: PLC0415
+        from spark_loader.session import build_session  # noqa: PLC0415
+        from spark_loader.store import ReplicaStore  # noqa: PLC0415
+
+        spark = build_session(settings)
+        stack.callback(spark.stop)
+        store = ReplicaStore(dsn)
+        loader = DeltaLoader(store, spark, settings)
+        for schema in schemas:
+            loader.register(schema)
+        applied = {
+            s.datamart: {e.delta_num: e.delta_date for e in store.registry(s.datamart)}
+            for s in schemas
+        }
+        metrics = AgentMetrics()
+        staging = TransferStaging(settings.staging_path)
+
+        def make_service(send: Callable[[DeltaInResult], Any]) -> ReplicaService:
+            return ReplicaService(
+                tracker=TransferTracker({s.datamart: s for s in schemas}, applied),
+                staging=staging,
+                loader=loader,
+                registry=store.applied,
+                send_result=send,
+                metrics=metrics,
+                incomplete_timeout=settings.incomplete_timeout_seconds,
+            )
+
+        app, _ = agent_app.build_app(
+            settings, bootstrap, metrics, make_service, settings.data_dir / STATUS_FILE
+        )
+        agent_app.before_fatal_exit.append(stack.close)
+        log.info(
+            "agent starting",
+            datamarts=[s.datamart for s in schemas],
+            metrics=f"http://{settings.metrics_host}:{settings.metrics_port}/metrics",
+        )
+        worker = faust.Worker(
+            app,
+            loglevel=settings.log_level,
+            logging_config=config,
+            quiet=True,
+            redirect_stdouts=False,
+        )
+        try:
+            worker.execute_from_commandline()
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+            log.info("agent stopped", exit_code=code)
+            return code
+    return 0
+
+
+def main_run(settings: AgentSettings) -> int:
+    try:
+        return run_agent(settings)
+    except PoddError as exc:
+        log.error("agent cannot start", error=str(exc))
+        return 2

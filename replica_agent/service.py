@@ -1,0 +1,390 @@
+"""The replica service: decoded messages in, answers out. Asyncio, but no Faust.
+
+Per chunk: decode the key, let the tracker decide, stage what it accepted (in a thread:
+fsync must not stall `delta.rq`), and act on a complete transfer. Loads run one at a time
+in a worker task, each in a thread, so the event loop keeps answering while Spark works.
+
+Every answer goes through the outbox: recorded durably, sent, then settled (marked sent and
+the transfer's files removed). A restart resends what is owed, so an answer is delivered at
+least once; the same transfer always gets the same answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from protocol.codec import decode_delta_in_key, decode_message
+from protocol.errors import ErrorCode, MessageDecodeError, ProtocolError
+from protocol.messages import (
+    DeltaInKey,
+    DeltaInResult,
+    DeltaRequest,
+    DeltaState,
+    DeltaStatus,
+    ReplicaState,
+    TableResult,
+)
+from replica_agent.metrics import AgentMetrics
+from replica_agent.staging import TransferStaging
+from replica_agent.tracker import Accepted, Dropped, Rejected, Transfer, TransferTracker
+from spark_loader.errors import CommitStateUnknownError
+from spark_loader.store import RegistryEntry
+from spark_loader.transfer import StagedTransfer
+
+log = structlog.get_logger("replica_agent")
+
+
+class Loader(Protocol):
+    """What the service needs of `spark_loader.loader.DeltaLoader`."""
+
+    def load(self, transfer: StagedTransfer) -> RegistryEntry: ...
+
+
+class FatalAgentError(Exception):
+    """The agent must stop; a restart recovers from staging and the registry."""
+
+
+SendResult = Callable[[DeltaInResult], Awaitable[None]]
+
+
+@dataclass
+class DatamartStatus:
+    loading: str | None = None  # the requestId being loaded
+    failed: bool = False  # the last load ended LOAD_FAILED
+    last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
+
+
+def result_from_registry(transfer: Transfer, entry: RegistryEntry) -> DeltaInResult:
+    return DeltaInResult(
+        request_id=transfer.request_id,
+        datamart=entry.datamart,
+        delta_num=entry.delta_num,
+        delta_date=entry.delta_date,
+        status=DeltaStatus.OK,
+        tables=tuple(
+            TableResult(
+                table_name=c.table_name,
+                rows_received=c.rows_received,
+                rows_upserted=c.rows_upserted,
+                rows_deleted=c.rows_deleted,
+            )
+            for c in entry.tables
+        ),
+        applied_at=entry.applied_at,
+    )
+
+
+class ReplicaService:
+    def __init__(
+        self,
+        *,
+        tracker: TransferTracker,
+        staging: TransferStaging,
+        loader: Loader,
+        registry: Callable[[str, int], RegistryEntry | None],
+        send_result: SendResult,
+        metrics: AgentMetrics,
+        incomplete_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.tracker = tracker
+        self.staging = staging
+        self.loader = loader
+        self.registry = registry
+        self.send_result = send_result
+        self.metrics = metrics
+        self.incomplete_timeout = incomplete_timeout
+        self.clock = clock
+        self.status = {name: DatamartStatus() for name in tracker.schemas}
+        self._deadlines: dict[str, float | None] = {}
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self.fatal: BaseException | None = None
+        #: Set once `start` has recovered; chunks are not consumed before.
+        self.ready = asyncio.Event()
+        for name in tracker.schemas:
+            last = tracker.last_applied(name)
+            if last is not None:
+                metrics.current_delta.labels(name).set(last[0])
+
+    # --- life ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Recover from staging: resend owed answers, reopen transfers, finish complete ones."""
+        found = await asyncio.to_thread(self.staging.recover)
+        self.tracker.finished |= found.finished
+        for result in found.owed:
+            log.info("resending an owed answer", requestId=result.request_id)
+            await self._deliver(result)
+        for transfer in found.open:
+            self.tracker.restore(transfer)
+            self._deadlines[transfer.request_id] = self.clock() + self.incomplete_timeout
+            log.info(
+                "transfer recovered from staging",
+                **_ids(transfer),
+                chunks=transfer.chunks_received,
+                complete=transfer.complete,
+            )
+            if transfer.complete:
+                await self._on_complete(transfer)
+        self.metrics.open_transfers.set(len(self.tracker.open))
+        self._worker = asyncio.create_task(self._load_worker(), name="podd-loads")
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+
+    # --- delta.in --------------------------------------------------------------------------
+    async def on_delta_in(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        try:
+            key = decode_delta_in_key(raw_key)
+        except MessageDecodeError as exc:
+            self.metrics.undecodable.labels("delta.in").inc()
+            log.warning("delta.in message skipped: its key cannot be decoded", error=str(exc))
+            return
+        admission = self.tracker.admit(key, raw_value)
+        if isinstance(admission, Dropped):
+            self.metrics.dropped.inc()
+            return
+        if isinstance(admission, Rejected):
+            await self._reject_key(admission)
+            return
+        await self._stage(key, raw_value, admission)
+
+    async def _stage(self, key: DeltaInKey, body: bytes | None, accepted: Accepted) -> None:
+        transfer = accepted.transfer
+        rid = transfer.request_id
+        if rid not in self._deadlines:
+            await asyncio.to_thread(self.staging.open_transfer, transfer)
+            self._deadlines[rid] = self.clock() + self.incomplete_timeout
+            self.metrics.open_transfers.set(len(self.tracker.open))
+            log.info(
+                "first chunk", **_ids(transfer), streamTotal=transfer.stream_total,
+                subscription=transfer.subscription,
+            )  # fmt: skip
+        if accepted.new:
+            await asyncio.to_thread(
+                self.staging.write_chunk, rid, key.stream_number, key.chunk_number, body
+            )
+            self.metrics.chunks.labels(transfer.datamart).inc()
+            if self._deadlines.get(rid) is None:  # re-armed after an INCOMPLETE_DELTA answer
+                self._deadlines[rid] = self.clock() + self.incomplete_timeout
+        else:
+            self.metrics.duplicates.labels(transfer.datamart).inc()
+        if accepted.stream_changed:
+            stream = transfer.streams[key.stream_number]
+            await asyncio.to_thread(self.staging.write_stream, rid, key.stream_number, stream)
+        if accepted.completed:
+            await self._on_complete(transfer)
+
+    async def _on_complete(self, transfer: Transfer) -> None:
+        await asyncio.to_thread(self.staging.seal, transfer)
+        self._deadlines.pop(transfer.request_id, None)
+        log.info("complete", **_ids(transfer), chunks=transfer.chunks_received)
+        await self._act_on(transfer, queue_load=True)
+
+    async def _act_on(self, transfer: Transfer, *, queue_load: bool) -> bool:
+        """Answer a complete transfer if it needs no load; True when it must be loaded."""
+        decision = self.tracker.decide(transfer)
+        if decision.action == "reject":
+            assert decision.code is not None
+            await self._reject(transfer, decision.code, decision.message)
+        elif decision.action == "answer-stored":
+            entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
+            if entry is None:  # the registry lost a delta the tracker saw: never expected
+                raise FatalAgentError(f"delta {transfer.delta_num} vanished from the registry")
+            log.info("already applied: answering the stored result", **_ids(transfer))
+            await self._answer(result_from_registry(transfer, entry))
+        else:
+            if queue_load:
+                self._queue.put_nowait(transfer.request_id)
+            return True
+        return False
+
+    # --- loads -----------------------------------------------------------------------------
+    async def _load_worker(self) -> None:
+        while True:
+            rid = await self._queue.get()
+            transfer = self.tracker.open.get(rid)
+            if transfer is None or not await self._act_on(transfer, queue_load=False):
+                continue
+            try:
+                await self._load(transfer)
+            except FatalAgentError as exc:
+                self.fatal = exc
+                log.critical("agent stopping", error=str(exc))
+                return
+
+    async def _load(self, transfer: Transfer) -> None:
+        status = self.status[transfer.datamart]
+        staged = await asyncio.to_thread(self.staging.sealed, transfer.request_id)
+        assert staged is not None
+        status.loading = transfer.request_id
+        started = time.perf_counter()
+        log.info("load start", **_ids(transfer))
+        try:
+            entry = await asyncio.to_thread(self.loader.load, staged)
+        except ProtocolError as exc:
+            status.loading = None
+            status.failed = exc.code is ErrorCode.LOAD_FAILED
+            await self._reject(transfer, exc.code, exc.message)
+            return
+        except CommitStateUnknownError as exc:
+            raise FatalAgentError(f"delta {transfer.delta_num}: {exc}") from exc
+        except Exception as exc:  # a bug or an environment fault: report, keep the replica
+            log.exception("load failed unexpectedly", **_ids(transfer))
+            status.loading = None
+            status.failed = True
+            await self._reject(transfer, ErrorCode.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
+            return
+        seconds = time.perf_counter() - started
+        status.loading = None
+        status.failed = False
+        self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
+        m = self.metrics
+        m.deltas_applied.labels(transfer.datamart).inc()
+        m.load_seconds.labels(transfer.datamart).observe(seconds)
+        m.current_delta.labels(transfer.datamart).set(entry.delta_num)
+        for kind in ("received", "upserted", "deleted"):
+            m.rows.labels(transfer.datamart, kind).inc(
+                sum(getattr(c, f"rows_{kind}") for c in entry.tables)
+            )
+        log.info(
+            "applied",
+            **_ids(transfer),
+            seconds=round(seconds, 3),
+            tables={c.table_name: [c.rows_received, c.rows_upserted, c.rows_deleted]
+                    for c in entry.tables},
+        )  # fmt: skip
+        await self._answer(result_from_registry(transfer, entry))
+
+    # --- answers ---------------------------------------------------------------------------
+    async def _reject_key(self, rejected: Rejected) -> None:
+        # The transfer's own framing (from its first chunk) when it has one.
+        transfer = rejected.transfer or Transfer.opened_by(rejected.key)
+        await self._reject(transfer, rejected.code, rejected.message)
+
+    async def _reject(self, transfer: Transfer, code: ErrorCode, message: str) -> None:
+        served = transfer.datamart in self.status
+        if served:
+            self.status[transfer.datamart].last_error = (code.value, message, transfer.request_id)
+        self.metrics.rejections.labels(transfer.datamart if served else "", code.value).inc()
+        log.warning("rejected", **_ids(transfer), errorCode=code.value, errorMessage=message)
+        await self._answer(
+            DeltaInResult(
+                request_id=transfer.request_id,
+                datamart=transfer.datamart,
+                delta_num=transfer.delta_num,
+                delta_date=transfer.delta_date,
+                status=DeltaStatus.ERROR,
+                error_code=code.value,
+                error_message=message,
+            )
+        )
+
+    async def _answer(self, result: DeltaInResult) -> None:
+        await asyncio.to_thread(self.staging.owe, result)
+        await self._deliver(result)
+
+    async def _deliver(self, result: DeltaInResult) -> None:
+        await self.send_result(result)
+        self.tracker.finish(result.request_id)
+        self._deadlines.pop(result.request_id, None)
+        await asyncio.to_thread(self.staging.settle, result.request_id)
+        self.metrics.open_transfers.set(len(self.tracker.open))
+        log.info(
+            "answered", requestId=result.request_id, datamart=result.datamart,
+            deltaNum=result.delta_num, status=result.status.value, errorCode=result.error_code,
+        )  # fmt: skip
+
+    async def check_incomplete(self) -> None:
+        """Answer INCOMPLETE_DELTA for transfers past their deadline; they stay open."""
+        now = self.clock()
+        for rid, deadline in list(self._deadlines.items()):
+            transfer = self.tracker.open.get(rid)
+            if deadline is None or deadline > now or transfer is None or transfer.complete:
+                continue
+            self._deadlines[rid] = None  # re-armed by the next chunk that arrives
+            missing = transfer.missing()
+            message = "missing: " + ", ".join(missing)
+            log.warning("incomplete", **_ids(transfer), missing=missing)
+            self.metrics.rejections.labels(
+                transfer.datamart, ErrorCode.INCOMPLETE_DELTA.value
+            ).inc()
+            if transfer.datamart in self.status:
+                self.status[transfer.datamart].last_error = (
+                    ErrorCode.INCOMPLETE_DELTA.value, message, rid,
+                )  # fmt: skip
+            await self.send_result(
+                DeltaInResult(
+                    request_id=rid,
+                    datamart=transfer.datamart,
+                    delta_num=transfer.delta_num,
+                    delta_date=transfer.delta_date,
+                    status=DeltaStatus.ERROR,
+                    error_code=ErrorCode.INCOMPLETE_DELTA.value,
+                    error_message=message,
+                )
+            )
+
+    # --- delta.rq --------------------------------------------------------------------------
+    def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:
+        try:
+            request = decode_message(DeltaRequest, raw_value)
+        except MessageDecodeError as exc:
+            self.metrics.undecodable.labels("delta.rq").inc()
+            log.warning("delta.rq message skipped: it cannot be decoded", error=str(exc))
+            return None
+        return self.state_of(request.request_id, request.datamart)
+
+    def state_of(self, request_id: str, datamart: str) -> DeltaState:
+        if datamart not in self.status:
+            return DeltaState(
+                request_id=request_id,
+                datamart=datamart,
+                state=ReplicaState.FAILED,
+                expected_delta_num=0,
+                error_code=ErrorCode.UNKNOWN_DATAMART.value,
+                error_message=f"datamart {datamart!r} is not served by this replica",
+            )
+        status = self.status[datamart]
+        last = self.tracker.last_applied(datamart)
+        in_progress = tuple(
+            t.progress() for t in self.tracker.open.values() if t.datamart == datamart
+        )
+        if status.loading is not None:
+            state = ReplicaState.LOADING
+        elif status.failed:
+            state = ReplicaState.FAILED
+        elif in_progress:
+            state = ReplicaState.RECEIVING
+        else:
+            state = ReplicaState.IDLE
+        error = status.last_error if state is ReplicaState.FAILED else None
+        return DeltaState(
+            request_id=request_id,
+            datamart=datamart,
+            state=state,
+            delta_ok_num=None if last is None else last[0],
+            delta_ok_date=None if last is None else last[1],
+            expected_delta_num=self.tracker.expected(datamart),
+            in_progress=in_progress,
+            error_code=None if error is None else error[0],
+            error_message=None if error is None else error[1],
+        )
+
+
+def _ids(transfer: Transfer) -> dict[str, object]:
+    return {
+        "datamart": transfer.datamart,
+        "deltaNum": transfer.delta_num,
+        "requestId": transfer.request_id,
+    }

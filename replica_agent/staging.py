@@ -1,0 +1,203 @@
+"""Durable staging: what the agent knows survives `kill -9` here, and only here.
+
+    <root>/transfers/<id>/transfer.json        the transfer's framing (first chunk's key)
+    <root>/transfers/<id>/s000001.json         stream 1: its table, its last chunk once known
+    <root>/transfers/<id>/s000001-c000000001.avro  a chunk body, exactly as it arrived
+    <root>/transfers/<id>/manifest.json        written once complete (the loader's hand-over)
+    <root>/outbox/<id>.owed.json               a `delta.in.rs` decided but not yet delivered
+    <root>/outbox/<id>.sent.json               ... delivered: the transfer is finished
+
+`<id>` is a digest of the requestId, so any requestId makes a safe file name. Every file is
+written with `durable_write` (write, fsync, atomic rename, fsync of the directory) before the
+Kafka offset of the chunk that caused it can be committed. A body is written before its
+stream file, so a stream file never names a chunk that is not on disk; a body without a
+stream file (a crash in between) is ignored and rewritten when Kafka redelivers the chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from protocol.messages import DeltaInResult
+from replica_agent.errors import StagingError
+from replica_agent.tracker import StreamState, Transfer
+from spark_loader.transfer import (
+    MANIFEST_NAME,
+    StagedTransfer,
+    StreamManifest,
+    TransferManifest,
+    chunk_file_name,
+    durable_write,
+)
+
+TRANSFER_FILE = "transfer.json"
+OWED = ".owed.json"
+SENT = ".sent.json"
+
+
+def transfer_id(request_id: str) -> str:
+    return hashlib.sha256(request_id.encode()).hexdigest()[:40]
+
+
+def stream_file_name(stream_number: int) -> str:
+    return f"s{stream_number:06d}.json"
+
+
+@dataclass
+class Recovered:
+    """What a restart finds on disk."""
+
+    open: list[Transfer] = field(default_factory=list)
+    owed: list[DeltaInResult] = field(default_factory=list)
+    finished: set[str] = field(default_factory=set)
+
+
+class TransferStaging:
+    """The staging directory of one agent (all its datamarts)."""
+
+    def __init__(self, root: Path, *, keep_finished: int = 10_000) -> None:
+        self.root = root
+        self.transfers = root / "transfers"
+        self.outbox = root / "outbox"
+        self.keep_finished = keep_finished
+        self.transfers.mkdir(parents=True, exist_ok=True)
+        self.outbox.mkdir(parents=True, exist_ok=True)
+
+    def directory(self, request_id: str) -> Path:
+        return self.transfers / transfer_id(request_id)
+
+    # --- writes, in the order the agent makes them -----------------------------------------
+    def open_transfer(self, transfer: Transfer) -> None:
+        directory = self.directory(transfer.request_id)
+        directory.mkdir(exist_ok=True)
+        framing = {
+            "request_id": transfer.request_id,
+            "datamart": transfer.datamart,
+            "delta_num": transfer.delta_num,
+            "delta_date": transfer.delta_date.isoformat(),
+            "subscription": transfer.subscription,
+            "stream_total": transfer.stream_total,
+        }
+        durable_write(directory / TRANSFER_FILE, json.dumps(framing).encode())
+
+    def write_chunk(self, request_id: str, stream: int, chunk: int, body: bytes | None) -> int:
+        data = body or b""
+        durable_write(self.directory(request_id) / chunk_file_name(stream, chunk), data)
+        return len(data)
+
+    def write_stream(self, request_id: str, number: int, stream: StreamState) -> None:
+        state = {"table_name": stream.table_name, "last_chunk": stream.last}
+        durable_write(
+            self.directory(request_id) / stream_file_name(number), json.dumps(state).encode()
+        )
+
+    def seal(self, transfer: Transfer) -> StagedTransfer:
+        """Write the manifest of a complete transfer: from now on the loader may take it."""
+        manifest = TransferManifest(
+            datamart=transfer.datamart,
+            delta_num=transfer.delta_num,
+            delta_date=transfer.delta_date,
+            request_id=transfer.request_id,
+            streams=tuple(
+                StreamManifest(
+                    stream_number=number, table_name=s.table_name, chunk_count=s.last or 0
+                )
+                for number, s in sorted(transfer.streams.items())
+            ),
+        )
+        return StagedTransfer.write(self.directory(transfer.request_id), manifest)
+
+    def owe(self, result: DeltaInResult) -> None:
+        """Record an answer before sending it; a restart sends what is still owed."""
+        durable_write(
+            self.outbox / f"{transfer_id(result.request_id)}{OWED}",
+            result.model_dump_json(by_alias=True).encode(),
+        )
+
+    def settle(self, request_id: str) -> None:
+        """The answer was delivered: mark it sent, then drop the transfer's files."""
+        ident = transfer_id(request_id)
+        owed = self.outbox / f"{ident}{OWED}"
+        if owed.exists():
+            os.replace(owed, self.outbox / f"{ident}{SENT}")
+            fd = os.open(self.outbox, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.remove(request_id)
+
+    def remove(self, request_id: str) -> None:
+        shutil.rmtree(self.directory(request_id), ignore_errors=True)
+
+    # --- reads -----------------------------------------------------------------------------
+    def staged_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.transfers.rglob("*.avro"))
+
+    def sealed(self, request_id: str) -> StagedTransfer | None:
+        directory = self.directory(request_id)
+        return StagedTransfer.open(directory) if (directory / MANIFEST_NAME).exists() else None
+
+    def recover(self, *, cleanup: bool = True) -> Recovered:
+        """Rebuild open transfers, owed answers and finished requestIds from the files.
+
+        With `cleanup`, also finish what a crash interrupted (remove the files of answered
+        transfers) and forget the oldest finished requestIds beyond `keep_finished`.
+        """
+        found = Recovered()
+        if cleanup:
+            sent = sorted(self.outbox.glob(f"*{SENT}"), key=lambda p: p.stat().st_mtime)
+            for stale in sent[: max(0, len(sent) - self.keep_finished)]:
+                stale.unlink(missing_ok=True)
+        for path in self.outbox.glob("*.json"):
+            result = _read_result(path)
+            found.finished.add(result.request_id)
+            if path.name.endswith(OWED):
+                found.owed.append(result)
+        finished_ids = {transfer_id(r) for r in found.finished}
+        for directory in sorted(self.transfers.iterdir()):
+            if directory.name in finished_ids or not (directory / TRANSFER_FILE).exists():
+                if cleanup:  # the removal a crash interrupted
+                    shutil.rmtree(directory, ignore_errors=True)
+                continue
+            found.open.append(_read_transfer(directory))
+        return found
+
+
+def _read_result(path: Path) -> DeltaInResult:
+    try:
+        return DeltaInResult.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError) as exc:
+        raise StagingError(f"{path} is not a readable answer: {exc}") from None
+
+
+def _read_transfer(directory: Path) -> Transfer:
+    try:
+        framing = json.loads((directory / TRANSFER_FILE).read_bytes())
+        transfer = Transfer(
+            request_id=framing["request_id"],
+            datamart=framing["datamart"],
+            delta_num=int(framing["delta_num"]),
+            delta_date=datetime.fromisoformat(framing["delta_date"]),
+            subscription=framing["subscription"],
+            stream_total=int(framing["stream_total"]),
+        )
+        for path in sorted(directory.glob("s??????.json")):
+            number = int(path.name[1:7])
+            state = json.loads(path.read_bytes())
+            stream = StreamState(state["table_name"], last=state["last_chunk"])
+            stream.chunks = {
+                int(body.name[9:18]) for body in directory.glob(f"s{number:06d}-c*.avro")
+            }
+            transfer.streams[number] = stream
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StagingError(f"{directory} is not a readable staged transfer: {exc}") from None
+    return transfer

@@ -1,0 +1,138 @@
+"""Real parts for the agent tests: a Tansu broker, PostgreSQL, and the agent as a process.
+
+The agent runs as `python -m replica_agent.cli run` (its own Spark, local[2]), so the tests
+see what an operator sees, and can `kill -9` it. Each agent gets topics, a consumer group and
+a data directory of its own; each test gets datamarts of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from protocol.schema import LogicalSchema
+from replica_agent.broker import embedded_broker
+from spark_loader.embedded_pg import free_port
+from tests.agent.kafka_io import Topics
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = os.environ.get("PODD_TEST_BROKER")
+    if external:
+        yield external
+        return
+    with embedded_broker(log_file=tmp_path_factory.mktemp("tansu") / "tansu.log") as address:
+        yield address
+
+
+def renamed(schema: LogicalSchema, name: str | None = None) -> LogicalSchema:
+    return schema.model_copy(update={"datamart": name or f"a_{uuid.uuid4().hex[:10]}"})
+
+
+@dataclass
+class AgentProcess:
+    """One `replica-agent run` process; restartable on the same data directory."""
+
+    broker: str
+    dsn: str
+    data_dir: Path
+    schemas: list[LogicalSchema]
+    topics: Topics = field(default_factory=Topics.unique)
+    group_id: str = field(default_factory=lambda: f"agent-{uuid.uuid4().hex[:8]}")
+    incomplete_timeout: float = 600.0
+    process: subprocess.Popen[bytes] | None = None
+    metrics_port: int = 0
+    starts: int = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / f"agent-{self.starts}.log"
+
+    def start(self) -> AgentProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        files = []
+        for schema in self.schemas:
+            path = self.data_dir / f"{schema.datamart}.sql"
+            path.write_text(schema.to_ddl())
+            files.append(str(path))
+        self.metrics_port = free_port()
+        self.starts += 1
+        env = {
+            **os.environ,
+            **self.topics.flags(),
+            "PODD_BROKER": f"kafka://{self.broker}",
+            "PODD_REPLICA_DSN": self.dsn,
+            "PODD_DATA_DIR": str(self.data_dir),
+            "PODD_DATAMART": ",".join(s.datamart for s in self.schemas),
+            "PODD_SCHEMA": ",".join(files),
+            "PODD_GROUP_ID": self.group_id,
+            "PODD_SESSION_TIMEOUT_SECONDS": "6",
+            "PODD_INCOMPLETE_TIMEOUT_SECONDS": str(self.incomplete_timeout),
+            "PODD_METRICS_PORT": str(self.metrics_port),
+            "PODD_SPARK_MASTER": "local[2]",
+            "PODD_SHUFFLE_PARTITIONS": "2",
+            "PODD_LOG_FORMAT": "json",
+        }
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "replica_agent.cli", "run"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_for_metrics()
+        return self
+
+    def wait_for_metrics(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"the agent exited early:\n{self.log_tail()}")
+            try:
+                self.metrics()
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise AssertionError(f"the agent did not come up:\n{self.log_tail()}")
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return str(response.read().decode())
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted(self.data_dir.glob("agent-*.log"))
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return int(self.process.returncode)
