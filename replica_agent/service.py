@@ -104,6 +104,8 @@ class ReplicaService:
         self.clock = clock
         self.status = {name: DatamartStatus() for name in tracker.schemas}
         self._deadlines: dict[str, float | None] = {}
+        #: Transfers with a staging directory (until answered); never rewritten after that.
+        self._staged: set[str] = set()
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self.fatal: BaseException | None = None
@@ -124,6 +126,7 @@ class ReplicaService:
             await self._deliver(result)
         for transfer in found.open:
             self.tracker.restore(transfer)
+            self._staged.add(transfer.request_id)
             self._deadlines[transfer.request_id] = self.clock() + self.incomplete_timeout
             log.info(
                 "transfer recovered from staging",
@@ -162,7 +165,8 @@ class ReplicaService:
     async def _stage(self, key: DeltaInKey, body: bytes | None, accepted: Accepted) -> None:
         transfer = accepted.transfer
         rid = transfer.request_id
-        if rid not in self._deadlines:
+        if rid not in self._staged:
+            self._staged.add(rid)
             await asyncio.to_thread(self.staging.open_transfer, transfer)
             self._deadlines[rid] = self.clock() + self.incomplete_timeout
             self.metrics.open_transfers.set(len(self.tracker.open))
@@ -298,6 +302,7 @@ class ReplicaService:
         await self.send_result(result)
         self.tracker.finish(result.request_id)
         self._deadlines.pop(result.request_id, None)
+        self._staged.discard(result.request_id)
         await asyncio.to_thread(self.staging.settle, result.request_id)
         self.metrics.open_transfers.set(len(self.tracker.open))
         log.info(

@@ -1,0 +1,121 @@
+"""The Faust agents with Faust's test utilities (`Agent.test_context`), without a broker.
+
+The loader is a stand-in here (pure logic under test: the agent, the tracker, staging and the
+outbox); the real loader is exercised in test_integration.py and tests/loader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+from protocol.apply_model import TableCounts
+from protocol.codec import encode_delta_in_key
+from protocol.messages import DeltaInResult, DeltaStatus
+from protocol.schema import LogicalSchema
+from protocol.workload import Workload, WorkloadSpec
+from replica_agent.app import build_app
+from replica_agent.metrics import AgentMetrics
+from replica_agent.service import ReplicaService, SendResult
+from replica_agent.settings import AgentSettings
+from replica_agent.staging import TransferStaging
+from replica_agent.tracker import TransferTracker
+from spark_loader.store import RegistryEntry
+from spark_loader.transfer import StagedTransfer
+from tests.agent.kafka_io import chunks_of
+
+APPLIED_AT = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+class RecordingLoader:
+    def __init__(self) -> None:
+        self.loaded: list[StagedTransfer] = []
+
+    def load(self, transfer: StagedTransfer) -> RegistryEntry:
+        self.loaded.append(transfer)
+        m = transfer.manifest
+        counts = tuple(
+            TableCounts(s.table_name, len(transfer.chunks_of(s.table_name)), 0, 0)
+            for s in m.streams
+        )
+        return RegistryEntry(
+            m.datamart, m.delta_num, m.delta_date, m.request_id, counts, APPLIED_AT
+        )
+
+
+async def test_the_chunk_agent_stages_dedups_loads_and_answers(
+    tmp_path: Path, marketing: LogicalSchema
+) -> None:
+    sent: list[DeltaInResult] = []
+    loader = RecordingLoader()
+    staging = TransferStaging(tmp_path / "staging")
+    metrics = AgentMetrics()
+
+    async def record(result: DeltaInResult) -> None:
+        sent.append(result)
+
+    def make_service(_: SendResult) -> ReplicaService:
+        return ReplicaService(
+            tracker=TransferTracker({"marketing": marketing}, {"marketing": {}}),
+            staging=staging,
+            loader=loader,
+            registry=lambda datamart, n: None,
+            send_result=record,
+            metrics=metrics,
+            incomplete_timeout=600,
+        )
+
+    app, service = build_app(AgentSettings(), ["127.0.0.1:9"], metrics, make_service)
+    (receive,) = [a for name, a in app.agents.items() if name.endswith("receive_chunks")]
+    rows = Workload(marketing, WorkloadSpec(rows_per_delta=20, seed=2)).next_delta()
+    chunks = chunks_of(marketing, 0, rows, chunk_rows=3)
+    await service.start()
+    service.ready.set()
+    async with receive.test_context() as agent:
+        for chunk in [*chunks, *chunks]:  # every chunk twice
+            await agent.put(key=encode_delta_in_key(chunk.key), value=chunk.body)
+        for _ in range(200):
+            if sent:
+                break
+            await asyncio.sleep(0.05)
+    await service.stop()
+
+    (result,) = sent
+    assert result.status is DeltaStatus.OK
+    assert result.request_id == chunks[0].key.request_id
+    (transfer,) = loader.loaded
+    assert [s.chunk_count for s in transfer.manifest.streams] == [
+        sum(c.key.stream_number == n for c in chunks) for n in (1, 2, 3)
+    ]
+    # Settled: the transfer's files are gone, its answer is recorded as sent.
+    assert list(staging.transfers.iterdir()) == []
+    assert [p.name.endswith(".sent.json") for p in staging.outbox.iterdir()] == [True]
+    assert service.tracker.expected("marketing") == 1
+    text = metrics.render().decode()
+    assert f'podd_chunk_duplicates_total{{datamart="marketing"}} {len(chunks)}.0' in text
+
+
+async def test_an_undecodable_key_is_skipped(tmp_path: Path, marketing: LogicalSchema) -> None:
+    metrics = AgentMetrics()
+
+    async def record(result: DeltaInResult) -> None:
+        raise AssertionError("nothing to answer")
+
+    def make_service(_: SendResult) -> ReplicaService:
+        return ReplicaService(
+            tracker=TransferTracker({"marketing": marketing}, {"marketing": {}}),
+            staging=TransferStaging(tmp_path),
+            loader=RecordingLoader(),
+            registry=lambda datamart, n: None,
+            send_result=record,
+            metrics=metrics,
+            incomplete_timeout=600,
+        )
+
+    app, service = build_app(AgentSettings(), ["127.0.0.1:9"], metrics, make_service)
+    (receive,) = [a for name, a in app.agents.items() if name.endswith("receive_chunks")]
+    service.ready.set()
+    async with receive.test_context() as agent:
+        await agent.put(key=b"\x00garbage", value=b"")
+    assert 'podd_undecodable_messages_total{topic="delta.in"} 1.0' in metrics.render().decode()

@@ -1,0 +1,84 @@
+"""Staging on disk: what a restart finds after a crash at any point of a chunk's writes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from protocol.messages import DeltaInResult, DeltaStatus
+from replica_agent.errors import StagingError
+from replica_agent.staging import TRANSFER_FILE, TransferStaging
+from replica_agent.tracker import StreamState, Transfer
+from spark_loader.transfer import chunk_file_name
+
+DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def transfer(request_id: str = "r/1 with any characters") -> Transfer:
+    return Transfer(request_id, "marketing", 0, DATE, "SELECT 1", 2)
+
+
+def test_an_open_transfer_is_rebuilt_from_its_files(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path)
+    t = transfer()
+    staging.open_transfer(t)
+    staging.write_chunk(t.request_id, 1, 1, b"a")
+    staging.write_chunk(t.request_id, 1, 2, b"b")
+    staging.write_stream(t.request_id, 1, StreamState("sales", {1, 2}, last=2))
+    # A crash between a body and its stream's file: the body is ignored.
+    staging.write_chunk(t.request_id, 2, 1, b"c")
+    (found,) = TransferStaging(tmp_path).recover().open
+    assert (found.request_id, found.delta_date, found.stream_total) == (t.request_id, DATE, 2)
+    assert found.streams == {1: StreamState("sales", {1, 2}, 2)}
+    assert found.missing() == ["stream 2 last chunk"]
+
+
+def test_a_complete_transfer_seals_into_the_loader_hand_over(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path)
+    t = transfer()
+    t.streams = {1: StreamState("sales", {1}, 1), 2: StreamState("stores", {1}, 1)}
+    staging.open_transfer(t)
+    for number in (1, 2):
+        staging.write_chunk(t.request_id, number, 1, None)
+        staging.write_stream(t.request_id, number, t.streams[number])
+    sealed = staging.seal(t)
+    assert sealed.chunks_of("stores") == [
+        (1, staging.directory(t.request_id) / chunk_file_name(2, 1))
+    ]
+    assert staging.sealed(t.request_id) == sealed
+
+
+def test_owed_answers_survive_and_settled_ones_finish_the_transfer(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path)
+    owed, settled = transfer("owed"), transfer("settled")
+    for t in (owed, settled):
+        staging.open_transfer(t)
+        result = DeltaInResult(
+            request_id=t.request_id, datamart="marketing", delta_num=0, delta_date=DATE,
+            status=DeltaStatus.ERROR, error_code="BAD_CHUNK", error_message="x",
+        )  # fmt: skip
+        staging.owe(result)
+    staging.settle("settled")
+    found = TransferStaging(tmp_path).recover()
+    assert [r.request_id for r in found.owed] == ["owed"]
+    assert found.finished == {"owed", "settled"}
+    assert found.open == []  # the owed transfer's files are cleaned up too
+    assert list(staging.transfers.iterdir()) == []
+
+
+def test_a_directory_without_its_framing_is_a_crash_leftover(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path)
+    (staging.transfers / "half").mkdir()
+    assert staging.recover().open == []
+    assert not (staging.transfers / "half").exists()
+
+
+def test_an_unreadable_framing_file_is_a_staging_error(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path)
+    t = transfer()
+    staging.open_transfer(t)
+    (staging.directory(t.request_id) / TRANSFER_FILE).write_text("{")
+    with pytest.raises(StagingError, match="not a readable staged transfer"):
+        staging.recover()

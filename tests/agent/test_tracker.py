@@ -1,0 +1,224 @@
+"""The transfer tracker, alone: every framing rule and every error code it decides."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from protocol.body_writer import encode_body
+from protocol.errors import ErrorCode
+from protocol.messages import DeltaInKey
+from protocol.schema import LogicalSchema
+from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+
+D0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def day(n: int) -> datetime:
+    return D0 + timedelta(days=n)
+
+
+@pytest.fixture
+def tracker(marketing: LogicalSchema) -> TransferTracker:
+    # Deltas 0 and 1 applied; delta 2 is expected.
+    return TransferTracker({"marketing": marketing}, {"marketing": {0: day(0), 1: day(1)}})
+
+
+def key(**changes: object) -> DeltaInKey:
+    base = DeltaInKey(
+        request_id="r1",
+        datamart="marketing",
+        delta_num=2,
+        delta_date=day(2),
+        subscription="SELECT * FROM marketing.sales",
+        table_name="sales",
+        stream_number=1,
+        stream_total=2,
+        chunk_number=1,
+        is_last_chunk=False,
+    )
+    return base.model_copy(update=changes)
+
+
+def code_of(admission: object) -> ErrorCode:
+    assert isinstance(admission, Rejected), admission
+    return admission.code
+
+
+def test_a_complete_transfer_in_any_order(tracker: TransferTracker) -> None:
+    keys = [
+        key(chunk_number=1),
+        key(chunk_number=2),
+        key(chunk_number=3, is_last_chunk=True),
+        key(stream_number=2, table_name="stores", chunk_number=1, is_last_chunk=True),
+    ]
+    random.Random(3).shuffle(keys)
+    admissions = [tracker.admit(k, None) for k in keys]
+    assert all(isinstance(a, Accepted) and a.new for a in admissions)
+    assert [a.completed for a in admissions if isinstance(a, Accepted)] == [False] * 3 + [True]
+    transfer = tracker.open["r1"]
+    assert transfer.complete
+    assert transfer.missing() == []
+    assert tracker.decide(transfer).action == "load"
+
+
+def test_duplicates_count_once(tracker: TransferTracker) -> None:
+    assert isinstance(tracker.admit(key(), None), Accepted)
+    again = tracker.admit(key(), None)
+    assert isinstance(again, Accepted)
+    assert not again.new
+    assert not again.completed
+    assert tracker.open["r1"].chunks_received == 1
+
+
+def test_missing_names_one_item_per_gap(tracker: TransferTracker) -> None:
+    for number in (1, 4, 7):
+        tracker.admit(key(chunk_number=number), None)
+    transfer = tracker.open["r1"]
+    assert transfer.missing() == [
+        "stream 1 chunks 2-3",
+        "stream 1 chunks 5-6",
+        "stream 1 last chunk",
+        "stream 2 last chunk",
+    ]
+    tracker.admit(key(chunk_number=8, is_last_chunk=True), None)
+    assert transfer.missing()[:2] == ["stream 1 chunks 2-3", "stream 1 chunks 5-6"]
+    progress = transfer.progress()
+    assert (progress.chunks_received, progress.streams_complete, progress.stream_total) == (
+        4,
+        0,
+        2,
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param({}, {"stream_number": 3}, id="stream beyond the total"),
+        pytest.param({}, {"stream_number": 0}, id="stream zero"),
+        pytest.param({}, {"chunk_number": 0}, id="chunk zero"),
+        pytest.param(
+            {"chunk_number": 2, "is_last_chunk": True},
+            {"chunk_number": 3, "is_last_chunk": True},
+            id="two last chunks",
+        ),
+        pytest.param(
+            {"chunk_number": 2, "is_last_chunk": True},
+            {"chunk_number": 3},
+            id="a chunk beyond the last",
+        ),
+        pytest.param(
+            {"chunk_number": 3},
+            {"chunk_number": 2, "is_last_chunk": True},
+            id="a last chunk below a chunk seen",
+        ),
+        pytest.param(
+            {"chunk_number": 2, "is_last_chunk": True},
+            {"chunk_number": 2},
+            id="the last chunk again, not last",
+        ),
+        pytest.param({}, {"chunk_number": 2, "table_name": "stores"}, id="a stream, two tables"),
+        pytest.param({}, {"stream_number": 2}, id="two streams, one table"),
+        pytest.param({}, {"chunk_number": 2, "stream_total": 3}, id="streamTotal differs"),
+        pytest.param({}, {"chunk_number": 2, "delta_date": day(3)}, id="deltaDate differs"),
+        pytest.param({}, {"chunk_number": 2, "delta_num": 3}, id="deltaNum differs"),
+    ],
+)
+def test_framing_rules_are_bad_chunk(
+    tracker: TransferTracker, first: dict[str, object], second: dict[str, object]
+) -> None:
+    assert isinstance(tracker.admit(key(**first), None), Accepted)
+    assert code_of(tracker.admit(key(**second), None)) is ErrorCode.BAD_CHUNK
+    assert "r1" not in tracker.open
+    assert isinstance(tracker.admit(key(chunk_number=5), None), Dropped)
+
+
+def test_stream_total_below_one_is_bad_chunk(tracker: TransferTracker) -> None:
+    assert code_of(tracker.admit(key(stream_total=0), None)) is ErrorCode.BAD_CHUNK
+
+
+def test_an_undecodable_body_is_bad_chunk(tracker: TransferTracker) -> None:
+    assert code_of(tracker.admit(key(), b"not avro")) is ErrorCode.BAD_CHUNK
+
+
+def test_a_body_of_another_shape_is_schema_mismatch(
+    tracker: TransferTracker, marketing: LogicalSchema
+) -> None:
+    stores_body = encode_body(marketing.table("stores"), [])
+    assert code_of(tracker.admit(key(), stores_body)) is ErrorCode.SCHEMA_MISMATCH
+
+
+def test_a_body_of_the_right_shape_is_accepted(
+    tracker: TransferTracker, marketing: LogicalSchema
+) -> None:
+    body = encode_body(marketing.table("sales"), [(1, 0, "p", 1, 1, None, 0)])
+    assert isinstance(tracker.admit(key(), body), Accepted)
+
+
+def test_unknown_table(tracker: TransferTracker) -> None:
+    assert code_of(tracker.admit(key(table_name="nope"), None)) is ErrorCode.UNKNOWN_TABLE
+
+
+def test_unknown_datamart(tracker: TransferTracker) -> None:
+    rejected = tracker.admit(key(datamart="other"), None)
+    assert code_of(rejected) is ErrorCode.UNKNOWN_DATAMART
+
+
+def test_a_delta_beyond_the_expected_is_out_of_sequence(tracker: TransferTracker) -> None:
+    assert code_of(tracker.admit(key(delta_num=3), None)) is ErrorCode.OUT_OF_SEQUENCE
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"delta_num": 1, "delta_date": day(5)}, id="applied delta, other date"),
+        pytest.param({"delta_date": day(1)}, id="new delta dated like the last"),
+        pytest.param({"delta_date": day(0)}, id="new delta dated before the last"),
+    ],
+)
+def test_delta_conflict(tracker: TransferTracker, changes: dict[str, object]) -> None:
+    assert code_of(tracker.admit(key(**changes), None)) is ErrorCode.DELTA_CONFLICT
+
+
+def test_an_applied_delta_with_its_date_is_answered_from_the_registry(
+    tracker: TransferTracker,
+) -> None:
+    tracker.admit(key(delta_num=1, delta_date=day(1), is_last_chunk=True), None)
+    last = key(
+        delta_num=1, delta_date=day(1), stream_number=2, table_name="stores", is_last_chunk=True
+    )
+    admission = tracker.admit(last, None)
+    assert isinstance(admission, Accepted)
+    assert admission.completed
+    assert tracker.decide(admission.transfer).action == "answer-stored"
+
+
+def test_a_second_transfer_of_a_delta_applied_meanwhile(tracker: TransferTracker) -> None:
+    for rid in ("a", "b"):
+        tracker.admit(key(request_id=rid, is_last_chunk=True), None)
+        tracker.admit(
+            key(request_id=rid, stream_number=2, table_name="stores", is_last_chunk=True), None
+        )
+    tracker.record_applied("marketing", 2, day(2))
+    assert tracker.expected("marketing") == 3
+    assert tracker.decide(tracker.open["b"]).action == "answer-stored"
+
+
+def test_a_redelivered_last_flag_after_a_restart_completes_the_stream(
+    tracker: TransferTracker,
+) -> None:
+    # As rebuilt from staging when the crash fell between a body and its stream file.
+    tracker.admit(key(chunk_number=1), None)
+    tracker.open["r1"].streams[1].chunks.add(2)
+    admission = tracker.admit(key(chunk_number=2, is_last_chunk=True), None)
+    assert isinstance(admission, Accepted)
+    assert (admission.new, admission.stream_changed) == (False, True)
+    assert tracker.open["r1"].streams[1].last == 2
+
+
+def test_a_finished_transfer_drops_its_chunks(tracker: TransferTracker) -> None:
+    tracker.admit(key(), None)
+    tracker.finish("r1")
+    assert isinstance(tracker.admit(key(chunk_number=2), None), Dropped)
