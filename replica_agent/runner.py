@@ -95,6 +95,7 @@ def run_agent(settings: AgentSettings) -> int:
                 send_result=send,
                 metrics=metrics,
                 incomplete_timeout=settings.incomplete_timeout_seconds,
+                crash_after_commit_of=settings.fault_crash_after_commit_of,
             )
 
         app, _ = agent_app.build_app(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +46,10 @@ class Loader(Protocol):
     """What the service needs of `spark_loader.loader.DeltaLoader`."""
 
     def load(self, transfer: StagedTransfer) -> RegistryEntry: ...
+
+
+#: The exit code of an injected crash.
+CRASH_EXIT = 86
 
 
 class FatalAgentError(Exception):
@@ -93,6 +98,7 @@ class ReplicaService:
         metrics: AgentMetrics,
         incomplete_timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        crash_after_commit_of: int | None = None,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -102,6 +108,8 @@ class ReplicaService:
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
         self.clock = clock
+        #: Fault injection for the crash tests: die between this delta's commit and its answer.
+        self.crash_after_commit_of = crash_after_commit_of
         self.status = {name: DatamartStatus() for name in tracker.schemas}
         self._deadlines: dict[str, float | None] = {}
         #: Transfers with a staging directory (until answered); never rewritten after that.
@@ -249,6 +257,9 @@ class ReplicaService:
             status.failed = True
             await self._reject(transfer, ErrorCode.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
             return
+        if self.crash_after_commit_of == entry.delta_num:
+            log.warning("fault injection: exiting after the commit, before the answer")
+            os._exit(CRASH_EXIT)
         seconds = time.perf_counter() - started
         status.loading = None
         status.failed = False

@@ -54,6 +54,8 @@ class AgentSettings(LoaderSettings):
     #: The Prometheus endpoint is http://metrics_host:metrics_port/metrics.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=0, le=65535)
+    #: Testing only: exit between this delta's commit and its answer (the crash tests).
+    fault_crash_after_commit_of: int | None = None
     log_format: LogFormat = "auto"
     log_level: str = "INFO"
 

@@ -51,6 +51,7 @@ class AgentProcess:
     topics: Topics = field(default_factory=Topics.unique)
     group_id: str = field(default_factory=lambda: f"agent-{uuid.uuid4().hex[:8]}")
     incomplete_timeout: float = 600.0
+    extra_env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     metrics_port: int = 0
     starts: int = 0
@@ -83,6 +84,7 @@ class AgentProcess:
             "PODD_SPARK_MASTER": "local[2]",
             "PODD_SHUFFLE_PARTITIONS": "2",
             "PODD_LOG_FORMAT": "json",
+            **self.extra_env,
         }
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -120,6 +122,25 @@ class AgentProcess:
         return "\n".join(
             p.read_text(errors="replace") for p in sorted(self.data_dir.glob("agent-*.log"))
         )
+
+    def logged(self, event: str, request_id: str) -> bool:
+        """Whether this run's log has a line of `event` about transfer `request_id`."""
+        needles = (f'"event": "{event}"', f'"requestId": "{request_id}"')
+        return any(
+            all(n in line for n in needles)
+            for line in self.log_path.read_text(errors="replace").splitlines()
+        )
+
+    def wait_for_log(self, event: str, request_id: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.logged(event, request_id):
+                return
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"the agent exited waiting for {event!r}:\n{self.log_tail()}")
+            time.sleep(0.05)
+        raise AssertionError(f"no {event!r} in the agent's log:\n{self.log_tail()}")
 
     def kill(self) -> None:
         assert self.process is not None
