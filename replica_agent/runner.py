@@ -12,7 +12,9 @@ from contextlib import ExitStack
 from typing import Any
 
 import faust
+import psycopg
 import structlog
+from aiokafka.errors import KafkaError
 
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
@@ -128,4 +130,10 @@ def main_run(settings: AgentSettings) -> int:
         return run_agent(settings)
     except PoddError as exc:
         log.error("agent cannot start", error=str(exc))
+        return 2
+    except psycopg.Error as exc:  # its messages name host and port, never the password
+        log.error("the replica database cannot be used", error=str(exc).strip())
+        return 2
+    except KafkaError as exc:
+        log.error("the Kafka broker cannot be used", error=f"{type(exc).__name__}: {exc}")
         return 2

@@ -1,0 +1,89 @@
+"""`replica-agent` as an operator meets it: bad settings, secrets, `status`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from protocol.schema import LogicalSchema
+from replica_agent.cli import status_report
+from replica_agent.settings import AgentSettings
+from replica_agent.staging import TransferStaging
+from replica_agent.tracker import StreamState, Transfer
+from tests.agent.conftest import renamed
+from tests.agent.kafka_io import delta_date
+
+
+def _agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replica_agent.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_a_datamart_without_a_schema_is_refused_clearly() -> None:
+    done = _agent("run", "--datamart", "marketing")
+    assert done.returncode == 2
+    assert "give one --schema per --datamart" in done.stderr
+
+
+def test_an_unreachable_replica_is_reported_without_its_password(
+    tmp_path: Path, broker: str
+) -> None:
+    schema = tmp_path / "m.sql"
+    schema.write_text((Path(__file__).parents[2] / "examples" / "marketing.sql").read_text())
+    done = _agent(
+        "run", "--datamart", "marketing", "--schema", str(schema), "--data-dir", str(tmp_path),
+        "--broker", f"kafka://{broker}", "--log-format", "json",
+        env={"PODD_REPLICA_DSN": "postgresql://podd:s3cret-pw@127.0.0.1:1/replica"},
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert any(line["event"] == "the replica database cannot be used" for line in lines)
+    assert "s3cret-pw" not in done.stderr + done.stdout
+
+
+def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
+    tmp_path: Path, replica_dsn: str, marketing: LogicalSchema
+) -> None:
+    from spark_loader.store import ReplicaStore  # noqa: PLC0415
+
+    schema = renamed(marketing)
+    ReplicaStore(replica_dsn).ensure(schema)
+    settings = AgentSettings(data_dir=tmp_path, replica_dsn=replica_dsn)
+    staging = TransferStaging(settings.staging_path)
+    transfer = Transfer("rq-7", schema.datamart, 0, delta_date(0), "SELECT 1", 3)
+    staging.open_transfer(transfer)
+    staging.write_chunk("rq-7", 1, 1, b"")
+    staging.write_stream("rq-7", 1, StreamState("sales", {1}, None))
+    (tmp_path / "agent-status.json").write_text(
+        json.dumps(
+            {schema.datamart: {"loading": None, "last_error": {"code": "BAD_CHUNK",
+                                                              "message": "m", "requestId": "x"}}}
+        )
+    )  # fmt: skip
+    report = status_report(settings, [schema.datamart])[schema.datamart]
+    assert report["applied"] is None
+    assert report["expectedDeltaNum"] == 0
+    (progress,) = report["inProgress"]
+    assert progress["missing"] == [
+        "stream 1 last chunk",
+        "stream 2 last chunk",
+        "stream 3 last chunk",
+    ]
+    assert report["lastError"]["code"] == "BAD_CHUNK"
+    done = _agent(
+        "status", "--data-dir", str(tmp_path), "--replica", replica_dsn,
+        "--datamart", schema.datamart,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"{schema.datamart}: no delta applied; expects delta 0" in done.stdout
+    assert "missing stream 1 last chunk" in done.stdout
+    assert "last error: BAD_CHUNK: m" in done.stdout
