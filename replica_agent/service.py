@@ -16,7 +16,6 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
@@ -29,9 +28,8 @@ from protocol.messages import (
     DeltaRequest,
     DeltaState,
     DeltaStatus,
-    ReplicaState,
-    TableResult,
 )
+from replica_agent.answers import DatamartStatus, replica_state, result_from_registry
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import Accepted, Dropped, Rejected, Transfer, TransferTracker
@@ -57,33 +55,6 @@ class FatalAgentError(Exception):
 
 
 SendResult = Callable[[DeltaInResult], Awaitable[None]]
-
-
-@dataclass
-class DatamartStatus:
-    loading: str | None = None  # the requestId being loaded
-    failed: bool = False  # the last load ended LOAD_FAILED
-    last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
-
-
-def result_from_registry(transfer: Transfer, entry: RegistryEntry) -> DeltaInResult:
-    return DeltaInResult(
-        request_id=transfer.request_id,
-        datamart=entry.datamart,
-        delta_num=entry.delta_num,
-        delta_date=entry.delta_date,
-        status=DeltaStatus.OK,
-        tables=tuple(
-            TableResult(
-                table_name=c.table_name,
-                rows_received=c.rows_received,
-                rows_upserted=c.rows_upserted,
-                rows_deleted=c.rows_deleted,
-            )
-            for c in entry.tables
-        ),
-        applied_at=entry.applied_at,
-    )
 
 
 class ReplicaService:
@@ -114,6 +85,8 @@ class ReplicaService:
         self._deadlines: dict[str, float | None] = {}
         #: Transfers with a staging directory (until answered); never rewritten after that.
         self._staged: set[str] = set()
+        #: When each transfer's first chunk arrived (this run), for the durations logged.
+        self._first_seen: dict[str, float] = {}
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self.fatal: BaseException | None = None
@@ -175,6 +148,7 @@ class ReplicaService:
         rid = transfer.request_id
         if rid not in self._staged:
             self._staged.add(rid)
+            self._first_seen[rid] = time.perf_counter()
             await asyncio.to_thread(self.staging.open_transfer, transfer)
             self._deadlines[rid] = self.clock() + self.incomplete_timeout
             self.metrics.open_transfers.set(len(self.tracker.open))
@@ -200,7 +174,10 @@ class ReplicaService:
     async def _on_complete(self, transfer: Transfer) -> None:
         await asyncio.to_thread(self.staging.seal, transfer)
         self._deadlines.pop(transfer.request_id, None)
-        log.info("complete", **_ids(transfer), chunks=transfer.chunks_received)
+        log.info(
+            "complete", **_ids(transfer), chunks=transfer.chunks_received,
+            seconds=self._since_first(transfer.request_id),
+        )  # fmt: skip
         await self._act_on(transfer, queue_load=True)
 
     async def _act_on(self, transfer: Transfer, *, queue_load: bool) -> bool:
@@ -319,7 +296,14 @@ class ReplicaService:
         log.info(
             "answered", requestId=result.request_id, datamart=result.datamart,
             deltaNum=result.delta_num, status=result.status.value, errorCode=result.error_code,
+            seconds=self._since_first(result.request_id),
         )  # fmt: skip
+        self._first_seen.pop(result.request_id, None)
+
+    def _since_first(self, request_id: str) -> float | None:
+        """Seconds since the transfer's first chunk in this run (None if it came before)."""
+        first = self._first_seen.get(request_id)
+        return None if first is None else round(time.perf_counter() - first, 3)
 
     async def check_incomplete(self) -> None:
         """Answer INCOMPLETE_DELTA for transfers past their deadline; they stay open."""
@@ -362,40 +346,7 @@ class ReplicaService:
         return self.state_of(request.request_id, request.datamart)
 
     def state_of(self, request_id: str, datamart: str) -> DeltaState:
-        if datamart not in self.status:
-            return DeltaState(
-                request_id=request_id,
-                datamart=datamart,
-                state=ReplicaState.FAILED,
-                expected_delta_num=0,
-                error_code=ErrorCode.UNKNOWN_DATAMART.value,
-                error_message=f"datamart {datamart!r} is not served by this replica",
-            )
-        status = self.status[datamart]
-        last = self.tracker.last_applied(datamart)
-        in_progress = tuple(
-            t.progress() for t in self.tracker.open.values() if t.datamart == datamart
-        )
-        if status.loading is not None:
-            state = ReplicaState.LOADING
-        elif status.failed:
-            state = ReplicaState.FAILED
-        elif in_progress:
-            state = ReplicaState.RECEIVING
-        else:
-            state = ReplicaState.IDLE
-        error = status.last_error if state is ReplicaState.FAILED else None
-        return DeltaState(
-            request_id=request_id,
-            datamart=datamart,
-            state=state,
-            delta_ok_num=None if last is None else last[0],
-            delta_ok_date=None if last is None else last[1],
-            expected_delta_num=self.tracker.expected(datamart),
-            in_progress=in_progress,
-            error_code=None if error is None else error[0],
-            error_message=None if error is None else error[1],
-        )
+        return replica_state(request_id, datamart, self.tracker, self.status.get(datamart))
 
 
 def _ids(transfer: Transfer) -> dict[str, object]:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import faust
 
 from protocol.apply_model import TableCounts
 from protocol.codec import encode_delta_in_key
@@ -44,6 +47,34 @@ class RecordingLoader:
         )
 
 
+def faust_app(
+    schema: LogicalSchema,
+    staging: TransferStaging,
+    loader: RecordingLoader,
+    send: SendResult,
+    metrics: AgentMetrics,
+) -> tuple[faust.App, ReplicaService]:
+    """The agent's Faust app around a service whose answers go to `send`."""
+
+    def make_service(_: SendResult) -> ReplicaService:
+        return ReplicaService(
+            tracker=TransferTracker({schema.datamart: schema}, {schema.datamart: {}}),
+            staging=staging,
+            loader=loader,
+            registry=lambda datamart, n: None,
+            send_result=send,
+            metrics=metrics,
+            incomplete_timeout=600,
+        )
+
+    return build_app(AgentSettings(), ["127.0.0.1:9"], metrics, make_service)
+
+
+def chunk_agent(app: faust.App) -> Any:
+    (agent,) = [a for name, a in app.agents.items() if name.endswith("receive_chunks")]
+    return agent
+
+
 async def test_the_chunk_agent_stages_dedups_loads_and_answers(
     tmp_path: Path, marketing: LogicalSchema
 ) -> None:
@@ -55,19 +86,8 @@ async def test_the_chunk_agent_stages_dedups_loads_and_answers(
     async def record(result: DeltaInResult) -> None:
         sent.append(result)
 
-    def make_service(_: SendResult) -> ReplicaService:
-        return ReplicaService(
-            tracker=TransferTracker({"marketing": marketing}, {"marketing": {}}),
-            staging=staging,
-            loader=loader,
-            registry=lambda datamart, n: None,
-            send_result=record,
-            metrics=metrics,
-            incomplete_timeout=600,
-        )
-
-    app, service = build_app(AgentSettings(), ["127.0.0.1:9"], metrics, make_service)
-    (receive,) = [a for name, a in app.agents.items() if name.endswith("receive_chunks")]
+    app, service = faust_app(marketing, staging, loader, record, metrics)
+    receive = chunk_agent(app)
     rows = Workload(marketing, WorkloadSpec(rows_per_delta=20, seed=2)).next_delta()
     chunks = chunks_of(marketing, 0, rows, chunk_rows=3)
     await service.start()
@@ -102,19 +122,10 @@ async def test_an_undecodable_key_is_skipped(tmp_path: Path, marketing: LogicalS
     async def record(result: DeltaInResult) -> None:
         raise AssertionError("nothing to answer")
 
-    def make_service(_: SendResult) -> ReplicaService:
-        return ReplicaService(
-            tracker=TransferTracker({"marketing": marketing}, {"marketing": {}}),
-            staging=TransferStaging(tmp_path),
-            loader=RecordingLoader(),
-            registry=lambda datamart, n: None,
-            send_result=record,
-            metrics=metrics,
-            incomplete_timeout=600,
-        )
-
-    app, service = build_app(AgentSettings(), ["127.0.0.1:9"], metrics, make_service)
-    (receive,) = [a for name, a in app.agents.items() if name.endswith("receive_chunks")]
+    app, service = faust_app(
+        marketing, TransferStaging(tmp_path), RecordingLoader(), record, metrics
+    )
+    receive = chunk_agent(app)
     service.ready.set()
     async with receive.test_context() as agent:
         await agent.put(key=b"\x00garbage", value=b"")

@@ -1,0 +1,74 @@
+"""The answers' contents: `delta.in.rs` from the registry, `delta.rs` from the tracker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState, TableResult
+from replica_agent.tracker import Transfer, TransferTracker
+from spark_loader.store import RegistryEntry
+
+
+@dataclass
+class DatamartStatus:
+    loading: str | None = None  # the requestId being loaded
+    failed: bool = False  # the last load ended LOAD_FAILED
+    last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
+
+
+def result_from_registry(transfer: Transfer, entry: RegistryEntry) -> DeltaInResult:
+    return DeltaInResult(
+        request_id=transfer.request_id,
+        datamart=entry.datamart,
+        delta_num=entry.delta_num,
+        delta_date=entry.delta_date,
+        status=DeltaStatus.OK,
+        tables=tuple(
+            TableResult(
+                table_name=c.table_name,
+                rows_received=c.rows_received,
+                rows_upserted=c.rows_upserted,
+                rows_deleted=c.rows_deleted,
+            )
+            for c in entry.tables
+        ),
+        applied_at=entry.applied_at,
+    )
+
+
+def replica_state(
+    request_id: str, datamart: str, tracker: TransferTracker, status: DatamartStatus | None
+) -> DeltaState:
+    """The `delta.rs` answer: the datamart's state as this agent sees it now."""
+    if status is None:
+        return DeltaState(
+            request_id=request_id,
+            datamart=datamart,
+            state=ReplicaState.FAILED,
+            expected_delta_num=0,
+            error_code=ErrorCode.UNKNOWN_DATAMART.value,
+            error_message=f"datamart {datamart!r} is not served by this replica",
+        )
+    last = tracker.last_applied(datamart)
+    in_progress = tuple(t.progress() for t in tracker.open.values() if t.datamart == datamart)
+    if status.loading is not None:
+        state = ReplicaState.LOADING
+    elif status.failed:
+        state = ReplicaState.FAILED
+    elif in_progress:
+        state = ReplicaState.RECEIVING
+    else:
+        state = ReplicaState.IDLE
+    error = status.last_error if state is ReplicaState.FAILED else None
+    return DeltaState(
+        request_id=request_id,
+        datamart=datamart,
+        state=state,
+        delta_ok_num=None if last is None else last[0],
+        delta_ok_date=None if last is None else last[1],
+        expected_delta_num=tracker.expected(datamart),
+        in_progress=in_progress,
+        error_code=None if error is None else error[0],
+        error_message=None if error is None else error[1],
+    )
