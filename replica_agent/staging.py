@@ -36,6 +36,7 @@ from spark_loader.transfer import (
     TransferManifest,
     chunk_file_name,
     durable_write,
+    fsync_directory,
 )
 
 TRANSFER_FILE = "transfer.json"
@@ -128,11 +129,7 @@ class TransferStaging:
         owed = self.outbox / f"{ident}{OWED}"
         if owed.exists():
             os.replace(owed, self.outbox / f"{ident}{SENT}")
-            fd = os.open(self.outbox, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_directory(self.outbox)
         self.remove(request_id)
 
     def remove(self, request_id: str) -> None:

