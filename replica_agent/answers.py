@@ -17,6 +17,19 @@ class DatamartStatus:
     last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
 
 
+def error_result(transfer: Transfer, code: ErrorCode, message: str) -> DeltaInResult:
+    """`delta.in.rs` ERROR for a transfer, with the framing of its first chunk."""
+    return DeltaInResult(
+        request_id=transfer.request_id,
+        datamart=transfer.datamart,
+        delta_num=transfer.delta_num,
+        delta_date=transfer.delta_date,
+        status=DeltaStatus.ERROR,
+        error_code=code.value,
+        error_message=message,
+    )
+
+
 def result_from_registry(transfer: Transfer, entry: RegistryEntry) -> DeltaInResult:
     return DeltaInResult(
         request_id=transfer.request_id,

@@ -113,13 +113,16 @@ def build_app(
                     key=encode_datamart_key(state.datamart), value=encode_message(state)
                 )
 
+    status_written = b""  # what the status file holds, to rewrite it only on change
+
     @app.timer(interval=1.0)  # type: ignore[untyped-decorator]
     async def watch() -> None:
+        nonlocal status_written
         if service.fatal is not None:
             fatal_exit(str(service.fatal))
         await service.check_incomplete()
         if status_file is not None:
-            _write_status(status_file, service)
+            status_written = _write_status(status_file, service, status_written)
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
@@ -128,11 +131,11 @@ def build_app(
     return app, service
 
 
-_last_status: dict[Path, bytes] = {}
+def _write_status(path: Path, service: ReplicaService, previous: bytes) -> bytes:
+    """What `replica-agent status` adds to staging and registry: loads and last errors.
 
-
-def _write_status(path: Path, service: ReplicaService) -> None:
-    """What `replica-agent status` adds to staging and registry: loads and last errors."""
+    Written only when it differs from `previous`; returns what the file now holds.
+    """
     snapshot = {
         name: {
             "loading": status.loading,
@@ -144,6 +147,6 @@ def _write_status(path: Path, service: ReplicaService) -> None:
         for name, status in service.status.items()
     }
     data = json.dumps(snapshot, indent=1).encode()
-    if _last_status.get(path) != data:
+    if data != previous:
         durable_write(path, data)
-        _last_status[path] = data
+    return data

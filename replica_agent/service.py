@@ -27,9 +27,13 @@ from protocol.messages import (
     DeltaInResult,
     DeltaRequest,
     DeltaState,
-    DeltaStatus,
 )
-from replica_agent.answers import DatamartStatus, replica_state, result_from_registry
+from replica_agent.answers import (
+    DatamartStatus,
+    error_result,
+    replica_state,
+    result_from_registry,
+)
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import Accepted, Dropped, Rejected, Transfer, TransferTracker
@@ -219,26 +223,26 @@ class ReplicaService:
         status.loading = transfer.request_id
         started = time.perf_counter()
         log.info("load start", **_ids(transfer))
+        failure: tuple[ErrorCode, str] | None = None
         try:
             entry = await asyncio.to_thread(self.loader.load, staged)
         except ProtocolError as exc:
-            status.loading = None
-            status.failed = exc.code is ErrorCode.LOAD_FAILED
-            await self._reject(transfer, exc.code, exc.message)
-            return
+            failure = exc.code, exc.message
         except CommitStateUnknownError as exc:
             raise FatalAgentError(f"delta {transfer.delta_num}: {exc}") from exc
         except Exception as exc:  # a bug or an environment fault: report, keep the replica
             log.exception("load failed unexpectedly", **_ids(transfer))
+            failure = ErrorCode.LOAD_FAILED, f"{type(exc).__name__}: {exc}"
+        finally:
             status.loading = None
-            status.failed = True
-            await self._reject(transfer, ErrorCode.LOAD_FAILED, f"{type(exc).__name__}: {exc}")
+        if failure is not None:
+            status.failed = failure[0] is ErrorCode.LOAD_FAILED
+            await self._reject(transfer, *failure)
             return
         if self.crash_after_commit_of == entry.delta_num:
             log.warning("fault injection: exiting after the commit, before the answer")
             os._exit(CRASH_EXIT)
         seconds = time.perf_counter() - started
-        status.loading = None
         status.failed = False
         self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
         m = self.metrics
@@ -265,22 +269,18 @@ class ReplicaService:
         await self._reject(transfer, rejected.code, rejected.message)
 
     async def _reject(self, transfer: Transfer, code: ErrorCode, message: str) -> None:
+        self._record_error(transfer, code, message)
+        await self._answer(error_result(transfer, code, message))
+
+    def _record_error(
+        self, transfer: Transfer, code: ErrorCode, message: str, *, event: str = "rejected"
+    ) -> None:
+        """Count and log an ERROR answer; it becomes its datamart's last error."""
         served = transfer.datamart in self.status
         if served:
             self.status[transfer.datamart].last_error = (code.value, message, transfer.request_id)
         self.metrics.rejections.labels(transfer.datamart if served else "", code.value).inc()
-        log.warning("rejected", **_ids(transfer), errorCode=code.value, errorMessage=message)
-        await self._answer(
-            DeltaInResult(
-                request_id=transfer.request_id,
-                datamart=transfer.datamart,
-                delta_num=transfer.delta_num,
-                delta_date=transfer.delta_date,
-                status=DeltaStatus.ERROR,
-                error_code=code.value,
-                error_message=message,
-            )
-        )
+        log.warning(event, **_ids(transfer), errorCode=code.value, errorMessage=message)
 
     async def _answer(self, result: DeltaInResult) -> None:
         await asyncio.to_thread(self.staging.owe, result)
@@ -313,27 +313,10 @@ class ReplicaService:
             if deadline is None or deadline > now or transfer is None or transfer.complete:
                 continue
             self._deadlines[rid] = None  # re-armed by the next chunk that arrives
-            missing = transfer.missing()
-            message = "missing: " + ", ".join(missing)
-            log.warning("incomplete", **_ids(transfer), missing=missing)
-            self.metrics.rejections.labels(
-                transfer.datamart, ErrorCode.INCOMPLETE_DELTA.value
-            ).inc()
-            if transfer.datamart in self.status:
-                self.status[transfer.datamart].last_error = (
-                    ErrorCode.INCOMPLETE_DELTA.value, message, rid,
-                )  # fmt: skip
-            await self.send_result(
-                DeltaInResult(
-                    request_id=rid,
-                    datamart=transfer.datamart,
-                    delta_num=transfer.delta_num,
-                    delta_date=transfer.delta_date,
-                    status=DeltaStatus.ERROR,
-                    error_code=ErrorCode.INCOMPLETE_DELTA.value,
-                    error_message=message,
-                )
-            )
+            message = "missing: " + ", ".join(transfer.missing())
+            self._record_error(transfer, ErrorCode.INCOMPLETE_DELTA, message, event="incomplete")
+            # Not through the outbox: the transfer stays open, and a restart re-arms it.
+            await self.send_result(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
 
     # --- delta.rq --------------------------------------------------------------------------
     def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from protocol.body import read_body_layout
 from protocol.errors import ErrorCode, ProtocolError
@@ -134,7 +135,7 @@ Admission = Accepted | Rejected | Dropped
 class Decision:
     """What to do with a complete transfer: load it, answer its stored result, or reject."""
 
-    action: str  # "load" | "answer-stored" | "reject"
+    action: Literal["load", "answer-stored", "reject"]
     code: ErrorCode | None = None
     message: str = ""
 
