@@ -7,7 +7,7 @@ import random
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -17,12 +17,7 @@ from protocol.codec import decode_message, encode_delta_in_key, encode_message
 from protocol.framing import Chunk, frame_delta
 from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
 from protocol.schema import LogicalSchema
-
-BASE_DATE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def delta_date(n: int) -> datetime:
-    return BASE_DATE + timedelta(hours=n)
+from tests.loader.staging_helpers import delta_date
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import StreamState, Transfer
 from tests.agent.conftest import renamed
-from tests.agent.kafka_io import delta_date
+from tests.loader.staging_helpers import delta_date
 
 
 def _agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -19,9 +19,9 @@ from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_agent.service import CRASH_EXIT
 from tests.agent.conftest import AgentProcess, renamed
-from tests.agent.kafka_io import Origin, chunks_of, delta_date
+from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
-from tests.loader.staging_helpers import assert_matches_model
+from tests.loader.staging_helpers import assert_matches_model, delta_date
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,8 @@ from protocol.messages import DeltaInResult, DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from tests.agent.conftest import AgentProcess, renamed
-from tests.agent.kafka_io import Origin, chunks_of, delta_date
-from tests.loader.staging_helpers import assert_matches_model, read_versions
+from tests.agent.kafka_io import Origin, chunks_of
+from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
 DATAMARTS = 12
 
@@ -112,10 +112,6 @@ def test_several_deltas_chunks_twice_shuffled_interleaved_with_empty_tables(
     assert f'podd_current_delta{{datamart="{schema.datamart}"}} 3.0' in metrics
 
 
-def _snapshot(dsn: str, schema: LogicalSchema) -> object:
-    return [read_versions(dsn, schema.datamart, t) for t in schema]
-
-
 def _first_delta(schema: LogicalSchema) -> dict[str, list[DeltaRow]]:
     return Workload(schema, WorkloadSpec(rows_per_delta=30, seed=3)).next_delta()
 
@@ -174,7 +170,7 @@ def test_every_rejection_is_answered_and_leaves_the_replica_unchanged(
     async def scenario() -> None:
         async with Origin(agent.broker, agent.topics) as origin:
             await _apply_first(origin, schema)
-            before = _snapshot(replica_dsn, schema)
+            before = snapshot(replica_dsn, schema)
             for code, chunks in _bad_transfers(schema):
                 await origin.send_chunks(chunks)
                 result = await outcome(origin, chunks[0].key.request_id)
@@ -183,7 +179,7 @@ def test_every_rejection_is_answered_and_leaves_the_replica_unchanged(
                     result,
                 )
                 assert result.error_message
-                assert _snapshot(replica_dsn, schema) == before, code
+                assert snapshot(replica_dsn, schema) == before, code
             # The replica still takes delta 1.
             rows = Workload(schema, WorkloadSpec(rows_per_delta=30, seed=9)).next_delta()
             chunks = chunks_of(schema, 1, rows)
@@ -212,12 +208,12 @@ def test_a_resent_applied_delta_is_answered_with_its_stored_result(
     async def scenario() -> None:
         async with Origin(agent.broker, agent.topics) as origin:
             first = await _apply_first(origin, schema)
-            before = _snapshot(replica_dsn, schema)
+            before = snapshot(replica_dsn, schema)
             again = chunks_of(schema, 0, _first_delta(schema), chunk_rows=11)  # other chunking
             await origin.send_chunks(again)
             second = await outcome(origin, again[0].key.request_id)
             assert second.model_copy(update={"request_id": first.request_id}) == first
-            assert _snapshot(replica_dsn, schema) == before
+            assert snapshot(replica_dsn, schema) == before
 
     run(scenario())
 
@@ -285,7 +281,7 @@ def test_a_store_that_refuses_the_load_is_load_failed_then_recovers(
     async def scenario() -> None:
         async with Origin(agent.broker, agent.topics) as origin:
             await _apply_first(origin, schema)
-            before = _snapshot(replica_dsn, schema)
+            before = snapshot(replica_dsn, schema)
             rows = Workload(schema, WorkloadSpec(rows_per_delta=30, seed=9)).next_delta()
             with psycopg.connect(replica_dsn, autocommit=True) as conn:
                 conn.execute(f"ALTER TABLE {table} RENAME TO sales_away")
@@ -301,7 +297,7 @@ def test_a_store_that_refuses_the_load_is_load_failed_then_recovers(
                     conn.execute(
                         f'ALTER TABLE "{schema.datamart}".sales_away RENAME TO sales_actual'
                     )
-            assert _snapshot(replica_dsn, schema) == before
+            assert snapshot(replica_dsn, schema) == before
             chunks = chunks_of(schema, 1, rows)
             await origin.send_chunks(chunks)
             assert (await outcome(origin, chunks[0].key.request_id)).status is DeltaStatus.OK

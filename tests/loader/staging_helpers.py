@@ -104,6 +104,11 @@ def read_as_of(dsn: str, datamart: str, table: Table, n: int) -> set[tuple[Any, 
         return {tuple(r) for r in conn.execute(f"SELECT {cols} FROM {name}(%s)", (n,)).fetchall()}
 
 
+def snapshot(dsn: str, schema: LogicalSchema) -> object:
+    """Every version of every table: equal snapshots mean an unchanged replica."""
+    return [read_versions(dsn, schema.datamart, t) for t in schema]
+
+
 def assert_matches_model(dsn: str, model: ReplicaModel) -> None:
     for table in model.schema:
         actual, history = read_versions(dsn, model.schema.datamart, table)

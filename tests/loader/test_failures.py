@@ -17,7 +17,7 @@ from spark_loader.errors import LoadFailedError
 from spark_loader.store import ReplicaStore
 from spark_loader.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
-from tests.loader.staging_helpers import assert_matches_model, delta_date, read_versions, stage
+from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 
 DDL = (Path(__file__).resolve().parents[2] / "examples" / "marketing.sql").read_text()
 
@@ -25,10 +25,6 @@ DDL = (Path(__file__).resolve().parents[2] / "examples" / "marketing.sql").read_
 @pytest.fixture
 def schema() -> LogicalSchema:
     return unique(parse_schema(DDL))
-
-
-def _snapshot(dsn: str, schema: LogicalSchema) -> object:
-    return [read_versions(dsn, schema.datamart, t) for t in schema]
 
 
 def _two_deltas(schema: LogicalSchema, root: Path) -> tuple[ReplicaModel, list[StagedTransfer]]:
@@ -51,7 +47,7 @@ def test_an_error_between_tables_changes_nothing(
 ) -> None:
     model, (first, second) = _two_deltas(schema, staging_root)
     new_loader(schema).load(first)
-    before = _snapshot(replica_dsn, schema)
+    before = snapshot(replica_dsn, schema)
 
     def explode(conn: psycopg.Connection, table: str) -> None:
         if table == "stores":  # sales already applied inside the transaction
@@ -59,7 +55,7 @@ def test_an_error_between_tables_changes_nothing(
 
     with pytest.raises(Boom):
         new_loader(schema, between_tables=explode).load(second)
-    assert _snapshot(replica_dsn, schema) == before
+    assert snapshot(replica_dsn, schema) == before
     store = ReplicaStore(replica_dsn)
     assert [e.delta_num for e in store.registry(schema.datamart)] == [0]
     # applying again succeeds, once
@@ -88,13 +84,13 @@ def test_a_killed_backend_mid_apply_is_load_failed_and_changes_nothing(
 ) -> None:
     model, (first, second) = _two_deltas(schema, staging_root)
     new_loader(schema).load(first)
-    before = _snapshot(replica_dsn, schema)
+    before = snapshot(replica_dsn, schema)
     killed, hook = _killer(replica_dsn, times=1)
     with pytest.raises(LoadFailedError) as caught:
         new_loader(schema, attempts=1, between_tables=hook).load(second)
     assert caught.value.code is ErrorCode.LOAD_FAILED
     assert len(killed) == 1
-    assert _snapshot(replica_dsn, schema) == before
+    assert snapshot(replica_dsn, schema) == before
     new_loader(schema).load(second)
     assert_matches_model(replica_dsn, model)
 
@@ -122,7 +118,7 @@ def test_applying_the_same_delta_twice_changes_nothing_the_second_time(
     _, (first, _second) = _two_deltas(schema, staging_root)
     loader = new_loader(schema)
     applied = loader.load(first)
-    before = _snapshot(replica_dsn, schema)
+    before = snapshot(replica_dsn, schema)
     again = loader.load(first)
     assert again.already_applied
     assert (again.tables, again.applied_at, again.request_id) == (
@@ -130,7 +126,7 @@ def test_applying_the_same_delta_twice_changes_nothing_the_second_time(
         applied.applied_at,
         applied.request_id,
     )
-    assert _snapshot(replica_dsn, schema) == before
+    assert snapshot(replica_dsn, schema) == before
     # a resend under another requestId is the same delta: the stored result comes back
     resent = stage(staging_root, schema, 0, {"sales": []})
     assert loader.load(resent).request_id == first.manifest.request_id
@@ -162,11 +158,11 @@ def test_a_row_error_in_the_executors_is_schema_mismatch_and_changes_nothing(
     _, (first, _second) = _two_deltas(schema, staging_root)
     loader = new_loader(schema)
     loader.load(first)
-    before = _snapshot(replica_dsn, schema)
+    before = snapshot(replica_dsn, schema)
     good = DeltaRow((1, None, None, None, None), 0)
     bad = DeltaRow((2, None, None, None, None), 2)  # sys_op 2
     transfer = stage(staging_root, schema, 1, {"stores": [good, good, bad]}, chunk_rows=2)
     with pytest.raises(SchemaMismatchError, match="row 1: sys_op is 2"):
         loader.load(transfer)
-    assert _snapshot(replica_dsn, schema) == before
+    assert snapshot(replica_dsn, schema) == before
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
