@@ -11,7 +11,3 @@ class AgentError(PoddError):
 
 class StagingError(AgentError):
     """The staging directory holds something the agent cannot read back."""
-
-
-class BrokerError(AgentError):
-    """The embedded Kafka broker could not be started."""

@@ -16,14 +16,14 @@ import psycopg
 import structlog
 from aiokafka.errors import KafkaError
 
+from podd_kafka.broker import embedded_broker
+from podd_kafka.client import ensure_topics
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from replica_agent import app as agent_app
-from replica_agent.broker import embedded_broker
 from replica_agent.errors import AgentError
-from replica_agent.kafka_client import ensure_topics
 from replica_agent.logs import configure_logging
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService

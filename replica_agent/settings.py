@@ -1,26 +1,25 @@
 """Agent settings: every flag of `replica-agent run` is also a `PODD_*` environment variable.
 
-The loader's settings (replica DSN, data directory, Spark) are inherited, so one set of
-variables configures both. Lists (`PODD_DATAMART`, `PODD_SCHEMA`) take comma-separated
+The loader's settings (replica DSN, data directory, Spark) and the Kafka connection settings
+(broker, topics, SASL/SSL; shared with `podd-origin`) are inherited, so one set of variables
+configures all of them. Lists (`PODD_DATAMART`, `PODD_SCHEMA`) take comma-separated
 values: `PODD_DATAMART=marketing,sales PODD_SCHEMA=/etc/podd/m.sql,/etc/podd/s.sql`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from podd_kafka.settings import KafkaSettings
 from replica_agent.logs import LogFormat
 from spark_loader.settings import LoaderSettings
 
-SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
-
-class AgentSettings(LoaderSettings):
+class AgentSettings(LoaderSettings, KafkaSettings):
     model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore", populate_by_name=True)
 
     #: Datamarts served, each with its logical schema (Prostore DDL), paired in order.
@@ -28,24 +27,8 @@ class AgentSettings(LoaderSettings):
     schema_file: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias="PODD_SCHEMA"
     )
-    #: Kafka bootstrap servers (`kafka://host:port`, comma-separated); None: embedded Tansu.
-    broker: str | None = None
-    topic_delta_in: str = "delta.in"
-    topic_delta_in_rs: str = "delta.in.rs"
-    topic_delta_rq: str = "delta.rq"
-    topic_delta_rs: str = "delta.rs"
-    #: Partitions of `delta.in` when the agent creates it (the others get one).
-    delta_in_partitions: int = Field(default=4, ge=1)
-    topic_replication_factor: int = Field(default=1, ge=1)
     #: The consumer group, also the Faust app id.
     group_id: str = "podd-replica-agent"
-    security_protocol: SecurityProtocol = "PLAINTEXT"
-    sasl_mechanism: SaslMechanism = "PLAIN"
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_cafile: Path | None = None
-    ssl_certfile: Path | None = None
-    ssl_keyfile: Path | None = None
     session_timeout_seconds: float = Field(default=10.0, gt=0)
     #: A transfer still incomplete this long after its first chunk is answered INCOMPLETE_DELTA.
     incomplete_timeout_seconds: float = Field(default=300.0, gt=0)
@@ -78,14 +61,3 @@ class AgentSettings(LoaderSettings):
     @property
     def staging_path(self) -> Path:
         return self.staging_dir or self.data_dir / "staging"
-
-    def bootstrap_servers(self, embedded: str | None = None) -> list[str]:
-        """`host:port` items, from `broker` or the embedded broker's address."""
-        source = self.broker or embedded
-        if not source:
-            return []
-        return [
-            item.strip().removeprefix("kafka://")
-            for item in source.replace(";", ",").split(",")
-            if item.strip()
-        ]

@@ -2,6 +2,7 @@
 
     podd-loader apply TRANSFER_DIR [--schema FILE.sql] [--replica DSN]
     podd-loader registry --datamart NAME [--replica DSN] [--json]
+    podd-loader sql [--replica DSN] [-c SQL ...]     (psql on the replica)
 
 Without --replica (or PODD_REPLICA_DSN) it uses the embedded PostgreSQL in
 DATA_DIR/postgres. Without --schema, the schema is the one the replica's catalog stored.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -23,9 +25,9 @@ import structlog
 
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError, ProtocolError
-from spark_loader.embedded_pg import replica_for
+from spark_loader.embedded_pg import psql_binary, replica_for
 from spark_loader.settings import LoaderSettings
-from spark_loader.store import ReplicaStore
+from spark_loader.store import ReplicaStore, safe_dsn
 
 
 def _settings(args: argparse.Namespace) -> LoaderSettings:
@@ -95,6 +97,21 @@ def _registry(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sql(args: argparse.Namespace) -> int:
+    """psql on the replica: interactive, or the `-c` statements; the embedded server runs
+    for as long as psql does (and stays up if something else started it)."""
+    settings = _settings(args)
+    psql = psql_binary()
+    with replica_for(settings) as dsn:
+        if psql is None:
+            print(f"no psql here; connect any PostgreSQL client to {safe_dsn(dsn)}")
+            return 1
+        command = [psql, "-X", "--pset=pager=off", dsn]
+        for statement in args.command_sql or ():
+            command += ["-c", statement]
+        return subprocess.call(command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="podd-loader", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -105,13 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = commands.add_parser("registry", help="print the applied deltas")
     registry.add_argument("--datamart", required=True)
     registry.add_argument("--json", action="store_true")
-    for command in (apply, registry):
+    sql = commands.add_parser("sql", help="psql on the replica")
+    sql.add_argument("-c", dest="command_sql", action="append", help="run this SQL and exit")
+    for command in (apply, registry, sql):
         command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
         command.add_argument("--data-dir", type=Path, help="where the embedded server keeps data")
     args = parser.parse_args(argv)
     # Logs go to stderr: stdout carries the command's own output.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
+        if args.command == "sql":
+            return _sql(args)
         return _apply(args) if args.command == "apply" else _registry(args)
     except ProtocolError as error:
         print(f"rejected: {error}", file=sys.stderr)

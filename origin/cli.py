@@ -1,0 +1,180 @@
+"""`podd-origin`: the reference origin PODD driver.
+
+    podd-origin run --broker kafka://HOST:PORT --datamart NAME --schema FILE.sql
+                    [--deltas N] [--source-dir DIR | workload flags] [--chunk-rows 1000]
+    podd-origin record --datamart NAME --schema FILE.sql --out DIR --deltas N [workload flags]
+    podd-origin state --broker kafka://HOST:PORT --datamart NAME
+
+`run` asks the replica's state (`delta.rq`), streams the delta it expects on `delta.in`,
+waits for `delta.in.rs`, and goes on; it resends what an INCOMPLETE_DELTA names, resumes from
+the replica's state after a lost answer, and stops on an error it cannot fix, saying why.
+Deltas come from a seeded workload (`--rows-per-delta`, `--seed`, the insert/update/delete mix,
+`--null-ratio`) or from a directory of saved deltas (`--source-dir`, written by `record`).
+Every flag is also a `PODD_*` variable. Exit status: 0 done, 1 the replica refused a delta,
+2 unusable settings or no answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiokafka.errors import KafkaError
+from pydantic import ValidationError
+
+from origin.client import OriginClient
+from origin.driver import DriverOptions, OriginDriver
+from origin.errors import OriginError, ReplicaRefused
+from origin.progress import DeltaProgress
+from origin.settings import OriginSettings
+from origin.sources import DeltaSource, DirectorySource, WorkloadSource, save_deltas
+from protocol.ddl import parse_schema
+from protocol.errors import PoddError
+from protocol.schema import LogicalSchema
+
+log = structlog.get_logger("origin")
+
+
+def read_schema(settings: OriginSettings) -> LogicalSchema:
+    if settings.schema_file is None or settings.datamart is None:
+        raise OriginError("give --datamart NAME and --schema FILE.sql")
+    try:
+        text = settings.schema_file.read_text()
+    except OSError as exc:
+        raise OriginError(f"cannot read the schema: {exc}") from None
+    return parse_schema(text, settings.datamart)
+
+
+def source_for(settings: OriginSettings, schema: LogicalSchema) -> DeltaSource:
+    if settings.source_dir is not None:
+        return DirectorySource(schema, settings.source_dir)
+    return WorkloadSource(
+        schema,
+        settings.workload_spec(),
+        start=settings.start_date,
+        interval=timedelta(seconds=settings.delta_interval_seconds),
+    )
+
+
+def driver_options(settings: OriginSettings) -> DriverOptions:
+    return DriverOptions(
+        chunk_rows=settings.chunk_rows,
+        answer_timeout=settings.answer_timeout_seconds,
+        state_timeout=settings.state_timeout_seconds,
+        load_failed_retries=settings.load_failed_retries,
+    )
+
+
+async def drive(settings: OriginSettings, *, quiet: bool = False) -> int:
+    schema = read_schema(settings)
+    source = source_for(settings, schema)
+    bootstrap = settings.bootstrap_servers()
+    if not bootstrap:
+        raise OriginError("give --broker kafka://HOST:PORT (the broker the replica agent uses)")
+    progress = DeltaProgress(settings.deltas, sys.stderr if quiet else sys.stdout)
+    async with OriginClient(settings, bootstrap) as client:
+        driver = OriginDriver(client, source, driver_options(settings), progress)
+        outcomes = await driver.run(settings.deltas)
+    rows = sum(o.rows for o in outcomes)
+    print(f"{len(outcomes)} delta(s) applied, {rows:,} rows")
+    return 0
+
+
+async def print_state(settings: OriginSettings) -> int:
+    bootstrap = settings.bootstrap_servers()
+    if not bootstrap or settings.datamart is None:
+        raise OriginError("give --broker kafka://HOST:PORT and --datamart NAME")
+    async with OriginClient(settings, bootstrap) as client:
+        state = await client.ask(settings.datamart, settings.state_timeout_seconds)
+    if state is None:
+        raise OriginError(f"no delta.rs within {settings.state_timeout_seconds:g} s")
+    print(json.dumps(state.model_dump(mode="json", by_alias=True), indent=1))
+    return 0
+
+
+def record(settings: OriginSettings, out: str) -> int:
+    schema = read_schema(settings)
+    if settings.deltas is None:
+        raise OriginError("give --deltas N: how many deltas to record")
+    source = source_for(settings.model_copy(update={"source_dir": None}), schema)
+    deltas = (source.delta(n) for n in range(settings.deltas))
+    count = save_deltas(Path(out), schema, (d for d in deltas if d is not None))
+    print(f"{count} delta(s) of {schema.datamart} saved under {out}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="podd-origin", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="drive a replica agent")
+    rec = commands.add_parser("record", help="save workload deltas as files")
+    state = commands.add_parser("state", help="print the replica's delta.rs")
+    for command in (run, rec, state):
+        command.add_argument("--datamart")
+        command.add_argument("--schema", dest="schema_file", help="Prostore DDL file")
+    for command in (run, rec):
+        command.add_argument("--deltas", type=int, help="how many deltas")
+        command.add_argument("--rows-per-delta", type=int)
+        command.add_argument("--insert-ratio", type=float)
+        command.add_argument("--update-ratio", type=float)
+        command.add_argument("--delete-ratio", type=float)
+        command.add_argument("--null-ratio", type=float)
+        command.add_argument("--seed", type=int)
+        command.add_argument("--start-date", help="date of delta 0, ISO 8601")
+        command.add_argument("--delta-interval-seconds", type=float)
+    for command in (run, state):
+        command.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
+        command.add_argument("--state-timeout-seconds", type=float)
+        for topic in ("delta-in", "delta-in-rs", "delta-rq", "delta-rs"):
+            command.add_argument(f"--topic-{topic}")
+    run.add_argument("--source-dir", help="replay saved deltas from this directory")
+    run.add_argument("--chunk-rows", type=int, help="rows per chunk (default 1000)")
+    run.add_argument("--answer-timeout-seconds", type=float)
+    run.add_argument("--load-failed-retries", type=int)
+    rec.add_argument("--out", required=True, help="directory to write")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> OriginSettings:
+    overrides: dict[str, Any] = {
+        name: value
+        for name, value in vars(args).items()
+        if value is not None and name not in ("command", "out")
+    }
+    return OriginSettings(**overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    try:
+        settings = settings_from(args)
+    except ValidationError as exc:
+        print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "record":
+            return record(settings, args.out)
+        if args.command == "state":
+            return asyncio.run(print_state(settings))
+        return asyncio.run(drive(settings))
+    except ReplicaRefused as exc:
+        print(f"podd-origin: stopped: {exc}", file=sys.stderr)
+        return 1
+    except PoddError as exc:
+        print(f"podd-origin: {exc}", file=sys.stderr)
+        return 2
+    except KafkaError as exc:
+        print(f"podd-origin: the Kafka broker cannot be used: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""The origin's Kafka I/O: produce `delta.in` and `delta.rq`, collect `delta.in.rs`/`delta.rs`.
+
+Answers are read from every partition of their topics from the earliest offset, without a
+consumer group, and kept by `requestId`: an origin only waits for answers to requests it
+made, and reading from the beginning does not depend on the broker's end offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from podd_kafka.client import aiokafka_options
+from podd_kafka.settings import KafkaSettings
+from protocol.codec import decode_message, encode_delta_in_key, encode_message
+from protocol.errors import PoddError
+from protocol.framing import Chunk
+from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
+
+log = structlog.get_logger("origin.client")
+T = TypeVar("T")
+
+
+class OriginClient:
+    """One connection of an origin: a producer and two answer readers."""
+
+    def __init__(self, settings: KafkaSettings, bootstrap: list[str]) -> None:
+        self.settings = settings
+        self.bootstrap = bootstrap
+        self.results: dict[str, list[DeltaInResult]] = defaultdict(list)
+        self.states: dict[str, DeltaState] = {}
+        self.undecodable = 0
+        self._arrived = asyncio.Condition()
+        self._producer: AIOKafkaProducer | None = None
+        self._readers: list[AIOKafkaConsumer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> OriginClient:
+        options = aiokafka_options(self.settings)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, **options
+        )
+        await self._producer.start()
+        for topic in (self.settings.topic_delta_in_rs, self.settings.topic_delta_rs):
+            reader = AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=self.bootstrap,
+                group_id=None,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                **options,
+            )
+            await reader.start()
+            self._readers.append(reader)
+            self._tasks.append(asyncio.create_task(self._read(reader, topic)))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for reader in self._readers:
+            await reader.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+
+    async def _read(self, reader: AIOKafkaConsumer, topic: str) -> None:
+        async for message in reader:
+            try:
+                if topic == self.settings.topic_delta_in_rs:
+                    result = decode_message(DeltaInResult, message.value or b"")
+                    self.results[result.request_id].append(result)
+                else:
+                    state = decode_message(DeltaState, message.value or b"")
+                    self.states[state.request_id] = state
+            except PoddError as exc:
+                self.undecodable += 1
+                log.warning("undecodable answer skipped", topic=topic, error=str(exc))
+                continue
+            async with self._arrived:
+                self._arrived.notify_all()
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        assert self._producer is not None, "use OriginClient in `async with`"
+        return self._producer
+
+    # --- sending ------------------------------------------------------------------------
+
+    async def send_chunks(self, chunks: Iterable[Chunk]) -> int:
+        """Produce chunks on `delta.in` (partitioned by key) and wait for the broker's acks."""
+        pending = [
+            await self.producer.send(
+                self.settings.topic_delta_in, key=encode_delta_in_key(c.key), value=c.body
+            )
+            for c in chunks
+        ]
+        await asyncio.gather(*pending)
+        return len(pending)
+
+    async def send_raw(
+        self, key: bytes | None, value: bytes | None, *, partition: int | None = None
+    ) -> None:
+        await self.producer.send_and_wait(
+            self.settings.topic_delta_in, key=key, value=value, partition=partition
+        )
+
+    async def request_state(self, datamart: str) -> str:
+        """Send `delta.rq`; returns its requestId."""
+        request_id = f"rq-{uuid.uuid4()}"
+        request = DeltaRequest(request_id=request_id, datamart=datamart, sent_at=datetime.now(UTC))
+        await self.producer.send_and_wait(
+            self.settings.topic_delta_rq, key=datamart.encode(), value=encode_message(request)
+        )
+        return request_id
+
+    # --- waiting ------------------------------------------------------------------------
+
+    async def ask(self, datamart: str, timeout: float) -> DeltaState | None:
+        """`delta.rq` → `delta.rs`; None if no answer came within `timeout` seconds."""
+        request_id = await self.request_state(datamart)
+        return await self._wait(lambda: self.states.get(request_id), timeout)
+
+    async def result(
+        self, request_id: str, timeout: float, *, after: int = 0
+    ) -> DeltaInResult | None:
+        """The answer number `after` (0: the first) to the transfer, or None on timeout."""
+
+        def found() -> DeltaInResult | None:
+            answers = self.results.get(request_id, [])
+            return answers[after] if len(answers) > after else None
+
+        return await self._wait(found, timeout)
+
+    async def _wait(self, probe: Callable[[], T | None], timeout: float) -> T | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with self._arrived:
+            while (value := probe()) is None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return None
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), remaining)
+                except TimeoutError:
+                    return probe()
+            return value

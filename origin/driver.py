@@ -1,0 +1,208 @@
+"""The origin's loop: ask the replica's state, stream the delta it expects, wait, go on.
+
+1. `delta.rq` → `delta.rs`: the replica expects delta N.
+2. Frame delta N (one stream per table, `chunk_rows` rows per chunk) under a new
+   requestId and produce every chunk on `delta.in`.
+3. Wait for `delta.in.rs` of that requestId:
+   - OK: delta N is done; go on with N + 1.
+   - INCOMPLETE_DELTA: resend only the chunks its message names, same requestId.
+   - OUT_OF_SEQUENCE: ask the state again and resume from what the replica expects.
+   - LOAD_FAILED: resend under a new requestId, a few times, with backoff.
+   - any other error: the origin cannot fix it; stop and say why.
+4. No answer within the timeout: ask the state again. Delta N applied → go on (the answer
+   was lost); our transfer open with gaps → send the gaps; loading → wait on; the replica
+   knows nothing of it → resend under a new requestId.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from origin.client import OriginClient
+from origin.errors import NoAnswer, ReplicaRefused
+from origin.sources import DeltaSource, SourceDelta
+from protocol.errors import ErrorCode
+from protocol.framing import Chunk, frame_delta
+from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState
+
+log = structlog.get_logger("origin")
+
+_GAP = re.compile(r"stream (\d+) (?:chunks (\d+)-(\d+)|last chunk)")
+
+
+def chunks_missing(chunks: Iterable[Chunk], missing: Iterable[str]) -> list[Chunk]:
+    """The chunks that the gaps name (`stream S chunks A-B`; `stream S last chunk` means
+    the stream's tail is unknown to the replica, so the whole stream is sent again)."""
+    ranges: list[tuple[int, int, int]] = []
+    for text in missing:
+        for match in _GAP.finditer(text):
+            stream = int(match.group(1))
+            if match.group(2) is None:
+                ranges.append((stream, 1, 2**63))
+            else:
+                ranges.append((stream, int(match.group(2)), int(match.group(3))))
+    return [
+        c
+        for c in chunks
+        if any(
+            c.key.stream_number == s and low <= c.key.chunk_number <= high
+            for s, low, high in ranges
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class DeltaOutcome:
+    """One delta the replica applied, as the origin saw it."""
+
+    delta_num: int
+    rows: int
+    chunks_sent: int
+    seconds: float
+    result: DeltaInResult | None  # None: applied, but its answer was lost (seen in delta.rs)
+    resends: int
+
+
+@dataclass
+class DriverOptions:
+    chunk_rows: int = 1000
+    answer_timeout: float = 120.0
+    state_timeout: float = 30.0
+    state_attempts: int = 3
+    load_failed_retries: int = 3
+    retry_backoff: float = 2.0
+
+
+class _Resync(Exception):
+    """The replica expects another delta than the one in flight."""
+
+
+class OriginDriver:
+    def __init__(
+        self,
+        client: OriginClient,
+        source: DeltaSource,
+        options: DriverOptions | None = None,
+        on_delta: Callable[[DeltaOutcome], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.source = source
+        self.schema = source.schema
+        self.options = options or DriverOptions()
+        self.on_delta = on_delta or (lambda _: None)
+
+    async def state(self) -> DeltaState:
+        """`delta.rq` until answered; refuses a replica that does not serve the datamart."""
+        for _ in range(self.options.state_attempts):
+            state = await self.client.ask(self.schema.datamart, self.options.state_timeout)
+            if state is None:
+                log.warning("no delta.rs yet; asking again", datamart=self.schema.datamart)
+                continue
+            if state.state is ReplicaState.FAILED and state.error_code in (
+                ErrorCode.UNKNOWN_DATAMART,
+            ):
+                raise ReplicaRefused(
+                    state.expected_delta_num, state.error_code, state.error_message or ""
+                )
+            return state
+        raise NoAnswer(
+            f"no delta.rs for {self.schema.datamart} after {self.options.state_attempts} "
+            f"requests of {self.options.state_timeout:g} s: is a replica agent listening on "
+            f"{self.client.settings.topic_delta_rq}?"
+        )
+
+    async def run(self, count: int | None = None) -> list[DeltaOutcome]:
+        """Send up to `count` deltas (None: until the source ends), from what the replica
+        expects. Raises ReplicaRefused or NoAnswer when it cannot go on."""
+        outcomes: list[DeltaOutcome] = []
+        expected = (await self.state()).expected_delta_num
+        while count is None or len(outcomes) < count:
+            delta = self.source.delta(expected)
+            if delta is None:
+                log.info("source has no more deltas", next=expected)
+                break
+            try:
+                outcome = await self.transfer(delta)
+            except _Resync:
+                expected = (await self.state()).expected_delta_num
+                log.info("resuming from the replica's state", expected=expected)
+                continue
+            outcomes.append(outcome)
+            self.on_delta(outcome)
+            expected += 1
+        return outcomes
+
+    async def transfer(self, delta: SourceDelta) -> DeltaOutcome:
+        """Send one delta until the replica applied it."""
+        started = time.perf_counter()
+        resends = load_failures = 0
+        request_id, chunks = self._frame(delta)
+        sent = await self.client.send_chunks(chunks)
+        seen = 0  # answers of this requestId already handled
+        while True:
+            result = await self.client.result(request_id, self.options.answer_timeout, after=seen)
+            if result is not None:
+                seen += 1
+            if result is not None and result.status is DeltaStatus.OK:
+                return DeltaOutcome(
+                    delta.num, delta.rows, sent, time.perf_counter() - started, result, resends
+                )
+            if result is None:
+                state = await self.state()
+                log.warning("no delta.in.rs in time", deltaNum=delta.num, requestId=request_id)
+                if state.expected_delta_num > delta.num:
+                    return DeltaOutcome(
+                        delta.num, delta.rows, sent, time.perf_counter() - started, None, resends
+                    )
+                if state.expected_delta_num < delta.num:
+                    raise _Resync
+                ours = [p for p in state.in_progress if p.request_id == request_id]
+                if ours and ours[0].missing:
+                    again = chunks_missing(chunks, ours[0].missing)
+                elif ours or state.state is ReplicaState.LOADING:
+                    continue  # complete there, or loading: wait on
+                else:  # the replica has nothing of it: start over
+                    request_id, chunks = self._frame(delta)
+                    seen, again = 0, chunks
+            elif result.error_code == ErrorCode.INCOMPLETE_DELTA:
+                again = chunks_missing(chunks, [result.error_message or ""])
+                if not again:  # nothing parsable named: send all of it again
+                    again = chunks
+            elif result.error_code == ErrorCode.OUT_OF_SEQUENCE:
+                raise _Resync
+            elif (
+                result.error_code == ErrorCode.LOAD_FAILED
+                and load_failures < self.options.load_failed_retries
+            ):
+                load_failures += 1
+                await asyncio.sleep(self.options.retry_backoff * 2 ** (load_failures - 1))
+                request_id, chunks = self._frame(delta)
+                seen, again = 0, chunks
+            else:
+                raise ReplicaRefused(
+                    delta.num, result.error_code or "ERROR", result.error_message or ""
+                )
+            resends += 1
+            sent += await self.client.send_chunks(again)
+            log.info("resent", deltaNum=delta.num, requestId=request_id, chunks=len(again))
+
+    def _frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
+        request_id = f"{self.schema.datamart}-{delta.num}-{uuid.uuid4()}"
+        chunks = list(
+            frame_delta(
+                self.schema,
+                request_id=request_id,
+                delta_num=delta.num,
+                delta_date=delta.date,
+                rows_by_table=delta.rows_by_table,
+                chunk_rows=self.options.chunk_rows,
+            )
+        )
+        return request_id, chunks

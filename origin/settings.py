@@ -1,0 +1,66 @@
+"""`podd-origin` settings: flags, or `PODD_*` variables shared with the agent where they mean
+the same (broker, topics, SASL/SSL, `PODD_DATAMART`, `PODD_SCHEMA`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from origin.sources import START_DATE
+from podd_kafka.settings import KafkaSettings
+from protocol.workload import WorkloadSpec
+
+
+class OriginSettings(KafkaSettings):
+    model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore", populate_by_name=True)
+
+    datamart: str | None = None
+    schema_file: Path | None = Field(default=None, validation_alias="PODD_SCHEMA")
+    #: Rows per chunk (Prostore's `chunkSize`).
+    chunk_rows: int = Field(default=1000, ge=1)
+    #: How many deltas to send; None: until the source ends (a workload never ends).
+    deltas: int | None = Field(default=None, ge=0)
+    #: A directory of saved deltas; None: the seeded workload.
+    source_dir: Path | None = None
+    rows_per_delta: int = Field(default=3000, ge=0)
+    insert_ratio: float = Field(default=0.7, ge=0, le=1)
+    update_ratio: float = Field(default=0.2, ge=0, le=1)
+    delete_ratio: float = Field(default=0.1, ge=0, le=1)
+    null_ratio: float = Field(default=0.1, ge=0, le=1)
+    seed: int = 0
+    #: The workload's delta N is dated `start_date + N * delta_interval_seconds`.
+    start_date: datetime = START_DATE
+    delta_interval_seconds: float = Field(default=3600.0, gt=0)
+    answer_timeout_seconds: float = Field(default=120.0, gt=0)
+    state_timeout_seconds: float = Field(default=30.0, gt=0)
+    load_failed_retries: int = Field(default=3, ge=0)
+
+    @field_validator("datamart")
+    @classmethod
+    def _one_datamart(cls, value: str | None) -> str | None:
+        if value is not None and "," in value:
+            raise ValueError("the origin drives one datamart; run one origin per datamart")
+        return value
+
+    @field_validator("start_date")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    @model_validator(mode="after")
+    def _mix(self) -> OriginSettings:
+        self.workload_spec()  # the ratios must add up to 1
+        return self
+
+    def workload_spec(self) -> WorkloadSpec:
+        return WorkloadSpec(
+            rows_per_delta=self.rows_per_delta,
+            insert_ratio=self.insert_ratio,
+            update_ratio=self.update_ratio,
+            delete_ratio=self.delete_ratio,
+            null_ratio=self.null_ratio,
+            seed=self.seed,
+        )

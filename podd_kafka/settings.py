@@ -1,0 +1,56 @@
+"""Kafka connection settings shared by `replica-agent` and `podd-origin` (`PODD_*` variables).
+
+Both sides name the same four topics, so one set of variables configures a pair of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class KafkaSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore", populate_by_name=True)
+
+    #: Kafka bootstrap servers (`kafka://host:port`, comma-separated); None: embedded Tansu.
+    broker: str | None = None
+    topic_delta_in: str = "delta.in"
+    topic_delta_in_rs: str = "delta.in.rs"
+    topic_delta_rq: str = "delta.rq"
+    topic_delta_rs: str = "delta.rs"
+    #: Partitions of `delta.in` when it is created here (the others get one).
+    delta_in_partitions: int = Field(default=4, ge=1)
+    topic_replication_factor: int = Field(default=1, ge=1)
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+    def bootstrap_servers(self, embedded: str | None = None) -> list[str]:
+        """`host:port` items, from `broker` or the embedded broker's address."""
+        source = self.broker or embedded
+        if not source:
+            return []
+        return [
+            item.strip().removeprefix("kafka://")
+            for item in source.replace(";", ",").split(",")
+            if item.strip()
+        ]
+
+    def wanted_topics(self) -> dict[str, int]:
+        """The protocol's four topics and their partition counts."""
+        return {
+            self.topic_delta_in: self.delta_in_partitions,
+            self.topic_delta_in_rs: 1,
+            self.topic_delta_rq: 1,
+            self.topic_delta_rs: 1,
+        }
