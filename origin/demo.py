@@ -1,0 +1,267 @@
+"""`podd-demo`: the README's main command. A replica agent, driven by the reference origin.
+
+On embedded defaults it starts the Tansu broker and PostgreSQL, runs `replica-agent run` as a
+process (local Spark), drives it with the origin driver over the `marketing` datamart (20
+deltas of mixed inserts, updates and deletes), then prints a summary, the replica's state
+checked against the reference model, and the SQL to look at the replica. `--broker` and
+`--replica` point it at an external Kafka and PostgreSQL instead. Deltas continue from what the
+replica already holds: a second run adds 20 more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+import structlog
+from aiokafka.errors import KafkaError
+
+from conformance.replica_check import differences
+from origin.client import OriginClient
+from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
+from origin.errors import OriginError
+from origin.progress import DeltaProgress
+from origin.sources import WorkloadSource
+from podd_kafka.broker import embedded_broker
+from podd_kafka.client import ensure_topics
+from podd_kafka.settings import KafkaSettings
+from protocol.apply_model import ReplicaModel, apply_delta
+from protocol.ddl import parse_schema
+from protocol.errors import PoddError
+from protocol.schema import LogicalSchema, quote_ident
+from protocol.workload import WorkloadSpec
+from spark_loader.embedded_pg import free_port, replica_dsn
+from spark_loader.store import safe_dsn
+
+_DEFAULT_SCHEMA = Path(str(resources.files("origin"))).parent / "examples" / "marketing.sql"
+
+
+class AgentProcess:
+    """`replica-agent run` as a child process, its log in the data directory."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, metrics_port: int) -> None:
+        self.log_path = log_path
+        self.metrics_port = metrics_port
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "replica_agent.cli", "run"],
+                env={**os.environ, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        """Until its metrics page answers (it serves after recovery, before consuming)."""
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise OriginError(
+                    f"the agent exited with code {self.process.returncode}; see {self.log_path}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise OriginError(f"the agent did not come up in {timeout:g} s; see {self.log_path}")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return int(self.process.returncode)
+
+
+@contextmanager
+def running_agent(
+    args: argparse.Namespace, schema_file: Path, bootstrap: str, dsn: str
+) -> Iterator[AgentProcess]:
+    port = free_port()
+    env = {
+        "PODD_DATAMART": args.datamart,
+        "PODD_SCHEMA": str(schema_file),
+        "PODD_BROKER": f"kafka://{bootstrap}",
+        "PODD_REPLICA_DSN": dsn,  # in the environment, not on a command line
+        "PODD_DATA_DIR": str(args.data_dir),
+        "PODD_METRICS_PORT": str(port),
+        "PODD_GROUP_ID": f"podd-demo-{args.datamart}",
+        "PODD_SESSION_TIMEOUT_SECONDS": "6",
+        "PODD_SPARK_MASTER": args.spark_master,
+        "PODD_LOG_FORMAT": "json",
+    }
+    agent = AgentProcess(env, args.data_dir / "agent.log", port)
+    try:
+        yield agent
+    finally:
+        agent.stop()
+
+
+async def _drive(
+    args: argparse.Namespace, source: WorkloadSource, bootstrap: str
+) -> list[DeltaOutcome]:
+    settings = KafkaSettings(broker=bootstrap)
+    async with OriginClient(settings, settings.bootstrap_servers()) as client:
+        options = DriverOptions(chunk_rows=args.chunk_rows, state_timeout=20, state_attempts=6)
+        driver = OriginDriver(client, source, options, DeltaProgress(args.deltas))
+        return await driver.run(args.deltas)
+
+
+def _query(dsn: str, sql: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return [tuple(row) for row in conn.execute(sql).fetchall()]
+
+
+def _report(
+    args: argparse.Namespace,
+    schema: LogicalSchema,
+    source: WorkloadSource,
+    dsn: str,
+    outcomes: list[DeltaOutcome],
+    seconds: float,
+) -> int:
+    rows = sum(o.rows for o in outcomes)
+    first, last = outcomes[0].delta_num, outcomes[-1].delta_num
+    chunks = sum(o.chunks_sent for o in outcomes)
+    print()
+    rate = rows / seconds
+    print(
+        f"applied deltas {first}..{last}: {len(outcomes)} deltas, {rows:,} rows, "
+        f"{chunks} delta.in messages in {seconds:.1f} s ({rate:,.0f} rows/s)"
+    )
+    per_delta = sorted(o.seconds for o in outcomes)
+    median, slowest = per_delta[len(per_delta) // 2], per_delta[-1]
+    print(
+        f"per delta, from its first chunk sent to its delta.in.rs: median {median:.2f} s, "
+        f"slowest {slowest:.2f} s (the first delta warms Spark up)"
+    )
+    dm = quote_ident(schema.datamart)
+    print(f"\nreplica {schema.datamart} ({safe_dsn(dsn)}):")
+    for table in schema:
+        live = _query(dsn, f"SELECT count(*) FROM {dm}.{quote_ident(table.name + '_actual')}")
+        closed = _query(dsn, f"SELECT count(*) FROM {dm}.{quote_ident(table.name + '_history')}")
+        print(f"  {table.name:<12} {live[0][0]:>8,} live rows   {closed[0][0]:>8,} closed versions")
+    model = ReplicaModel(schema)
+    for n in range(last + 1):
+        delta = source.delta(n)
+        assert delta is not None
+        model, _ = apply_delta(model, n, delta.date, delta.rows_by_table)
+    found = differences(dsn, model, as_of=range(max(0, last - 2), last + 1))
+    code = 0
+    if not found:
+        print(f"  equal to the reference model of deltas 0..{last} (seed {args.seed}), "
+              f"also as of deltas {max(0, last - 2)}..{last}")  # fmt: skip
+    else:
+        code = 1 if first == 0 else 0
+        print("  DIFFERS from the reference model: " + "; ".join(found))
+        if first > 0:
+            print("  (earlier runs may have used another --seed)")
+    _print_sql(args, schema, dsn, last)
+    return code
+
+
+def _print_sql(args: argparse.Namespace, schema: LogicalSchema, dsn: str, last: int) -> None:
+    dm, table = schema.datamart, schema.tables[0]
+    key = ", ".join(quote_ident(k) for k in table.primary_key)
+    earlier = max(0, last // 2)
+    statements = [
+        f"SELECT delta_num, delta_date, applied_at FROM podd_replica.delta_registry "
+        f"WHERE datamart = '{dm}' ORDER BY delta_num DESC LIMIT 3",
+        f"SELECT count(*) FROM {dm}.{table.name}_actual",
+        f"SELECT count(*) FROM {dm}.{table.name}_as_of({earlier})",
+        f"SELECT * FROM {dm}.{table.name}_as_of({earlier}) ORDER BY {key} LIMIT 3",
+    ]
+    print("\nlook at the replica (the last statement reads it as of an earlier delta):")
+    for sql in statements:
+        print(f"  {sql};")
+        for row in _query(dsn, sql):
+            print("      " + " | ".join(str(v) for v in row))
+    if args.replica:
+        print("\nwith psql: psql \"$PODD_REPLICA_DSN\" -c '<statement>'")
+    else:
+        print(f"\nwith psql (starts the embedded PostgreSQL, kept in {args.data_dir}/postgres):")
+        print(f"  .venv/bin/podd-loader sql --data-dir {args.data_dir} -c '{statements[2]}'")
+
+
+def run(args: argparse.Namespace) -> int:
+    schema_file: Path = args.schema.resolve()
+    schema = parse_schema(schema_file.read_text(), args.datamart)
+    spec = WorkloadSpec(rows_per_delta=args.rows_per_delta, seed=args.seed)
+    source = WorkloadSource(schema, spec, interval=timedelta(hours=1))
+    args.data_dir = args.data_dir.resolve()
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        bootstrap = args.broker.removeprefix("kafka://") if args.broker else None
+        if bootstrap is None:
+            print("starting the embedded Kafka broker (Tansu, in memory) ...")
+            bootstrap = stack.enter_context(embedded_broker(log_file=args.data_dir / "tansu.log"))
+        if not args.replica:
+            print(f"starting the embedded PostgreSQL (data in {args.data_dir}/postgres) ...")
+        dsn = stack.enter_context(replica_dsn(args.replica, args.data_dir / "postgres"))
+        asyncio.run(ensure_topics(KafkaSettings(broker=bootstrap), [bootstrap]))
+        log = args.data_dir / "agent.log"
+        print(f"starting the replica agent (Spark {args.spark_master}; its log: {log}) ...")
+        agent = stack.enter_context(running_agent(args, schema_file, bootstrap, dsn))
+        agent.wait_ready()
+        tables = ", ".join(t.name for t in schema)
+        print(
+            f"driving {schema.datamart} ({tables}): {args.deltas} deltas of "
+            f"{args.rows_per_delta:,} rows, {args.chunk_rows} rows per chunk"
+        )
+        started = time.perf_counter()
+        outcomes = asyncio.run(_drive(args, source, bootstrap))
+        seconds = time.perf_counter() - started
+        if not outcomes:
+            print("the source had no delta to send")
+            return 1
+        code = _report(args, schema, source, dsn, outcomes, seconds)
+        stopped = agent.stop()
+        print(f"\nagent stopped (exit {stopped}); broker and PostgreSQL stopped")
+        return code if stopped == 0 else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podd-demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--schema", type=Path, default=_DEFAULT_SCHEMA, help="Prostore DDL file")
+    parser.add_argument("--datamart", default="marketing")
+    parser.add_argument("--deltas", type=int, default=20)
+    parser.add_argument("--rows-per-delta", type=int, default=3000)
+    parser.add_argument("--chunk-rows", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--broker", help="external Kafka, kafka://HOST:PORT (default: embedded)")
+    parser.add_argument("--replica", help="external PostgreSQL DSN (default: embedded)")
+    parser.add_argument("--data-dir", type=Path, default=Path("var/demo"))
+    parser.add_argument("--spark-master", default="local[*]")
+    args = parser.parse_args(argv)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    try:
+        return run(args)
+    except (PoddError, OSError, psycopg.Error) as exc:
+        print(f"podd-demo: {exc}", file=sys.stderr)
+        return 1
+    except KafkaError as exc:
+        print(f"podd-demo: the Kafka broker cannot be used: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("podd-demo: interrupted; processes stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
