@@ -20,7 +20,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import structlog
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
@@ -29,6 +28,7 @@ from conformance.harness import run_scenarios, summary
 from conformance.scenarios import SCENARIOS
 from origin.client import OriginClient
 from podd_kafka.settings import KafkaSettings
+from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for scenario in SCENARIOS:
             print(f"{scenario.name:<28} {scenario.rule}")
         return 0
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    log_to_stderr()
     overrides = {
         name: getattr(args, name)
         for name in (

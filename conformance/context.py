@@ -122,6 +122,10 @@ class Context:
                 encode_delta_in_key(chunk.key), chunk.body, partition=self.rng.choice(partitions)
             )
 
+    def last_applied(self) -> AppliedDelta:
+        check(bool(self.applied), "needs an applied delta, and no earlier scenario applied one")
+        return self.applied[-1]
+
     # --- judging answers ------------------------------------------------------------------
 
     async def answer(self, request_id: str, *, after: int = 0) -> DeltaInResult:
@@ -164,13 +168,14 @@ class Context:
         check(result.delta_num == num, f"answered deltaNum {result.delta_num}, want {num}")
         date = self.date_of(num)
         check(result.delta_date == date, f"answered deltaDate {result.delta_date}, want {date}")
+        # The agent says the delta is applied: from here on the model holds it too.
         self.model, counts = apply_delta(self.model, num, date, rows_by_table)
+        self.applied.append(AppliedDelta(num, date, rows_by_table, result))
         got = {
             (t.table_name, t.rows_received, t.rows_upserted, t.rows_deleted) for t in result.tables
         }
         want = {(c.table_name, c.rows_received, c.rows_upserted, c.rows_deleted) for c in counts}
         check(got == want, f"delta {num}: table counts {sorted(got)}, want {sorted(want)}")
-        self.applied.append(AppliedDelta(num, date, rows_by_table, result))
         await self.expect_state(expected=num + 1)
         self.check_replica()
         return result

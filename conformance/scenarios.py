@@ -114,8 +114,7 @@ async def _empty_delta(ctx: Context) -> None:
 @scenario("resend-applied", "an applied delta sent again (new requestId, other chunking) gets "
           "the stored OK result and changes nothing")  # fmt: skip
 async def _resend(ctx: Context) -> None:
-    check(bool(ctx.applied), "no delta was applied before")
-    first = ctx.applied[-1]
+    first = ctx.last_applied()
     request_id, chunks = ctx.frame(first.num, first.rows_by_table, chunk_rows=4)
     await ctx.send(chunks)
     result = await ctx.final_answer(request_id)
@@ -154,7 +153,7 @@ async def _out_of_sequence(ctx: Context) -> None:
 
 @scenario("conflict-applied-date", "an applied deltaNum with another deltaDate: DELTA_CONFLICT")
 async def _conflict_applied(ctx: Context) -> None:
-    last = ctx.applied[-1]
+    last = ctx.last_applied()
     _, chunks = ctx.frame(last.num, last.rows_by_table, date=last.date.replace(minute=30))
     await _rejected(ctx, chunks, ErrorCode.DELTA_CONFLICT)
 
@@ -162,7 +161,7 @@ async def _conflict_applied(ctx: Context) -> None:
 @scenario("conflict-date-not-later", "a new delta dated no later than the previous one: "
           "DELTA_CONFLICT")  # fmt: skip
 async def _conflict_not_later(ctx: Context) -> None:
-    _, chunks = ctx.frame(ctx.expected, ctx.next_rows(), date=ctx.applied[-1].date)
+    _, chunks = ctx.frame(ctx.expected, ctx.next_rows(), date=ctx.last_applied().date)
     await _rejected(ctx, chunks, ErrorCode.DELTA_CONFLICT)
 
 
@@ -388,5 +387,5 @@ async def _state_during_load(ctx: Context) -> None:
 async def _as_of(ctx: Context) -> None:
     if ctx.dsn is None:
         raise ScenarioSkipped("give --replica DSN")
-    check(bool(ctx.applied), "no delta was applied")
+    ctx.last_applied()
     ctx.check_replica(as_of=True)

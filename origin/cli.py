@@ -35,6 +35,7 @@ from origin.errors import OriginError, ReplicaRefused
 from origin.progress import DeltaProgress
 from origin.settings import OriginSettings
 from origin.sources import DeltaSource, DirectorySource, WorkloadSource, save_deltas
+from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.schema import LogicalSchema
@@ -153,7 +154,7 @@ def settings_from(args: argparse.Namespace) -> OriginSettings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    log_to_stderr()
     try:
         settings = settings_from(args)
     except ValidationError as exc:

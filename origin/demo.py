@@ -25,7 +25,6 @@ from importlib import resources
 from pathlib import Path
 
 import psycopg
-import structlog
 from aiokafka.errors import KafkaError
 
 from conformance.replica_check import differences
@@ -38,6 +37,7 @@ from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from protocol.apply_model import ReplicaModel, apply_delta
+from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.schema import LogicalSchema, quote_ident
@@ -202,6 +202,9 @@ def _print_sql(args: argparse.Namespace, schema: LogicalSchema, dsn: str, last: 
 def run(args: argparse.Namespace) -> int:
     schema_file: Path = args.schema.resolve()
     schema = parse_schema(schema_file.read_text(), args.datamart)
+    if args.datamart not in (None, schema.datamart):
+        raise OriginError(f"{schema_file} declares datamart {schema.datamart}, not {args.datamart}")
+    args.datamart = schema.datamart
     spec = WorkloadSpec(rows_per_delta=args.rows_per_delta, seed=args.seed)
     source = WorkloadSource(schema, spec, interval=timedelta(hours=1))
     args.data_dir = args.data_dir.resolve()
@@ -239,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="podd-demo", description=__doc__.splitlines()[0])
     parser.add_argument("--schema", type=Path, default=_DEFAULT_SCHEMA, help="Prostore DDL file")
-    parser.add_argument("--datamart", default="marketing")
+    parser.add_argument("--datamart", help="default: the one the schema file declares")
     parser.add_argument("--deltas", type=int, default=20)
     parser.add_argument("--rows-per-delta", type=int, default=3000)
     parser.add_argument("--chunk-rows", type=int, default=1000)
@@ -249,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("var/demo"))
     parser.add_argument("--spark-master", default="local[*]")
     args = parser.parse_args(argv)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    log_to_stderr()
     try:
         return run(args)
     except (PoddError, OSError, psycopg.Error) as exc:

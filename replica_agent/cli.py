@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 
+from protocol.console import log_to_stderr
 from protocol.errors import PoddError
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "run":
         return main_run(settings)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    log_to_stderr()
     try:
         report = status_report(settings, args.datamart or ())
     except PoddError as exc:

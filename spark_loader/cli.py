@@ -21,8 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError, ProtocolError
 from spark_loader.embedded_pg import psql_binary, replica_for
@@ -129,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument("--data-dir", type=Path, help="where the embedded server keeps data")
     args = parser.parse_args(argv)
     # Logs go to stderr: stdout carries the command's own output.
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    log_to_stderr()
     try:
         if args.command == "sql":
             return _sql(args)

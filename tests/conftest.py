@@ -1,6 +1,7 @@
 """Fixtures every test layer shares.
 
-`PODD_TEST_REPLICA_DSN` points the tests at an external PostgreSQL instead of the embedded one.
+`PODD_TEST_REPLICA_DSN` points the tests at an external PostgreSQL instead of the embedded one,
+`PODD_TEST_BROKER` at an external Kafka instead of the embedded Tansu.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from podd_kafka.broker import embedded_broker
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import EmbeddedPostgres
@@ -36,6 +38,17 @@ def spec() -> Path:
 @pytest.fixture(scope="session")
 def marketing() -> LogicalSchema:
     return parse_schema((REPO / "examples" / "marketing.sql").read_text())
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka bootstrap address: the embedded Tansu, or `PODD_TEST_BROKER`."""
+    external = os.environ.get("PODD_TEST_BROKER")
+    if external:
+        yield external
+        return
+    with embedded_broker(log_file=tmp_path_factory.mktemp("tansu") / "tansu.log") as address:
+        yield address
 
 
 @pytest.fixture(scope="session")

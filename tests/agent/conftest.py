@@ -14,26 +14,12 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
-from podd_kafka.broker import embedded_broker
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import free_port
 from tests.agent.kafka_io import Topics
-
-
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    external = os.environ.get("PODD_TEST_BROKER")
-    if external:
-        yield external
-        return
-    with embedded_broker(log_file=tmp_path_factory.mktemp("tansu") / "tansu.log") as address:
-        yield address
 
 
 def renamed(schema: LogicalSchema, name: str | None = None) -> LogicalSchema:

@@ -1,0 +1,134 @@
+"""The conformance harness: every scenario passes against this project's agent, and a replica
+agent that breaks the rules fails them (so the harness can tell the two apart)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from conformance import cli
+from conformance.scenarios import SCENARIOS
+from protocol.codec import decode_delta_in_key, decode_message, encode_message
+from protocol.messages import DeltaInResult, DeltaRequest, DeltaState, DeltaStatus, ReplicaState
+from protocol.schema import LogicalSchema
+from tests.agent.conftest import AgentProcess, renamed
+from tests.agent.kafka_io import Topics
+
+LINE = re.compile(r"^(PASS|FAIL|SKIP)  (\S+)", re.MULTILINE)
+
+
+def flags(broker: str, topics: Topics, datamart: str, schema_file: str) -> list[str]:
+    return [
+        "--broker", f"kafka://{broker}", "--datamart", datamart, "--schema", schema_file,
+        "--topic-delta-in", topics.delta_in, "--topic-delta-in-rs", topics.delta_in_rs,
+        "--topic-delta-rq", topics.delta_rq, "--topic-delta-rs", topics.delta_rs,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def agent(
+    broker: str,
+    replica_dsn: str,
+    marketing: LogicalSchema,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AgentProcess]:
+    process = AgentProcess(
+        broker, replica_dsn, tmp_path_factory.mktemp("agent"), [renamed(marketing)],
+        incomplete_timeout=4,
+    ).start()  # fmt: skip
+    yield process
+    assert process.stop() == 0, process.log_tail()
+
+
+def test_every_scenario_passes_against_our_agent(
+    agent: AgentProcess, replica_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (schema,) = agent.schemas
+    schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
+    argv = [
+        *flags(agent.broker, agent.topics, schema.datamart, schema_file),
+        "--replica", replica_dsn, "--incomplete-wait", "60", "--quiet-period", "1.5",
+        "--load-rows", "30000",
+    ]  # fmt: skip
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    verdicts = {name: verdict for verdict, name in LINE.findall(out)}
+    assert verdicts == {s.name: "PASS" for s in SCENARIOS}, out
+    assert code == 0
+    assert f"{len(SCENARIOS)} passed, 0 failed, 0 skipped" in out
+    # A second run refuses: the datamart is no longer empty.
+    assert cli.main(argv) == 2
+    assert "has deltas up to" in capsys.readouterr().err
+
+
+async def lying_agent(broker: str, topics: Topics, datamart: str, stop: asyncio.Event) -> None:
+    """Answers OK to every last chunk and 'expects delta 0' forever: it checks nothing."""
+    producer = AIOKafkaProducer(bootstrap_servers=broker)
+    consumer = AIOKafkaConsumer(
+        topics.delta_in, topics.delta_rq, bootstrap_servers=broker, group_id=None,
+        auto_offset_reset="earliest",
+    )  # fmt: skip
+    await producer.start()
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=200)
+            for message in (m for batch in batches.values() for m in batch):
+                if message.topic == topics.delta_rq:
+                    request = decode_message(DeltaRequest, message.value or b"")
+                    answer: DeltaState | DeltaInResult = DeltaState(
+                        request_id=request.request_id, datamart=request.datamart,
+                        state=ReplicaState.IDLE, expected_delta_num=0,
+                    )  # fmt: skip
+                    topic = topics.delta_rs
+                else:
+                    key = decode_delta_in_key(message.key or b"")
+                    if not key.is_last_chunk:
+                        continue
+                    answer = DeltaInResult(
+                        request_id=key.request_id, datamart=key.datamart, delta_num=key.delta_num,
+                        delta_date=key.delta_date, status=DeltaStatus.OK,
+                        applied_at=datetime.now(UTC),
+                    )  # fmt: skip
+                    topic = topics.delta_in_rs
+                await producer.send_and_wait(
+                    topic, key=datamart.encode(), value=encode_message(answer)
+                )
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+def test_an_agent_that_checks_nothing_fails(
+    broker: str, marketing: LogicalSchema, tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    topics = Topics.unique()
+    schema_file = tmp_path_factory.mktemp("liar") / "marketing.sql"
+    schema_file.write_text(marketing.to_ddl())
+
+    async def scenario_run() -> int:
+        stop = asyncio.Event()
+        liar = asyncio.create_task(lying_agent(broker, topics, "marketing", stop))
+        argv = [*flags(broker, topics, "marketing", str(schema_file)), "--quiet-period", "0.5",
+                "--answer-timeout", "5", "--load-rows", "2000"]  # fmt: skip
+        try:
+            return await asyncio.to_thread(cli.main, argv)
+        finally:
+            stop.set()
+            await liar
+
+    assert asyncio.run(scenario_run()) == 1
+    out = capsys.readouterr().out
+    verdicts = {name: verdict for verdict, name in LINE.findall(out)}
+    broken = (
+        "state-unknown-datamart", "happy-path", "out-of-sequence", "bad-chunk-two-last",
+        "unknown-table", "schema-mismatch-sys-op", "incomplete-then-completed",
+    )  # fmt: skip
+    assert {name: verdicts[name] for name in broken} == dict.fromkeys(broken, "FAIL"), out
+    assert verdicts["load-failed"] == "SKIP"  # no --replica
