@@ -33,7 +33,7 @@ from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podd-conformance", description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="print the scenarios and exit")
     parser.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
@@ -95,7 +95,7 @@ async def _run(args: argparse.Namespace, settings: KafkaSettings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.list:
         for scenario in SCENARIOS:
             print(f"{scenario.name:<28} {scenario.rule}")

@@ -111,7 +111,7 @@ def record(settings: OriginSettings, out: str) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podd-origin", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="drive a replica agent")
@@ -153,7 +153,7 @@ def settings_from(args: argparse.Namespace) -> OriginSettings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     log_to_stderr()
     try:
         settings = settings_from(args)

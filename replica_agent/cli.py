@@ -114,7 +114,7 @@ def _print_status(report: dict[str, Any]) -> None:
         print(f"  last error: {error['code']}: {error['message']}" if error else "  no error")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="replica-agent", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the agent until SIGTERM")
@@ -136,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for command in (run, status):
         command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
         command.add_argument("--data-dir", type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         settings = settings_from(args)

@@ -1,0 +1,136 @@
+"""compose/ cannot run here (no Docker engine): check that it is a deployment that could.
+
+Every command a service runs is either an entry point of this project, parsed by that
+command's own parser and turned into its settings with the service's environment, or Spark's
+`spark-class` from the pyspark wheel the image installs. Host names point at services.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from origin import cli as origin_cli
+from replica_agent import cli as agent_cli
+from tests.conftest import REPO
+
+COMPOSE = REPO / "compose" / "compose.yaml"
+DOCKERFILE = REPO / "compose" / "Dockerfile"
+_VARIABLE = re.compile(r"\$\{(\w+)(?::?[-?][^}]*)?\}")
+
+
+def load_compose() -> dict[str, Any]:
+    """The file with `${VAR...}` interpolated as Compose would, given VAR=secret."""
+    text = _VARIABLE.sub(lambda m: "compose-test-secret", COMPOSE.read_text())
+    loaded: dict[str, Any] = yaml.safe_load(text)
+    return loaded
+
+
+def scripts() -> dict[str, str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return dict(project["project"]["scripts"])
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    return dict(load_compose()["services"])
+
+
+def test_the_deployment_has_every_part(services: dict[str, Any]) -> None:
+    assert set(services) == {
+        "kafka", "postgres", "spark-master", "spark-worker", "replica-agent", "origin",
+    }  # fmt: skip
+    kafka = services["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")  # the official image
+    assert "controller" in kafka["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper
+    assert services["postgres"]["image"].startswith("postgres:")
+    declared = set(load_compose()["volumes"])
+    for name, service in services.items():
+        for dependency in service.get("depends_on", ()):
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+        for volume in service.get("volumes", ()):
+            assert volume.split(":")[0] in declared, f"{name}: undeclared volume {volume}"
+
+
+def test_the_image_holds_every_package_and_spark(services: dict[str, Any]) -> None:
+    text = DOCKERFILE.read_text()
+    packages = ["protocol", "podd_kafka", "spark_loader", "replica_agent", "origin", "conformance"]
+    for package in packages:
+        assert (REPO / package / "__init__.py").exists()
+        assert f"COPY {package} {package}" in text
+    assert "openjdk-17" in text
+    for name in ("spark-master", "spark-worker", "replica-agent", "origin"):
+        assert services[name]["build"]["dockerfile"] == "compose/Dockerfile"
+
+
+def _environment(monkeypatch: pytest.MonkeyPatch, service: dict[str, Any]) -> None:
+    for key in [k for k in os.environ if k.startswith("PODD_")]:
+        monkeypatch.delenv(key)
+    for key, value in (service.get("environment") or {}).items():
+        monkeypatch.setenv(key, str(value))
+
+
+def _in_image(path: str) -> None:
+    """A path under /app/ that the image copies from the repository."""
+    assert path.startswith("/app/"), path
+    assert (REPO / path.removeprefix("/app/")).is_file(), f"{path} is not in the image"
+
+
+def test_the_agent_runs_with_valid_flags_against_the_services(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = services["replica-agent"]
+    command = [str(c) for c in service["command"]]
+    assert command[0] in scripts()
+    _environment(monkeypatch, service)
+    args = agent_cli.build_parser().parse_args(command[1:])
+    settings = agent_cli.settings_from(args)
+    assert args.command == "run"
+    assert settings.datamart == ["marketing"]
+    for path in settings.schema_file:
+        _in_image(str(path))
+    assert urlsplit(settings.broker or "").hostname in services
+    assert urlsplit(settings.spark_master).hostname in services
+    assert settings.replica_dsn is not None
+    assert urlsplit(settings.replica_dsn.get_secret_value()).hostname in services
+    assert settings.spark_conf["spark.driver.host"] == "replica-agent"
+    worker_volumes = services["spark-worker"]["volumes"]
+    assert f"podd-data:{settings.data_dir}" in worker_volumes  # executors read staged chunks
+    assert f"podd-data:{settings.data_dir}" in service["volumes"]
+    assert str(settings.metrics_port) in service["ports"][0]
+
+
+def test_the_origin_runs_with_valid_flags(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = services["origin"]
+    command = [str(c) for c in service["command"]]
+    assert command[0] in scripts()
+    _environment(monkeypatch, service)
+    args = origin_cli.build_parser().parse_args(command[1:])
+    settings = origin_cli.settings_from(args)
+    assert args.command == "run"
+    assert urlsplit(settings.broker or "").hostname in services
+    assert settings.schema_file is not None
+    _in_image(str(settings.schema_file))
+    assert settings.datamart == "marketing"
+    assert settings.state_timeout_seconds == 60
+
+
+def test_spark_runs_from_the_wheels_spark_class(services: dict[str, Any]) -> None:
+    import pyspark  # noqa: PLC0415
+
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    assert spark_class.exists()
+    master = services["spark-master"]["command"]
+    worker = services["spark-worker"]["command"]
+    assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    assert worker[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+    assert urlsplit(worker[2]).hostname == "spark-master"
