@@ -79,14 +79,19 @@ class AgentProcess:
         raise OriginError(f"the agent did not come up in {timeout:g} s; see {self.log_path}")
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return int(self.process.returncode)
+        return stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
+    """SIGTERM, then SIGKILL after `timeout` seconds; the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return int(process.returncode)
 
 
 @contextmanager

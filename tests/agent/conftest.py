@@ -14,9 +14,12 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from origin.demo import stop_process
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import free_port
 from tests.agent.kafka_io import Topics
@@ -41,6 +44,13 @@ class AgentProcess:
     process: subprocess.Popen[bytes] | None = None
     metrics_port: int = 0
     starts: int = 0
+    taken: list[str] = field(default_factory=list)
+
+    def take(self) -> LogicalSchema:
+        """A datamart no test has used yet: each test starts from an empty replica."""
+        free = next(s for s in self.schemas if s.datamart not in self.taken)
+        self.taken.append(free.datamart)
+        return free
 
     @property
     def log_path(self) -> Path:
@@ -135,11 +145,18 @@ class AgentProcess:
 
     def stop(self) -> int:
         assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return int(self.process.returncode)
+        return stop_process(self.process)
+
+
+@contextmanager
+def serving(
+    broker: str, dsn: str, data_dir: Path, schema: LogicalSchema, datamarts: int,
+    incomplete_timeout: float,
+) -> Iterator[AgentProcess]:  # fmt: skip
+    """An agent serving `datamarts` copies of `schema` (see `take`); it must stop cleanly."""
+    schemas = [renamed(schema) for _ in range(datamarts)]
+    process = AgentProcess(
+        broker, dsn, data_dir, schemas, incomplete_timeout=incomplete_timeout
+    ).start()
+    yield process
+    assert process.stop() == 0, process.log_tail()

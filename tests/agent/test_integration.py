@@ -21,7 +21,7 @@ from protocol.framing import Chunk
 from protocol.messages import DeltaInResult, DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from tests.agent.conftest import AgentProcess, renamed
+from tests.agent.conftest import AgentProcess, serving
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
@@ -35,23 +35,14 @@ def agent(
     marketing: LogicalSchema,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AgentProcess]:
-    schemas = [renamed(marketing) for _ in range(DATAMARTS)]
-    process = AgentProcess(
-        broker, replica_dsn, tmp_path_factory.mktemp("agent"), schemas, incomplete_timeout=6
-    ).start()
-    yield process
-    code = process.stop()
-    assert code == 0, process.log_tail()
-
-
-_taken: list[str] = []
+    data_dir = tmp_path_factory.mktemp("agent")
+    with serving(broker, replica_dsn, data_dir, marketing, DATAMARTS, 6) as process:
+        yield process
 
 
 @pytest.fixture
 def schema(agent: AgentProcess) -> LogicalSchema:
-    free = [s for s in agent.schemas if s.datamart not in _taken]
-    _taken.append(free[0].datamart)
-    return free[0]
+    return agent.take()
 
 
 def run(coro: object) -> object:

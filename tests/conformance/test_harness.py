@@ -16,7 +16,7 @@ from conformance.scenarios import SCENARIOS
 from protocol.codec import decode_delta_in_key, decode_message, encode_message
 from protocol.messages import DeltaInResult, DeltaRequest, DeltaState, DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
-from tests.agent.conftest import AgentProcess, renamed
+from tests.agent.conftest import AgentProcess, serving
 from tests.agent.kafka_io import Topics
 
 LINE = re.compile(r"^(PASS|FAIL|SKIP)  (\S+)", re.MULTILINE)
@@ -37,12 +37,9 @@ def agent(
     marketing: LogicalSchema,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AgentProcess]:
-    process = AgentProcess(
-        broker, replica_dsn, tmp_path_factory.mktemp("agent"), [renamed(marketing)],
-        incomplete_timeout=4,
-    ).start()  # fmt: skip
-    yield process
-    assert process.stop() == 0, process.log_tail()
+    data_dir = tmp_path_factory.mktemp("agent")
+    with serving(broker, replica_dsn, data_dir, marketing, 1, 4) as process:
+        yield process
 
 
 def test_every_scenario_passes_against_our_agent(

@@ -22,7 +22,7 @@ from protocol.framing import Chunk
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
-from tests.agent.conftest import AgentProcess, renamed
+from tests.agent.conftest import AgentProcess, serving
 
 SPEC = WorkloadSpec(rows_per_delta=60, seed=11)
 
@@ -34,22 +34,14 @@ def agent(
     marketing: LogicalSchema,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AgentProcess]:
-    schemas = [renamed(marketing) for _ in range(6)]
-    process = AgentProcess(
-        broker, replica_dsn, tmp_path_factory.mktemp("agent"), schemas, incomplete_timeout=3
-    ).start()
-    yield process
-    assert process.stop() == 0, process.log_tail()
-
-
-_taken: list[str] = []
+    data_dir = tmp_path_factory.mktemp("agent")
+    with serving(broker, replica_dsn, data_dir, marketing, 6, 3) as process:
+        yield process
 
 
 @pytest.fixture
 def schema(agent: AgentProcess) -> LogicalSchema:
-    free = [s for s in agent.schemas if s.datamart not in _taken]
-    _taken.append(free[0].datamart)
-    return free[0]
+    return agent.take()
 
 
 def settings_of(agent: AgentProcess) -> KafkaSettings:
