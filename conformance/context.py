@@ -8,19 +8,17 @@ import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from conformance.replica_check import differences
 from origin.client import OriginClient
+from origin.sources import START_DATE
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
-from protocol.codec import encode_delta_in_key
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_delta
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-
-BASE_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class ScenarioFailed(AssertionError):
@@ -83,7 +81,7 @@ class Context:
 
     @staticmethod
     def date_of(num: int) -> datetime:
-        return BASE_DATE + timedelta(hours=num)
+        return START_DATE + timedelta(hours=num)
 
     def next_rows(self) -> dict[str, list[DeltaRow]]:
         return self._workload.next_delta()
@@ -110,17 +108,7 @@ class Context:
 
     async def send(self, chunks: Iterable[Chunk], *, shuffle: bool = False) -> None:
         """Produce chunks in order, or shuffled over every partition of `delta.in`."""
-        items = list(chunks)
-        if not shuffle:
-            await self.client.send_chunks(items)
-            return
-        topic = self.client.settings.topic_delta_in
-        partitions = sorted(await self.client.producer.partitions_for(topic))
-        self.rng.shuffle(items)
-        for chunk in items:
-            await self.client.send_raw(
-                encode_delta_in_key(chunk.key), chunk.body, partition=self.rng.choice(partitions)
-            )
+        await self.client.send_chunks(chunks, shuffle=self.rng if shuffle else None)
 
     def last_applied(self) -> AppliedDelta:
         check(bool(self.applied), "needs an applied delta, and no earlier scenario applied one")

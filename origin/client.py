@@ -8,11 +8,12 @@ made, and reading from the beginning does not depend on the broker's end offsets
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -42,7 +43,7 @@ class OriginClient:
         self._readers: list[AIOKafkaConsumer] = []
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def __aenter__(self) -> OriginClient:
+    async def __aenter__(self) -> Self:
         options = aiokafka_options(self.settings)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, **options
@@ -94,13 +95,25 @@ class OriginClient:
 
     # --- sending ------------------------------------------------------------------------
 
-    async def send_chunks(self, chunks: Iterable[Chunk]) -> int:
-        """Produce chunks on `delta.in` (partitioned by key) and wait for the broker's acks."""
+    async def send_chunks(
+        self, chunks: Iterable[Chunk], *, shuffle: random.Random | None = None
+    ) -> int:
+        """Produce chunks on `delta.in` and wait for the broker's acks: in order, partitioned
+        by key, or with `shuffle` in a random order, each on a random partition."""
+        topic = self.settings.topic_delta_in
+        items = list(chunks)
+        partitions: list[int] = []
+        if shuffle is not None:
+            shuffle.shuffle(items)
+            partitions = sorted(await self.producer.partitions_for(topic))
         pending = [
             await self.producer.send(
-                self.settings.topic_delta_in, key=encode_delta_in_key(c.key), value=c.body
+                topic,
+                key=encode_delta_in_key(c.key),
+                value=c.body,
+                partition=shuffle.choice(partitions) if shuffle else None,
             )
-            for c in chunks
+            for c in items
         ]
         await asyncio.gather(*pending)
         return len(pending)

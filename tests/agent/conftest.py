@@ -15,9 +15,11 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from origin.demo import stop_process
 from protocol.schema import LogicalSchema
@@ -148,15 +150,23 @@ class AgentProcess:
         return stop_process(self.process)
 
 
-@contextmanager
-def serving(
-    broker: str, dsn: str, data_dir: Path, schema: LogicalSchema, datamarts: int,
-    incomplete_timeout: float,
-) -> Iterator[AgentProcess]:  # fmt: skip
-    """An agent serving `datamarts` copies of `schema` (see `take`); it must stop cleanly."""
-    schemas = [renamed(schema) for _ in range(datamarts)]
-    process = AgentProcess(
-        broker, dsn, data_dir, schemas, incomplete_timeout=incomplete_timeout
-    ).start()
-    yield process
-    assert process.stop() == 0, process.log_tail()
+def agent_fixture(datamarts: int, incomplete_timeout: float) -> Any:
+    """A module-scoped `agent` fixture: an agent process serving `datamarts` copies of the
+    `marketing` schema (see `AgentProcess.take`); it must stop cleanly."""
+
+    @pytest.fixture(scope="module")
+    def agent(
+        broker: str,
+        replica_dsn: str,
+        marketing: LogicalSchema,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> Iterator[AgentProcess]:
+        schemas = [renamed(marketing) for _ in range(datamarts)]
+        process = AgentProcess(
+            broker, replica_dsn, tmp_path_factory.mktemp("agent"), schemas,
+            incomplete_timeout=incomplete_timeout,
+        ).start()  # fmt: skip
+        yield process
+        assert process.stop() == 0, process.log_tail()
+
+    return agent

@@ -1,21 +1,18 @@
-"""Raw Kafka I/O for the agent tests: produce `delta.in`/`delta.rq`, collect the answers."""
+"""Kafka I/O for the agent tests: the topics of one agent, and an origin client on them."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
+from origin.client import OriginClient
+from podd_kafka.settings import KafkaSettings
 from protocol.apply_model import DeltaRow
-from protocol.codec import decode_message, encode_delta_in_key, encode_message
 from protocol.framing import Chunk, frame_delta
-from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
+from protocol.messages import DeltaInResult, DeltaState
 from protocol.schema import LogicalSchema
 from tests.loader.staging_helpers import delta_date
 
@@ -31,6 +28,19 @@ class Topics:
     def unique(cls) -> Topics:
         tag = uuid.uuid4().hex[:8]
         return cls(f"in-{tag}", f"in-rs-{tag}", f"rq-{tag}", f"rs-{tag}")
+
+    def settings(self, broker: str) -> KafkaSettings:
+        return KafkaSettings(
+            broker=broker, topic_delta_in=self.delta_in, topic_delta_in_rs=self.delta_in_rs,
+            topic_delta_rq=self.delta_rq, topic_delta_rs=self.delta_rs,
+        )  # fmt: skip
+
+    def options(self) -> list[str]:
+        """The four topics as command-line flags."""
+        return [
+            "--topic-delta-in", self.delta_in, "--topic-delta-in-rs", self.delta_in_rs,
+            "--topic-delta-rq", self.delta_rq, "--topic-delta-rs", self.delta_rs,
+        ]  # fmt: skip
 
     def flags(self) -> dict[str, str]:
         return {
@@ -62,95 +72,32 @@ def chunks_of(
     )
 
 
-@dataclass
-class Origin:
-    """A minimal origin: sends raw messages, reads `delta.in.rs` and `delta.rs`."""
+class Origin(OriginClient):
+    """The reference origin's client, with the tests' conveniences: chunks sent twice,
+    `delta.rq` that must be answered, and the first answers to a transfer."""
 
-    bootstrap: str
-    topics: Topics
-    partitions: int = 4
-    producer: AIOKafkaProducer | None = None
-    results: list[DeltaInResult] = field(default_factory=list)
-    states: list[DeltaState] = field(default_factory=list)
-    _readers: list[AIOKafkaConsumer] = field(default_factory=list)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-
-    async def __aenter__(self) -> Origin:
-        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-        await self.producer.start()
-        for topic, sink in (
-            (self.topics.delta_in_rs, self._on_result),
-            (self.topics.delta_rs, self._on_state),
-        ):
-            reader = AIOKafkaConsumer(bootstrap_servers=self.bootstrap)
-            await reader.start()
-            partition = TopicPartition(topic, 0)
-            reader.assign([partition])
-            await reader.seek_to_beginning(partition)
-            self._readers.append(reader)
-            self._tasks.append(asyncio.create_task(self._read(reader, sink)))
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for reader in self._readers:
-            await reader.stop()
-        if self.producer is not None:
-            await self.producer.stop()
-
-    @staticmethod
-    async def _read(reader: AIOKafkaConsumer, sink: Any) -> None:
-        async for message in reader:
-            sink(message.value)
-
-    def _on_result(self, value: bytes) -> None:
-        self.results.append(decode_message(DeltaInResult, value))
-
-    def _on_state(self, value: bytes) -> None:
-        self.states.append(decode_message(DeltaState, value))
-
-    async def send_raw(
-        self, key: bytes | None, value: bytes | None, *, partition: int | None = None
-    ) -> None:
-        assert self.producer is not None
-        await self.producer.send_and_wait(
-            self.topics.delta_in, key=key, value=value, partition=partition
-        )
+    def __init__(self, bootstrap: str, topics: Topics) -> None:
+        super().__init__(topics.settings(bootstrap), [bootstrap])
 
     async def send_chunks(
-        self, chunks: Iterable[Chunk], *, shuffle: random.Random | None = None, twice: bool = False
-    ) -> None:
-        items = list(chunks) * (2 if twice else 1)
-        if shuffle is not None:
-            shuffle.shuffle(items)
-        for i, chunk in enumerate(items):
-            partition = shuffle.randrange(self.partitions) if shuffle else i % self.partitions
-            await self.send_raw(encode_delta_in_key(chunk.key), chunk.body, partition=partition)
+        self,
+        chunks: Iterable[Chunk],
+        *,
+        shuffle: random.Random | None = None,
+        twice: bool = False,
+    ) -> int:
+        return await super().send_chunks(list(chunks) * (2 if twice else 1), shuffle=shuffle)
 
-    async def ask(self, datamart: str, *, timeout: float = 60) -> DeltaState:
-        assert self.producer is not None
-        request_id = f"state-{uuid.uuid4().hex[:8]}"
-        request = DeltaRequest(request_id=request_id, datamart=datamart, sent_at=datetime.now(UTC))
-        await self.producer.send_and_wait(
-            self.topics.delta_rq, key=datamart.encode(), value=encode_message(request)
-        )
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
-            for state in self.states:
-                if state.request_id == request_id:
-                    return state
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"no delta.rs for {request_id}")
+    async def ask(self, datamart: str, timeout: float = 60) -> DeltaState:
+        state = await super().ask(datamart, timeout)
+        if state is None:
+            raise TimeoutError(f"no delta.rs for {datamart}")
+        return state
 
     async def results_of(
         self, request_id: str, count: int = 1, *, timeout: float = 120
     ) -> Sequence[DeltaInResult]:
         """The first `count` answers to the transfer `request_id`."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
-            found = [r for r in self.results if r.request_id == request_id]
-            if len(found) >= count:
-                return found
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"{count} answer(s) to {request_id} did not come")
+        if await self.result(request_id, timeout, after=count - 1) is None:
+            raise TimeoutError(f"{count} answer(s) to {request_id} did not come")
+        return self.results[request_id][:count]

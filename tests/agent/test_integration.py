@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -21,23 +20,14 @@ from protocol.framing import Chunk
 from protocol.messages import DeltaInResult, DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from tests.agent.conftest import AgentProcess, serving
+from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
 DATAMARTS = 12
 
 
-@pytest.fixture(scope="module")
-def agent(
-    broker: str,
-    replica_dsn: str,
-    marketing: LogicalSchema,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    data_dir = tmp_path_factory.mktemp("agent")
-    with serving(broker, replica_dsn, data_dir, marketing, DATAMARTS, 6) as process:
-        yield process
+agent = agent_fixture(DATAMARTS, incomplete_timeout=6)
 
 
 @pytest.fixture
@@ -57,7 +47,7 @@ def final(results: list[DeltaInResult]) -> list[DeltaInResult]:
 async def outcome(origin: Origin, request_id: str, timeout: float = 180) -> DeltaInResult:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
-        found = final([r for r in origin.results if r.request_id == request_id])
+        found = final(origin.results.get(request_id, []))
         if found:
             return found[0]
         await asyncio.sleep(0.1)
@@ -245,7 +235,7 @@ def test_delta_rq_is_answered_during_a_load(agent: AgentProcess, schema: Logical
             await origin.send_chunks(chunks)
             seen = set()
             rid = chunks[0].key.request_id
-            while not final([r for r in origin.results if r.request_id == rid]):
+            while not final(origin.results.get(rid, [])):
                 seen.add((await origin.ask(schema.datamart, timeout=30)).state)
             assert ReplicaState.LOADING in seen
             assert (await outcome(origin, rid)).status is DeltaStatus.OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -16,7 +15,7 @@ from conformance.scenarios import SCENARIOS
 from protocol.codec import decode_delta_in_key, decode_message, encode_message
 from protocol.messages import DeltaInResult, DeltaRequest, DeltaState, DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
-from tests.agent.conftest import AgentProcess, serving
+from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Topics
 
 LINE = re.compile(r"^(PASS|FAIL|SKIP)  (\S+)", re.MULTILINE)
@@ -25,21 +24,11 @@ LINE = re.compile(r"^(PASS|FAIL|SKIP)  (\S+)", re.MULTILINE)
 def flags(broker: str, topics: Topics, datamart: str, schema_file: str) -> list[str]:
     return [
         "--broker", f"kafka://{broker}", "--datamart", datamart, "--schema", schema_file,
-        "--topic-delta-in", topics.delta_in, "--topic-delta-in-rs", topics.delta_in_rs,
-        "--topic-delta-rq", topics.delta_rq, "--topic-delta-rs", topics.delta_rs,
+        *topics.options(),
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def agent(
-    broker: str,
-    replica_dsn: str,
-    marketing: LogicalSchema,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    data_dir = tmp_path_factory.mktemp("agent")
-    with serving(broker, replica_dsn, data_dir, marketing, 1, 4) as process:
-        yield process
+agent = agent_fixture(1, incomplete_timeout=4)
 
 
 def test_every_scenario_passes_against_our_agent(

@@ -4,7 +4,8 @@ from the replica's state, and through every recovery path of its loop."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator
+import random
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -14,42 +15,24 @@ from origin import cli
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import ReplicaRefused
-from origin.sources import START_DATE, WorkloadSource
-from podd_kafka.settings import KafkaSettings
-from protocol.apply_model import ReplicaModel, apply_delta
+from origin.sources import START_DATE, WorkloadSource, replica_model
+from protocol.apply_model import ReplicaModel
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
-from tests.agent.conftest import AgentProcess, serving
+from tests.agent.conftest import AgentProcess, agent_fixture
 
 SPEC = WorkloadSpec(rows_per_delta=60, seed=11)
 
 
-@pytest.fixture(scope="module")
-def agent(
-    broker: str,
-    replica_dsn: str,
-    marketing: LogicalSchema,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[AgentProcess]:
-    data_dir = tmp_path_factory.mktemp("agent")
-    with serving(broker, replica_dsn, data_dir, marketing, 6, 3) as process:
-        yield process
+agent = agent_fixture(6, incomplete_timeout=3)
 
 
 @pytest.fixture
 def schema(agent: AgentProcess) -> LogicalSchema:
     return agent.take()
-
-
-def settings_of(agent: AgentProcess) -> KafkaSettings:
-    t = agent.topics
-    return KafkaSettings(
-        broker=agent.broker, topic_delta_in=t.delta_in, topic_delta_in_rs=t.delta_in_rs,
-        topic_delta_rq=t.delta_rq, topic_delta_rs=t.delta_rs,
-    )  # fmt: skip
 
 
 class FaultyClient(OriginClient):
@@ -59,15 +42,17 @@ class FaultyClient(OriginClient):
     hide_answers_of_first_transfer = False
     _first: str | None = None
 
-    async def send_chunks(self, chunks: Iterable[Chunk]) -> int:
+    async def send_chunks(
+        self, chunks: Iterable[Chunk], *, shuffle: random.Random | None = None
+    ) -> int:
         items = list(chunks)
         if self._first is None:
             self._first = items[0].key.request_id
             if self.drop_on_first_send is not None:
                 kept = [c for c in items if not self.drop_on_first_send(c)]
-                await super().send_chunks(kept)
+                await super().send_chunks(kept, shuffle=shuffle)
                 return len(items)
-        return await super().send_chunks(items)
+        return await super().send_chunks(items, shuffle=shuffle)
 
     async def result(
         self, request_id: str, timeout: float, *, after: int = 0
@@ -87,7 +72,7 @@ async def drive(
     options: DriverOptions | None = None,
     setup: Callable[[OriginClient], None] = lambda _: None,
 ) -> tuple[list[DeltaOutcome], OriginClient]:
-    settings = settings_of(agent)
+    settings = agent.topics.settings(agent.broker)
     async with client_type(settings, [agent.broker]) as client:
         setup(client)
         driver = OriginDriver(client, WorkloadSource(schema, SPEC), options or DriverOptions())
@@ -95,12 +80,7 @@ async def drive(
 
 
 def model_of(schema: LogicalSchema, last: int, spec: WorkloadSpec = SPEC) -> ReplicaModel:
-    source, model = WorkloadSource(schema, spec), ReplicaModel(schema)
-    for n in range(last + 1):
-        delta = source.delta(n)
-        assert delta is not None
-        model, _ = apply_delta(model, n, delta.date, delta.rows_by_table)
-    return model
+    return replica_model(WorkloadSource(schema, spec), last)
 
 
 def test_deltas_in_order_then_resumed_from_the_replicas_state(
@@ -177,7 +157,7 @@ def test_an_error_it_cannot_fix_stops_the_origin_and_says_why(
     source = WorkloadSource(schema, SPEC, start=START_DATE.replace(year=2020))
 
     async def conflicting() -> None:
-        async with OriginClient(settings_of(agent), [agent.broker]) as client:
+        async with OriginClient(agent.topics.settings(agent.broker), [agent.broker]) as client:
             await OriginDriver(client, source).run(1)
 
     with pytest.raises(ReplicaRefused, match="DELTA_CONFLICT") as refused:
@@ -191,12 +171,10 @@ def test_an_error_it_cannot_fix_stops_the_origin_and_says_why(
 
 
 def cli_flags(agent: AgentProcess, schema: LogicalSchema) -> list[str]:
-    t = agent.topics
+    schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
     return [
         "--broker", f"kafka://{agent.broker}", "--datamart", schema.datamart,
-        "--schema", str(agent.data_dir / f"{schema.datamart}.sql"),
-        "--topic-delta-in", t.delta_in, "--topic-delta-in-rs", t.delta_in_rs,
-        "--topic-delta-rq", t.delta_rq, "--topic-delta-rs", t.delta_rs,
+        "--schema", schema_file, *agent.topics.options(),
     ]  # fmt: skip
 
 
