@@ -22,7 +22,8 @@ def _table(datamart: str, table: str, kind: str) -> str:
     return f"{quote_ident(datamart)}.{quote_ident(f'{table}_{kind}')}"
 
 
-def _columns(table: Table) -> str:
+def select_list(table: Table) -> str:
+    """The table's columns, quoted, for a SELECT that reads values exactly."""
     # real is read as float8: exact, where real's text form would round in Python
     return ", ".join(
         f"{quote_ident(c.name)}::float8" if c.type.kind is TypeKind.FLOAT else quote_ident(c.name)
@@ -32,7 +33,7 @@ def _columns(table: Table) -> str:
 
 def read_versions(dsn: str, datamart: str, table: Table) -> Versions:
     """(t_actual, t_history) as reference-model versions."""
-    cols = _columns(table)
+    cols = select_list(table)
     out: list[set[Version]] = []
     with psycopg.connect(dsn) as conn:
         for kind in ("actual", "history"):
@@ -45,7 +46,7 @@ def read_versions(dsn: str, datamart: str, table: Table) -> Versions:
 
 def read_as_of(dsn: str, datamart: str, table: Table, n: int) -> list[tuple[Any, ...]]:
     """The table as of delta n, by REPLICA.md's SQL (a list: duplicates would show)."""
-    cols = _columns(table)
+    cols = select_list(table)
     actual, history = (_table(datamart, table.name, k) for k in ("actual", "history"))
     sql = (
         f"SELECT {cols} FROM {actual} WHERE sys_from <= %(n)s UNION ALL "

@@ -229,7 +229,6 @@ def _mismatched(
 def _first_rows(ctx: Context) -> tuple[list[Chunk], list[DeltaRow]]:
     rows = ctx.next_rows()
     first = ctx.schema.tables[0].name
-    rows[first] = rows[first] or []
     _, chunks = ctx.frame(ctx.expected, rows, chunk_rows=1000)
     return chunks, list(rows[first])
 
@@ -274,7 +273,6 @@ async def _incomplete(ctx: Context) -> None:
     rows = ctx.next_rows()
     num = ctx.expected
     first = ctx.schema.tables[0].name
-    rows[first] = list(rows[first]) or []
     request_id, chunks = ctx.frame(num, rows, chunk_rows=max(1, len(rows[first]) // 4))
     held = [c for c in chunks if c.key.stream_number == 1 and c.key.chunk_number in (2, 3)]
     check(len(held) == 2, "the workload gave stream 1 fewer than four chunks")

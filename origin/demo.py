@@ -32,11 +32,10 @@ from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
 from origin.progress import DeltaProgress
-from origin.sources import WorkloadSource
+from origin.sources import WorkloadSource, replica_model
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
-from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
@@ -162,12 +161,7 @@ def _report(
         live = _query(dsn, f"SELECT count(*) FROM {dm}.{quote_ident(table.name + '_actual')}")
         closed = _query(dsn, f"SELECT count(*) FROM {dm}.{quote_ident(table.name + '_history')}")
         print(f"  {table.name:<12} {live[0][0]:>8,} live rows   {closed[0][0]:>8,} closed versions")
-    model = ReplicaModel(schema)
-    for n in range(last + 1):
-        delta = source.delta(n)
-        assert delta is not None
-        model, _ = apply_delta(model, n, delta.date, delta.rows_by_table)
-    found = differences(dsn, model, as_of=range(max(0, last - 2), last + 1))
+    found = differences(dsn, replica_model(source, last), as_of=range(max(0, last - 2), last + 1))
     code = 0
     if not found:
         print(f"  equal to the reference model of deltas 0..{last} (seed {args.seed}), "

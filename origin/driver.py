@@ -105,8 +105,9 @@ class OriginDriver:
             if state is None:
                 log.warning("no delta.rs yet; asking again", datamart=self.schema.datamart)
                 continue
-            if state.state is ReplicaState.FAILED and state.error_code in (
-                ErrorCode.UNKNOWN_DATAMART,
+            if (
+                state.state is ReplicaState.FAILED
+                and state.error_code == ErrorCode.UNKNOWN_DATAMART
             ):
                 raise ReplicaRefused(
                     state.expected_delta_num, state.error_code, state.error_message or ""

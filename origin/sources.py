@@ -21,7 +21,7 @@ from typing import Protocol
 from pydantic import TypeAdapter
 
 from origin.errors import OriginError
-from protocol.apply_model import DeltaRow
+from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
 from protocol.body import decode_body
 from protocol.body_writer import encode_body
 from protocol.errors import PoddError
@@ -85,6 +85,17 @@ class WorkloadSource:
                 self._recent[n] = SourceDelta(n, self.start + n * self.interval, rows)
         self._recent = {k: v for k, v in self._recent.items() if k >= num - 1}
         return self._recent[num]
+
+
+def replica_model(source: DeltaSource, last: int) -> ReplicaModel:
+    """The reference model of the replica after the source's deltas 0..last."""
+    model = ReplicaModel(source.schema)
+    for n in range(last + 1):
+        delta = source.delta(n)
+        if delta is None:
+            raise OriginError(f"the source has no delta {n}")
+        model, _ = apply_delta(model, n, delta.date, delta.rows_by_table)
+    return model
 
 
 def rows_of(table: Table, body: bytes) -> list[DeltaRow]:

@@ -10,11 +10,11 @@ from typing import Any
 
 import psycopg
 
-from protocol.apply_model import DeltaRow, ReplicaModel, Version
+from conformance.replica_check import read_versions, select_list
+from protocol.apply_model import DeltaRow, ReplicaModel
 from protocol.framing import frame_delta
 from protocol.schema import LogicalSchema, Table
-from protocol.types import TypeKind
-from spark_loader.store_sql import physical, q
+from spark_loader.store_sql import q
 from spark_loader.transfer import (
     StagedTransfer,
     StreamManifest,
@@ -74,31 +74,8 @@ def stage(
     return StagedTransfer.write(directory, manifest)
 
 
-def _select_list(table: Table) -> str:
-    # real is read as float8: exact, where the float4 text form would round in Python
-    return ", ".join(
-        f"{q(c.name)}::float8" if c.type.kind is TypeKind.FLOAT else q(c.name)
-        for c in table.columns
-    )
-
-
-def read_versions(dsn: str, datamart: str, table: Table) -> tuple[set[Version], set[Version]]:
-    """(t_actual, t_history) as reference-model versions."""
-    cols = _select_list(table)
-    out: list[set[Version]] = []
-    with psycopg.connect(dsn) as conn:
-        for kind in ("actual", "history"):
-            source = physical(datamart, table.name, kind)
-            rows = conn.execute(f"SELECT {cols}, sys_from, sys_to, sys_op FROM {source}").fetchall()
-            out.append({Version(tuple(r[:-3]), r[-3], r[-2], r[-1]) for r in rows})
-    return out[0], out[1]
-
-
 def read_as_of(dsn: str, datamart: str, table: Table, n: int) -> set[tuple[Any, ...]]:
-    cols = ", ".join(
-        f"{q(c.name)}::float8" if c.type.kind is TypeKind.FLOAT else q(c.name)
-        for c in table.columns
-    )
+    cols = select_list(table)
     name = f"{q(datamart)}.{q(table.name + '_as_of')}"
     with psycopg.connect(dsn) as conn:
         return {tuple(r) for r in conn.execute(f"SELECT {cols} FROM {name}(%s)", (n,)).fetchall()}
