@@ -2,7 +2,7 @@
 
 The loader first staged this way (one Spark job per table, typed columns): decode chunks in
 the executors, keep the last row per key, COPY each partition into the table's staging table.
-It now uses `spark_loader.encoded_jobs` (one job, rows pre-encoded as COPY tuples); this
+It now uses `spark_loader.slice_jobs` (one task per table slice, no shuffle); this
 typed path remains because Spark's JDBC writer needs typed columns to be compared with COPY.
 
 Nothing of a delta's rows reaches the driver: the driver sees chunk paths going in and two

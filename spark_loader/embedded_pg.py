@@ -27,6 +27,15 @@ from spark_loader.settings import LoaderSettings
 _SYSTEM_USER = "embedded_postgres"
 _SUPERUSER = "postgres"
 
+#: Server settings for bulk loads (PostgreSQL's defaults suit a small shared server): room
+#: for a 1M-row apply in shared buffers, and checkpoints spaced so one load's WAL does not
+#: force several (each rewrites every changed page in full to the WAL afterwards).
+LOAD_SETTINGS = {
+    "shared_buffers": "512MB",
+    "max_wal_size": "8GB",
+    "checkpoint_timeout": "15min",
+}
+
 
 def package_dir(name: str) -> Path | None:
     """Where an installed package lives, without importing it (None if not installed).
@@ -66,9 +75,16 @@ def free_port() -> int:
 class EmbeddedPostgres:
     """Start with `start()` (or `with`), read `dsn`, stop with `stop()`."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        server_settings: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.port = port
+        self.server_settings = LOAD_SETTINGS if server_settings is None else server_settings
         self._started_here = False
         self._bin = _bin_dir()
         self._user = self._system_user()
@@ -152,7 +168,8 @@ class EmbeddedPostgres:
             return self
         self._prepare()
         self.port = self.port or free_port()
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir}"
+        settings = " ".join(f"-c {k}={v}" for k, v in self.server_settings.items())
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} {settings}"
         self._run(
             "pg_ctl",
             "-D",

@@ -3,8 +3,8 @@
 Steps of a load, each numbered in the logs:
 1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
 2. in order? The delta must be the one the registry expects, and later than the last;
-3. under the datamart's lock: empty its staging tables, then per table (in parallel) decode
-   the chunks in the executors, keep the last row per key, COPY into staging;
+3. under the datamart's lock: empty its staging tables, then one Spark task per table slice
+   decodes the slice's chunks, keeps the last row per key and COPYs into staging;
 4. in ONE transaction: apply every table, insert the registry row, commit.
 Transient failures (lost connections, serialisation failures, executor errors) retry the
 load with backoff and end as `LOAD_FAILED`; row errors end as `SCHEMA_MISMATCH`/`BAD_CHUNK`.
@@ -30,9 +30,9 @@ from protocol.apply_model import TableCounts
 from protocol.errors import BadChunkError, ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema, Table
 from spark_loader.apply_sql import table_apply_sql
-from spark_loader.encoded_jobs import last_tuples, stage_tuples, tuple_stager
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.settings import LoaderSettings
+from spark_loader.slice_jobs import plan_slices, stage_slices
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
 from spark_loader.store_sql import META_SCHEMA, copy_statement, q
 from spark_loader.transfer import StagedTransfer
@@ -187,14 +187,18 @@ class DeltaLoader:
             conn.execute(f"TRUNCATE {', '.join(staging.values())}")
 
         chunks = [
-            (datamart.position(t.name), number, str(path))
+            (datamart.position(t.name), number, str(path), path.stat().st_size)
             for t in tables
             for number, path in transfer.chunks_of(t.name)
         ]
         statements = {datamart.position(t.name): copy_statement(staging[t.name], t) for t in tables}
+        tasks = plan_slices(
+            chunks, self.spark.sparkContext.defaultParallelism, self.settings.max_slice_mib * 2**20
+        )
         try:
-            last = last_tuples(self.spark, datamart.schema.tables, chunks)
-            counts = stage_tuples(last, tuple_stager(self.store.dsn, statements))
+            counts = stage_slices(
+                self.spark, datamart.schema.tables, tasks, self.store.dsn, statements
+            )
         except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
             raise _classify_spark_error(exc) from None
         except PySparkException as exc:  # refused on the driver: set-up, not load, trouble

@@ -24,13 +24,8 @@ def build_session(settings: LoaderSettings) -> SparkSession:
         .config("spark.python.worker.reuse", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    if settings.shuffle_partitions is not None:
-        builder = builder.config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     for key, value in settings.spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    if settings.shuffle_partitions is None:
-        partitions = max(2, 2 * spark.sparkContext.defaultParallelism)
-        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     return spark

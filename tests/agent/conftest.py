@@ -80,7 +80,6 @@ class AgentProcess:
             "PODD_INCOMPLETE_TIMEOUT_SECONDS": str(self.incomplete_timeout),
             "PODD_METRICS_PORT": str(self.metrics_port),
             "PODD_SPARK_MASTER": "local[2]",
-            "PODD_SHUFFLE_PARTITIONS": "2",
             "PODD_LOG_FORMAT": "json",
             **self.extra_env,
         }

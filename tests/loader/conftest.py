@@ -23,7 +23,7 @@ NewLoader = Callable[..., DeltaLoader]
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(LoaderSettings(spark_master="local[2]", shuffle_partitions=2))
+    session = build_session(LoaderSettings(spark_master="local[2]"))
     yield session
     session.stop()
 
