@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quiet-period", type=float, default=2.0,
                         help="seconds to watch for answers that must not come")  # fmt: skip
     parser.add_argument("--rows-per-delta", type=int, default=60)
-    parser.add_argument("--load-rows", type=int, default=50_000)
+    parser.add_argument("--load-rows", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=7)
     for topic in ("delta-in", "delta-in-rs", "delta-rq", "delta-rs"):
         parser.add_argument(f"--topic-{topic}")

@@ -45,7 +45,7 @@ class HarnessOptions:
     #: The agent's INCOMPLETE_DELTA timeout plus margin; 0 skips the scenario that waits for it.
     incomplete_wait: float = 0.0
     #: Rows of the delta whose load `delta.rs` must show as LOADING.
-    load_rows: int = 50_000
+    load_rows: int = 200_000
 
 
 @dataclass(frozen=True)

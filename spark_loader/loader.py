@@ -3,8 +3,8 @@
 Steps of a load, each numbered in the logs:
 1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
 2. in order? The delta must be the one the registry expects, and later than the last;
-3. under the datamart's lock: empty its staging tables, then one Spark task per table slice
-   decodes the slice's chunks, keeps the last row per key and COPYs into staging;
+3. under the datamart's lock: empty its staging tables, then one Spark job decodes each
+   table slice's chunks, keeps the last row per key and COPYs into staging;
 4. in ONE transaction: apply every table, insert the registry row, commit.
 Transient failures (lost connections, serialisation failures, executor errors) retry the
 load with backoff and end as `LOAD_FAILED`; row errors end as `SCHEMA_MISMATCH`/`BAD_CHUNK`.
@@ -32,7 +32,7 @@ from protocol.schema import LogicalSchema, Table
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_jobs import plan_slices, stage_slices
+from spark_loader.slice_jobs import plan_tasks, stage_slices
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
 from spark_loader.store_sql import META_SCHEMA, copy_statement, q
 from spark_loader.transfer import StagedTransfer
@@ -192,7 +192,7 @@ class DeltaLoader:
             for number, path in transfer.chunks_of(t.name)
         ]
         statements = {datamart.position(t.name): copy_statement(staging[t.name], t) for t in tables}
-        tasks = plan_slices(
+        tasks = plan_tasks(
             chunks, self.spark.sparkContext.defaultParallelism, self.settings.max_slice_mib * 2**20
         )
         try:

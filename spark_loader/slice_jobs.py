@@ -1,14 +1,16 @@
-"""One Spark job stages every table of a transfer, one task per table slice, no shuffle.
+"""One Spark job stages every table of a transfer, table slice by table slice, no shuffle.
 
-A task owns a slice of one table's keys: it reads that table's chunks in order (chunk
-number, then position), decodes them, keeps the rows whose key falls in its slice, keeps
-the last row per key, and COPYs them (binary) into the table's staging table on its own
-connection. All rows of a key meet in one task, so the last-row rule needs no shuffle.
+A slice is a share of one table's keys. Staging a slice reads that table's chunks in order
+(chunk number, then position), decodes them, keeps the rows whose key falls in the slice,
+keeps the last row per key, and COPYs them (binary) into the table's staging table. All rows
+of a key meet in one slice, so the last-row rule needs no shuffle.
 
 Most tables are one slice. A table whose chunk files exceed `max_slice_bytes` is cut into
-several slices by a hash of the key, so a task's memory stays bounded as deltas grow (each
-of its tasks decodes every chunk, and keeps one slice). When there are fewer slices than
-executor cores, the largest tables are cut further so every core has work.
+several slices by a hash of the key, so memory stays bounded as deltas grow (each slice
+decodes every chunk of its table, and keeps its share). When there are fewer slices than
+executor cores, the largest tables are cut further so every core has work. The slices are
+then packed into at most one task per core (largest first, onto the lightest task): a
+Spark task costs tens of milliseconds, which is what a small delta's load is made of.
 
 The shuffle this replaces (encode, group by key, sort by table, COPY) moved every row
 through the JVM and back into Python twice and took 3x longer than decoding.
@@ -36,13 +38,21 @@ MIN_SPLIT_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True)
-class SliceTask:
+class TableSlice:
     """Table `table` (its position in the schema), keys hashing to `slice` of `slices`."""
 
     table: int
     slice: int
     slices: int
     chunks: tuple[tuple[int, str], ...]  # (chunk number, path), in chunk order
+    size: int  # bytes of the table's chunk files, shared by its slices
+
+
+@dataclass(frozen=True)
+class StagingTask:
+    """What one Spark task stages, one slice after the other, on one connection."""
+
+    slices: tuple[TableSlice, ...]
 
 
 @dataclass(frozen=True)
@@ -52,10 +62,10 @@ class SliceCounts:
     received: int
 
 
-def plan_slices(
+def plan_tasks(
     chunks: Sequence[tuple[int, int, str, int]], parallelism: int, max_slice_bytes: int
-) -> list[SliceTask]:
-    """Tasks for (table, chunk number, path, size) entries; every table gets one at least."""
+) -> list[StagingTask]:
+    """Tasks for (table, chunk number, path, size) entries; every table is in one at least."""
     by_table: dict[int, list[tuple[int, str, int]]] = {}
     for table, number, path, size in chunks:
         by_table.setdefault(table, []).append((number, path, size))
@@ -66,11 +76,18 @@ def plan_slices(
         if sizes[widest] / (slices[widest] + 1) < MIN_SPLIT_BYTES:
             break
         slices[widest] += 1
-    tasks: list[SliceTask] = []
+    pieces: list[TableSlice] = []
     for table, entries in sorted(by_table.items()):
         ordered = tuple((number, path) for number, path, _ in sorted(entries))
-        tasks.extend(SliceTask(table, s, slices[table], ordered) for s in range(slices[table]))
-    return tasks
+        count = slices[table]
+        pieces.extend(TableSlice(table, s, count, ordered, sizes[table]) for s in range(count))
+    bins: list[list[TableSlice]] = [[] for _ in range(min(max(1, parallelism), len(pieces)))]
+    loads = [0.0] * len(bins)
+    for piece in sorted(pieces, key=lambda p: -p.size / p.slices):
+        lightest = loads.index(min(loads))
+        bins[lightest].append(piece)
+        loads[lightest] += piece.size / piece.slices
+    return [StagingTask(tuple(b)) for b in bins if b]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -91,7 +108,7 @@ def _binary_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, (np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8))
 
 
-def _in_slice(keys: pa.Array, task: SliceTask) -> np.ndarray | None:
+def _in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
     """Which rows of the batch belong to the task's slice (None: all of them)."""
     if task.slices == 1:
         return None
@@ -115,10 +132,10 @@ def _last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
     return list(pa.chunked_array(rows, pa.binary()).take(pa.array(keep)).chunks)
 
 
-def run_slice(
-    task: SliceTask, tables: Sequence[Table], dsn: str, statements: dict[int, str]
+def _stage_slice(
+    conn: psycopg.Connection, task: TableSlice, tables: Sequence[Table], statement: str
 ) -> SliceCounts:
-    """Decode, filter, keep the last row per key, COPY: one task's whole job."""
+    """Decode, filter, keep the last row per key, COPY: one slice."""
     table = tables[task.table]
     positions, kinds = list(table.key_positions), key_kinds(table)
     row_kinds = copy_kinds(table)
@@ -141,7 +158,7 @@ def run_slice(
     del keys
     count = sum(len(a) for a in staged)
     if count:
-        with psycopg.connect(dsn) as conn, conn.cursor().copy(statements[task.table]) as copy:
+        with conn.cursor().copy(statement) as copy:
             copy.write(HEADER)
             for array in staged:
                 offsets, data = _binary_parts(array)
@@ -150,10 +167,18 @@ def run_slice(
     return SliceCounts(task.table, count, received)
 
 
+def run_task(
+    task: StagingTask, tables: Sequence[Table], dsn: str, statements: dict[int, str]
+) -> list[SliceCounts]:
+    """One Spark task: its slices in turn, committed together at the end."""
+    with psycopg.connect(dsn) as conn:
+        return [_stage_slice(conn, s, tables, statements[s.table]) for s in task.slices]
+
+
 def stage_slices(
     spark: SparkSession,
     tables: Sequence[Table],
-    tasks: Sequence[SliceTask],
+    tasks: Sequence[StagingTask],
     dsn: str,
     statements: dict[int, str],
 ) -> dict[int, tuple[int, int]]:
@@ -161,7 +186,7 @@ def stage_slices(
     if not tasks:
         return {}
     jobs = spark.sparkContext.parallelize(list(tasks), len(tasks))
-    results = jobs.map(lambda task: run_slice(task, tables, dsn, statements)).collect()
+    results = jobs.flatMap(lambda task: run_task(task, tables, dsn, statements)).collect()
     totals: dict[int, tuple[int, int]] = {}
     for r in results:
         staged, received = totals.get(r.table, (0, 0))

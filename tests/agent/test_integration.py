@@ -227,8 +227,8 @@ def test_an_incomplete_transfer_is_reported_then_completed_by_its_missing_chunks
 
 
 def test_delta_rq_is_answered_during_a_load(agent: AgentProcess, schema: LogicalSchema) -> None:
-    rows = Workload(schema, WorkloadSpec(rows_per_delta=30_000, seed=1)).next_delta()
-    chunks = chunks_of(schema, 0, rows, chunk_rows=2000)
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=200_000, seed=1)).next_delta()
+    chunks = chunks_of(schema, 0, rows, chunk_rows=5000)
 
     async def scenario() -> None:
         async with Origin(agent.broker, agent.topics) as origin:

@@ -39,7 +39,7 @@ def test_every_scenario_passes_against_our_agent(
     argv = [
         *flags(agent.broker, agent.topics, schema.datamart, schema_file),
         "--replica", replica_dsn, "--incomplete-wait", "60", "--quiet-period", "1.5",
-        "--load-rows", "30000",
+        "--load-rows", "200000",
     ]  # fmt: skip
     code = cli.main(argv)
     out = capsys.readouterr().out
