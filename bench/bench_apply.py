@@ -15,18 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import tempfile
-import threading
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 
 from bench.datagen import bench_schema, stage_delta
+from bench.memory import TreeMemory
 from protocol.body import decode_body
 from spark_loader.embedded_pg import replica_dsn
 from spark_loader.loader import DeltaLoader
@@ -36,32 +36,6 @@ from spark_loader.settings import LoaderSettings
 from spark_loader.store import ReplicaStore
 from spark_loader.store_sql import q
 from spark_loader.transfer import StagedTransfer
-
-
-class PeakMemory:
-    """Samples the RSS of this process and of the Spark JVM (its child) every 100 ms."""
-
-    def __init__(self) -> None:
-        self.python = 0
-        self.jvm = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.wait(0.1):
-            self.python = max(self.python, me.memory_info().rss)
-            for child in me.children():
-                if "java" in child.name():
-                    self.jvm = max(self.jvm, child.memory_info().rss)
 
 
 def copy_floor(dsn: str, transfer: StagedTransfer) -> tuple[float, int]:
@@ -123,7 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         spark = build_session(settings)
         loader = DeltaLoader(ReplicaStore(dsn), spark, settings)
         loader.register(schema)
-        with PeakMemory() as peak:
+        with TreeMemory(os.getpid()) as memory:
             started = time.perf_counter()
             loader.load(preload)
             results["preload_seconds"] = time.perf_counter() - started
@@ -137,8 +111,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         assert copied == args.rows, f"copied {copied} rows, expected {args.rows}"
         spark.stop()
     results["ratio"] = results["apply_seconds"] / results["copy_seconds"]
-    results["python_driver_peak_mb"] = peak.python / 2**20
-    results["jvm_peak_mb"] = peak.jvm / 2**20
+    results["python_driver_peak_mb"] = memory.peaks.python / 2**20
+    results["jvm_peak_mb"] = memory.peaks.jvm / 2**20
     return results
 
 

@@ -1,0 +1,100 @@
+"""The agent under benchmark: `replica-agent run` as a child process, and what its log says.
+
+Each scaling point gets a fresh agent (so its peak memory is its own), on the same broker
+and replica; the benchmark's Kafka client talks to it over the same topics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from origin.demo import AgentProcess
+from protocol.schema import LogicalSchema
+from spark_loader.embedded_pg import free_port
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    bootstrap: str
+    dsn: str
+    spark_master: str
+    group_id: str
+
+
+@contextmanager
+def running_agent(
+    config: AgentConfig,
+    schemas: list[LogicalSchema],
+    data_dir: Path,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[AgentProcess]:
+    """An agent serving `schemas`, ready (recovered, metrics up) when the block starts."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    for schema in schemas:
+        path = data_dir / f"{schema.datamart}.sql"
+        path.write_text(schema.to_ddl())
+        files.append(str(path))
+    port = free_port()
+    env = {
+        "PODD_BROKER": f"kafka://{config.bootstrap}",
+        "PODD_REPLICA_DSN": config.dsn,
+        "PODD_DATA_DIR": str(data_dir),
+        "PODD_DATAMART": ",".join(s.datamart for s in schemas),
+        "PODD_SCHEMA": ",".join(files),
+        "PODD_GROUP_ID": config.group_id,
+        "PODD_SESSION_TIMEOUT_SECONDS": "6",
+        "PODD_METRICS_PORT": str(port),
+        "PODD_SPARK_MASTER": config.spark_master,
+        "PODD_LOG_FORMAT": "json",
+        **(extra_env or {}),
+    }
+    agent = AgentProcess(env, data_dir / "agent.log", port)
+    try:
+        agent.wait_ready()
+        yield agent
+    finally:
+        agent.stop()
+
+
+def log_events(log_path: Path, request_id: str) -> list[dict[str, Any]]:
+    """The agent's JSON log records about one transfer, in order."""
+    records = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if request_id not in line or not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("requestId") == request_id:
+            records.append(record)
+    return records
+
+
+def phases(log_path: Path, request_id: str) -> dict[str, float]:
+    """Seconds the agent spent receiving (first chunk to complete), waiting for the loader,
+    staging in Spark, applying in PostgreSQL, and from the commit to the answer."""
+    records = log_events(log_path, request_id)
+    times = {r["event"]: datetime.fromisoformat(r["timestamp"]) for r in records}
+    out: dict[str, float] = {}
+
+    def span(name: str, start: str, end: str) -> None:
+        if start in times and end in times:
+            out[name] = round((times[end] - times[start]).total_seconds(), 3)
+
+    span("receive_s", "first chunk", "complete")
+    span("queue_s", "complete", "load start")
+    for r in records:
+        if r["event"] == "staged":
+            out["stage_s"] = float(r["seconds"])
+        elif r["event"] == "applied" and r.get("step") == 4:
+            out["apply_s"] = float(r["seconds"])
+    span("load_to_answer_s", "load start", "answered")
+    return out

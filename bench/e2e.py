@@ -1,0 +1,141 @@
+"""The timed parts of the end-to-end benchmark that talk to Kafka.
+
+* `send_and_wait`: produce every chunk of a prepared delta, then wait for its `delta.in.rs`;
+  timed from the first chunk produced to the answer received.
+* `one_row_latency`: produce every chunk of a 1-row delta but the last, wait for the acks,
+  then time from producing the last chunk to the answer.
+* `consume_and_decode`: floor (a), the same `delta.in` messages consumed from the broker and
+  every row decoded with fastavro, in this one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from dataclasses import dataclass, field
+
+import fastavro
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from bench.e2e_data import PreparedDelta, delta_in_messages
+from origin.client import OriginClient
+from podd_kafka.client import aiokafka_options
+from podd_kafka.settings import KafkaSettings
+from protocol.messages import DeltaInResult
+
+
+class BenchError(Exception):
+    """The benchmark could not measure what it set out to (no answer, wrong answer)."""
+
+
+@dataclass
+class Sent:
+    """Where a delta's messages landed: per partition, the first and last offset."""
+
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    messages: int = 0
+
+    def add(self, partition: int, offset: int) -> None:
+        first, last = self.offsets.get(partition, (offset, offset))
+        self.offsets[partition] = (min(first, offset), max(last, offset))
+        self.messages += 1
+
+
+@dataclass(frozen=True)
+class Timed:
+    seconds: float
+    produce_seconds: float
+    result: DeltaInResult
+    sent: Sent
+
+
+async def _produce(client: OriginClient, delta: PreparedDelta, sent: Sent) -> None:
+    """Produce every chunk, up to 64 unacknowledged at a time."""
+    topic = client.settings.topic_delta_in
+    window: list[asyncio.Future[object]] = []
+
+    async def drain(keep: int) -> None:
+        while len(window) > keep:
+            meta = await window.pop(0)
+            sent.add(meta.partition, meta.offset)  # type: ignore[attr-defined]
+
+    for key, value in delta_in_messages(delta):
+        window.append(await client.producer.send(topic, key=key, value=value))
+        await drain(64)
+    await drain(0)
+
+
+def _check(delta: PreparedDelta, result: DeltaInResult | None, timeout: float) -> DeltaInResult:
+    number = delta.transfer.manifest.delta_num
+    if result is None:
+        raise BenchError(f"delta {number}: no delta.in.rs within {timeout:g} s")
+    if result.error_code is not None:
+        raise BenchError(f"delta {number}: {result.error_code}: {result.error_message}")
+    return result
+
+
+async def send_and_wait(client: OriginClient, delta: PreparedDelta, timeout: float) -> Timed:
+    request_id = delta.transfer.manifest.request_id
+    sent = Sent()
+    started = time.perf_counter()
+    await _produce(client, delta, sent)
+    produced = time.perf_counter()
+    result = _check(delta, await client.result(request_id, timeout), timeout)
+    return Timed(time.perf_counter() - started, produced - started, result, sent)
+
+
+async def one_row_latency(client: OriginClient, delta: PreparedDelta, timeout: float) -> float:
+    topic = client.settings.topic_delta_in
+    messages = list(delta_in_messages(delta))
+    pending = [await client.producer.send(topic, key=k, value=v) for k, v in messages[:-1]]
+    await asyncio.gather(*pending)
+    started = time.perf_counter()
+    key, value = messages[-1]
+    await client.producer.send(topic, key=key, value=value)
+    result = await client.result(delta.transfer.manifest.request_id, timeout)
+    seconds = time.perf_counter() - started
+    _check(delta, result, timeout)
+    return seconds
+
+
+async def consume_and_decode(
+    settings: KafkaSettings, bootstrap: list[str], sent: Sent
+) -> tuple[float, int]:
+    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        **aiokafka_options(settings),
+    )
+    await consumer.start()
+    try:
+        topic = settings.topic_delta_in
+        partitions = {TopicPartition(topic, p): span for p, span in sent.offsets.items()}
+        consumer.assign(list(partitions))
+        for tp, (first, _) in partitions.items():
+            consumer.seek(tp, first)
+        rows = messages = 0
+        remaining = set(partitions)
+        started = time.perf_counter()
+        while remaining:
+            batches = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, records in batches.items():
+                last = partitions[tp][1]
+                for record in records:
+                    if record.offset > last:
+                        break
+                    messages += 1
+                    for _ in fastavro.reader(io.BytesIO(record.key or b"")):
+                        pass
+                    if record.value:
+                        rows += sum(1 for _ in fastavro.reader(io.BytesIO(record.value)))
+                if records and records[-1].offset >= last:
+                    remaining.discard(tp)
+        seconds = time.perf_counter() - started
+    finally:
+        await consumer.stop()
+    if messages != sent.messages:
+        raise BenchError(f"floor (a) read {messages} messages, {sent.messages} were sent")
+    return seconds, rows

@@ -1,0 +1,112 @@
+"""Deltas for the end-to-end benchmark, encoded once, on disk, before any clock starts.
+
+A prepared delta is a staged-transfer directory (one Avro body per stream and chunk, and a
+manifest) written by `bench.datagen`; `delta_in_messages` turns it into the `delta.in`
+messages an origin would produce, reading one body at a time, so a 5M-row delta never sits
+in the benchmark's memory.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench.datagen import bench_schema, delta_rows, stage_delta
+from protocol.body_writer import encode_body
+from protocol.codec import encode_delta_in_key
+from protocol.messages import DeltaInKey
+from protocol.schema import LogicalSchema
+from spark_loader.transfer import (
+    StagedTransfer,
+    StreamManifest,
+    TransferManifest,
+    chunk_file_name,
+)
+
+SUBSCRIPTION = "SELECT * FROM bench"
+
+
+@dataclass(frozen=True)
+class PreparedDelta:
+    directory: Path
+    rows: int
+
+    @property
+    def transfer(self) -> StagedTransfer:
+        return StagedTransfer.open(self.directory)
+
+
+def delta_in_messages(delta: PreparedDelta) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of every chunk, stream by stream, in chunk order."""
+    transfer = delta.transfer
+    m = transfer.manifest
+    for stream in m.streams:
+        for number, path in transfer.chunks_of(stream.table_name):
+            key = DeltaInKey(
+                request_id=m.request_id,
+                datamart=m.datamart,
+                delta_num=m.delta_num,
+                delta_date=m.delta_date,
+                subscription=SUBSCRIPTION,
+                table_name=stream.table_name,
+                stream_number=stream.stream_number,
+                stream_total=len(m.streams),
+                chunk_number=number,
+                is_last_chunk=number == stream.chunk_count,
+            )
+            yield encode_delta_in_key(key), path.read_bytes()
+
+
+def _prepare(
+    root: Path, datamart: str, tables: int, delta: int, rows: int, existing: int, chunk_rows: int
+) -> PreparedDelta:
+    schema = bench_schema(datamart, tables)
+    staged = stage_delta(root, schema, delta, rows, existing, chunk_rows)
+    return PreparedDelta(staged.directory, rows - rows % tables)
+
+
+def prepare_deltas(
+    root: Path, datamart: str, tables: int, sizes: list[tuple[int, int, int]], chunk_rows: int
+) -> list[PreparedDelta]:
+    """(delta, rows, existing rows) each, generated in child processes (not timed)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=context) as pool:
+        futures = [
+            pool.submit(_prepare, root, datamart, tables, d, rows, existing, chunk_rows)
+            for d, rows, existing in sizes
+        ]
+        return [f.result() for f in futures]
+
+
+def prepare_one_row_deltas(
+    root: Path, schema: LogicalSchema, first: int, count: int
+) -> list[PreparedDelta]:
+    """Deltas `first..first+count-1`: one new row in the first table, the others empty."""
+    out = []
+    for delta in range(first, first + count):
+        request_id = str(uuid.uuid4())
+        directory = root / f"{schema.datamart}-{delta}-{request_id}"
+        directory.mkdir(parents=True)
+        streams = []
+        _, *values, _ = delta_rows(0, delta, 1, 0)[0]
+        row = (delta, *values, 0)  # a new key per delta: an insert
+        for index, table in enumerate(schema.tables):
+            rows = [row] if index == 0 else []
+            (directory / chunk_file_name(index + 1, 1)).write_bytes(encode_body(table, rows))
+            streams.append(StreamManifest(stream_number=index + 1, table_name=table.name,
+                                          chunk_count=1))  # fmt: skip
+        manifest = TransferManifest(
+            datamart=schema.datamart,
+            delta_num=delta,
+            delta_date=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=delta),
+            request_id=request_id,
+            streams=tuple(streams),
+        )
+        StagedTransfer.write(directory, manifest)
+        out.append(PreparedDelta(directory, 1))
+    return out

@@ -1,0 +1,252 @@
+"""The benchmark of issue 6, one command: end to end beside its floors, latency, scaling,
+and the peer baseline, written to BENCHMARKS.md (a table and a chart).
+
+    python -m bench.run [--rows 1000000] [--preload 1000000] [--scale 100000,1000000,5000000]
+                        [--latency-deltas 30] [--broker HOST:PORT] [--replica DSN]
+                        [--out DIR] [--smoke]
+
+Everything it needs starts here (the embedded Tansu broker and PostgreSQL unless given, and
+one `replica-agent run` child process per scaling point). Data is generated and encoded
+before any clock starts. The headline point (`--rows`) also measures, on the same messages:
+floor (a) consume + fastavro decode, floor (b) COPY into unlogged tables, and the peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench.agent_run import AgentConfig, phases, running_agent
+from bench.bench_apply import copy_floor
+from bench.datagen import bench_schema
+from bench.e2e import consume_and_decode, one_row_latency, send_and_wait
+from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
+from bench.memory import TreeMemory
+from bench.peer import create_peer_tables, live_rows, run_peer
+from bench.report import write_report
+from origin.client import OriginClient
+from podd_kafka.broker import embedded_broker
+from podd_kafka.client import ensure_topics
+from podd_kafka.settings import KafkaSettings
+from protocol.console import log_to_stderr
+from protocol.schema import LogicalSchema
+from spark_loader.embedded_pg import replica_dsn
+
+ANSWER_TIMEOUT = 1800.0
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, root: Path, bootstrap: str, dsn: str) -> None:
+        self.args = args
+        self.root = root
+        self.dsn = dsn
+        self.run_id = uuid.uuid4().hex[:6]
+        prefix = f"bench-{self.run_id}."
+        self.kafka = KafkaSettings(
+            broker=bootstrap,
+            topic_delta_in=prefix + "delta.in",
+            topic_delta_in_rs=prefix + "delta.in.rs",
+            topic_delta_rq=prefix + "delta.rq",
+            topic_delta_rs=prefix + "delta.rs",
+        )
+        self.agent = AgentConfig(bootstrap, dsn, args.spark_master, f"bench-{self.run_id}")
+
+    def schema(self, label: str) -> LogicalSchema:
+        return bench_schema(f"bench_{self.run_id}_{label}", self.args.tables)
+
+    def topic_env(self) -> dict[str, str]:
+        k = self.kafka
+        return {
+            "PODD_TOPIC_DELTA_IN": k.topic_delta_in,
+            "PODD_TOPIC_DELTA_IN_RS": k.topic_delta_in_rs,
+            "PODD_TOPIC_DELTA_RQ": k.topic_delta_rq,
+            "PODD_TOPIC_DELTA_RS": k.topic_delta_rs,
+        }
+
+    async def point(self, rows: int, headline: bool) -> dict[str, Any]:
+        """One scaling point: a fresh agent, a pre-load, the timed delta (and at the headline
+        point, the floors, the peer and the latency series)."""
+        a = self.args
+        schema = self.schema(f"{rows}")
+        data = self.root / "data"
+        print(f"[{rows:,} rows] generating the pre-load and the delta", flush=True)
+        preload, delta = prepare_deltas(
+            data, schema.datamart, a.tables, [(0, a.preload, 0), (1, rows, a.preload)], a.chunk_rows
+        )
+        schemas = [schema]
+        latency_deltas: list[PreparedDelta] = []
+        if headline:
+            lat_schema = self.schema("latency")
+            schemas.append(lat_schema)
+            latency_deltas = prepare_one_row_deltas(data, lat_schema, 0, a.latency_deltas + 1)
+        out: dict[str, Any] = {"rows": delta.rows, "preload": preload.rows}
+        agent_dir = self.root / f"agent-{rows}"
+        with running_agent(self.agent, schemas, agent_dir, self.topic_env()) as agent:
+            bootstrap = self.kafka.bootstrap_servers()
+            async with OriginClient(self.kafka, bootstrap) as client:
+                print(f"[{rows:,} rows] pre-loading {preload.rows:,} rows", flush=True)
+                loaded = await send_and_wait(client, preload, ANSWER_TIMEOUT)
+                out["preload_seconds"] = round(loaded.seconds, 3)
+                print(f"[{rows:,} rows] timed delta of {delta.rows:,} rows", flush=True)
+                with TreeMemory(agent.process.pid) as memory:
+                    timed = await send_and_wait(client, delta, ANSWER_TIMEOUT)
+                out["e2e_seconds"] = round(timed.seconds, 3)
+                out["produce_seconds"] = round(timed.produce_seconds, 3)
+                out["rows_per_second"] = round(delta.rows / timed.seconds)
+                out["memory"] = memory.peaks.as_mib()
+                out["agent_phases"] = phases(agent.log_path, timed.result.request_id)
+                if headline:
+                    out["latency"] = await self.latency(client, latency_deltas)
+        if headline:
+            out["floors"] = await self.floors(timed.sent, delta)
+            out["peer"] = await self.peer(timed.sent, schema)
+        shutil.rmtree(agent_dir, ignore_errors=True)
+        shutil.rmtree(preload.directory, ignore_errors=True)
+        shutil.rmtree(delta.directory, ignore_errors=True)
+        return out
+
+    async def latency(self, client: OriginClient, deltas: list[PreparedDelta]) -> dict[str, Any]:
+        print(f"latency: {len(deltas) - 1} one-row deltas (after one warm-up)", flush=True)
+        await one_row_latency(client, deltas[0], ANSWER_TIMEOUT)  # warm-up, not counted
+        seconds = [await one_row_latency(client, d, 120) for d in deltas[1:]]
+        ordered = sorted(seconds)
+        p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))]
+        return {
+            "deltas": len(seconds),
+            "median_seconds": round(statistics.median(seconds), 3),
+            "p95_seconds": round(p95, 3),
+            "max_seconds": round(max(seconds), 3),
+            "all_seconds": [round(s, 3) for s in seconds],
+        }
+
+    async def floors(self, sent: Any, delta: PreparedDelta) -> dict[str, Any]:
+        print("floor (a): consume the same messages and decode every row with fastavro")
+        seconds_a, rows_a = await consume_and_decode(
+            self.kafka, self.kafka.bootstrap_servers(), sent
+        )
+        print("floor (b): COPY the same rows into empty unlogged tables", flush=True)
+        seconds_b, rows_b = copy_floor(self.dsn, delta.transfer)
+        return {
+            "consume_decode_seconds": round(seconds_a, 3),
+            "consume_decode_rows": rows_a,
+            "copy_seconds": round(seconds_b, 3),
+            "copy_rows": rows_b,
+        }
+
+    async def peer(self, sent: Any, schema: LogicalSchema) -> dict[str, Any]:
+        if self.args.skip_peer:
+            return {}
+        print("peer baseline: one consumer, batched per-row upserts", flush=True)
+        peer = create_peer_tables(self.dsn, schema, as_of=0)
+        seconds, rows = await run_peer(
+            self.kafka, self.kafka.bootstrap_servers(), sent, self.dsn, schema, peer
+        )
+        names = [t.name for t in schema]
+        return {
+            "seconds": round(seconds, 3),
+            "rows": rows,
+            "live_rows": live_rows(self.dsn, peer, names, actual=False),
+            "replica_live_rows": live_rows(self.dsn, schema.datamart, names, actual=True),
+        }
+
+    async def run(self) -> dict[str, Any]:
+        await ensure_topics(self.kafka, self.kafka.bootstrap_servers())
+        sizes = sorted(set(self.args.scale) | {self.args.rows})
+        points = []
+        for rows in sizes:
+            result = await self.point(rows, headline=rows == self.args.rows)
+            points.append(result)
+        return {"points": points}
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": psutil.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="podd-e2e-", dir=args.work_dir))
+    started = time.perf_counter()
+    try:
+        with ExitStack() as stack:
+            bootstrap = args.broker or stack.enter_context(
+                embedded_broker(log_file=root / "tansu.log")
+            )
+            dsn = stack.enter_context(replica_dsn(args.replica, root / "pg"))
+            results = asyncio.run(Bench(args, root, bootstrap, dsn).run())
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    results["settings"] = {
+        "rows": args.rows,
+        "preload": args.preload,
+        "tables": args.tables,
+        "chunk_rows": args.chunk_rows,
+        "spark_master": args.spark_master,
+        "broker": "external" if args.broker else "embedded Tansu",
+        "replica": "external" if args.replica else "embedded PostgreSQL",
+    }
+    results["machine"] = _machine()
+    results["date"] = datetime.now(UTC).strftime("%Y-%m-%d")
+    results["bench_seconds"] = round(time.perf_counter() - started, 1)
+    return results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="the headline delta's rows")
+    parser.add_argument("--preload", type=int, default=1_000_000)
+    parser.add_argument("--tables", type=int, default=10)
+    parser.add_argument(
+        "--scale", default="100000,1000000,5000000",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+    )  # fmt: skip
+    parser.add_argument("--latency-deltas", type=int, default=30)
+    parser.add_argument("--chunk-rows", type=int, default=1000)
+    parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (default: embedded Tansu)")
+    parser.add_argument("--replica", help="PostgreSQL DSN (default: embedded PostgreSQL)")
+    parser.add_argument("--spark-master", default="local[*]")
+    parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("."), help="where BENCHMARKS.md goes")
+    parser.add_argument("--work-dir", type=Path, help="scratch space (default: the temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch space")
+    parser.add_argument(
+        "--smoke", action="store_true",
+        help="a tiny run (2,000-row deltas, 3 latency deltas) to check that it works",
+    )  # fmt: skip
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.smoke:
+        args.rows, args.preload, args.scale, args.latency_deltas = 2000, 2000, [1000], 3
+        args.chunk_rows = min(args.chunk_rows, 100)
+    log_to_stderr()
+    results = run(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench-results.json").write_text(json.dumps(results, indent=1) + "\n")
+    report = write_report(results, args.out)
+    print(f"wrote {report} and {args.out / 'bench-results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
