@@ -53,6 +53,7 @@ def running_agent(
         "PODD_METRICS_PORT": str(port),
         "PODD_SPARK_MASTER": config.spark_master,
         "PODD_LOG_FORMAT": "json",
+        "PYTHONUNBUFFERED": "1",  # the log is read while the agent runs
         **(extra_env or {}),
     }
     agent = AgentProcess(env, data_dir / "agent.log", port)

@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results["ratio"] = results["apply_seconds"] / results["copy_seconds"]
     results["python_driver_peak_mb"] = memory.peaks.python / 2**20
     results["jvm_peak_mb"] = memory.peaks.jvm / 2**20
+    results["python_workers_peak_mb"] = memory.peaks.workers / 2**20
     return results
 
 
@@ -136,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pre-load of {args.preload:,} rows: {results['preload_seconds']:.1f} s")
     print(
         f"peak memory: Python driver {results['python_driver_peak_mb']:.0f} MB, "
-        f"Spark JVM {results['jvm_peak_mb']:.0f} MB"
+        f"Spark JVM {results['jvm_peak_mb']:.0f} MB, "
+        f"Spark's Python workers {results['python_workers_peak_mb']:.0f} MB"
     )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

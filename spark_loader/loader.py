@@ -192,9 +192,8 @@ class DeltaLoader:
             for number, path in transfer.chunks_of(t.name)
         ]
         statements = {datamart.position(t.name): copy_statement(staging[t.name], t) for t in tables}
-        tasks = plan_tasks(
-            chunks, self.spark.sparkContext.defaultParallelism, self.settings.max_slice_mib * 2**20
-        )
+        slice_bytes = int(self.settings.max_slice_mib * 2**20)
+        tasks = plan_tasks(chunks, self.spark.sparkContext.defaultParallelism, slice_bytes)
         try:
             counts = stage_slices(
                 self.spark, datamart.schema.tables, tasks, self.store.dsn, statements

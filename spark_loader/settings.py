@@ -18,9 +18,9 @@ class LoaderSettings(BaseSettings):
     #: Extra Spark configuration, e.g. {"spark.executor.memory": "4g"}.
     spark_conf: dict[str, str] = Field(default_factory=dict)
     spark_ui: bool = False
-    #: A table whose chunk files exceed this many MiB is staged in several key slices (one
-    #: task each), so an executor's memory stays bounded as deltas grow.
-    max_slice_mib: int = Field(default=64, ge=1)
+    #: A table whose chunk files exceed this many MiB is staged in several key slices, so
+    #: the rows a Spark task holds at once stay bounded as deltas grow.
+    max_slice_mib: float = Field(default=16, gt=0)
     #: How often a load is tried on transient database or executor errors.
     load_attempts: int = Field(default=4, ge=1)
     retry_backoff_seconds: float = Field(default=0.5, ge=0)

@@ -40,8 +40,11 @@ def new_loader(replica_dsn: str, spark: SparkSession) -> NewLoader:
         *,
         attempts: int = 2,
         between_tables: BetweenTables | None = None,
+        max_slice_mib: float = 16,
     ) -> DeltaLoader:
-        settings = LoaderSettings(load_attempts=attempts, retry_backoff_seconds=0.05)
+        settings = LoaderSettings(
+            load_attempts=attempts, retry_backoff_seconds=0.05, max_slice_mib=max_slice_mib
+        )
         loader = DeltaLoader(
             ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables
         )

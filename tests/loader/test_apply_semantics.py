@@ -11,6 +11,7 @@ import pytest
 from protocol.apply_model import DeltaRow, ReplicaModel, TableCounts, apply_delta
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
+from spark_loader.slice_jobs import plan_tasks
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, read_as_of, stage
 
@@ -146,3 +147,32 @@ def test_reads_as_of_every_applied_delta(replay: Replay, replica_dsn: str) -> No
         }
         assert read_as_of(replica_dsn, replay.schema.datamart, items, n) == expected
     assert read_as_of(replica_dsn, replay.schema.datamart, items, 0) == {(1, "a", 1), (2, "b", 1)}
+
+
+def test_tables_cut_into_key_slices_keep_the_last_row_per_key(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """With a tiny slice size each table is staged as several key slices, in several tasks:
+    every key's rows still meet in one slice, and its last row (chunk order) wins."""
+    replay = Replay(new_loader, schema, staging_root, replica_dsn)
+    replay.loader = new_loader(schema, max_slice_mib=0.01)
+    replay.apply(items=[up(k, f"first {k}") for k in range(3000)])
+    rounds = [
+        [up(k, f"round {r} {k}", r) if (k + r) % 7 else delete(k) for k in range(4000)]
+        for r in range(3)
+    ]
+    links = [DeltaRow((f"k{k % 500}", k % 3, f"n{k}"), int(k % 5 == 0)) for k in range(6000)]
+    transfer_rows = [row for round_rows in rounds for row in round_rows]
+    counts = replay.apply(chunk_rows=700, items=transfer_rows, links=links)
+    assert counts[0].rows_received == 12000
+
+    chunks = [
+        (position, number, str(path), path.stat().st_size)
+        for position, table in enumerate(schema.tables)
+        for number, path in stage(staging_root, schema, 1, {"items": transfer_rows,
+                                                             "links": links},
+                                  chunk_rows=700).chunks_of(table.name)
+    ]  # fmt: skip
+    tasks = plan_tasks(chunks, parallelism=2, max_slice_bytes=int(0.01 * 2**20))
+    assert all(s.slices > 1 for task in tasks for s in task.slices)
+    assert len(tasks) == 2

@@ -1,0 +1,56 @@
+"""The staging plan (pure): slices bound by size, cut further for idle cores, packed into
+at most one task per core, every chunk of a table in every one of its slices."""
+
+from __future__ import annotations
+
+from spark_loader.slice_jobs import MIN_SPLIT_BYTES, plan_tasks
+
+MIB = 2**20
+
+
+def chunks(sizes: dict[int, list[int]]) -> list[tuple[int, int, str, int]]:
+    return [
+        (table, number, f"/s/{table}-{number}", size)
+        for table, table_sizes in sizes.items()
+        for number, size in enumerate(table_sizes, start=1)
+    ]
+
+
+def slices_of(tasks: list, table: int) -> list:  # type: ignore[type-arg]
+    return [s for task in tasks for s in task.slices if s.table == table]
+
+
+def test_small_tables_are_packed_into_one_task_per_core() -> None:
+    tasks = plan_tasks(chunks({t: [1000] for t in range(10)}), parallelism=2, max_slice_bytes=MIB)
+    assert len(tasks) == 2
+    assert sorted(s.table for task in tasks for s in task.slices) == list(range(10))
+    assert all(s.slices == 1 for task in tasks for s in task.slices)
+
+
+def test_a_table_larger_than_a_slice_is_cut_by_key_hash() -> None:
+    sizes = {0: [MIB] * 10, 1: [1000]}
+    tasks = plan_tasks(chunks(sizes), parallelism=2, max_slice_bytes=4 * MIB)
+    big = slices_of(tasks, 0)
+    assert sorted(s.slice for s in big) == [0, 1, 2]
+    assert {s.slices for s in big} == {3}
+    # every slice reads every chunk of its table, in chunk order
+    assert all([n for n, _ in s.chunks] == list(range(1, 11)) for s in big)
+    assert len(slices_of(tasks, 1)) == 1
+
+
+def test_idle_cores_get_a_share_of_the_largest_table() -> None:
+    tasks = plan_tasks(chunks({0: [3 * MIN_SPLIT_BYTES]}), parallelism=2, max_slice_bytes=10**12)
+    assert len(tasks) == 2
+    assert {s.slices for s in slices_of(tasks, 0)} == {2}
+
+
+def test_tables_below_the_split_size_are_not_cut_for_parallelism() -> None:
+    tasks = plan_tasks(chunks({0: [1000, 1000]}), parallelism=8, max_slice_bytes=10**12)
+    assert len(tasks) == 1
+    assert tasks[0].slices[0].slices == 1
+
+
+def test_chunks_arriving_out_of_order_are_read_in_chunk_order() -> None:
+    entries = [(0, 3, "/c3", 10), (0, 1, "/c1", 10), (0, 2, "/c2", 10)]
+    (task,) = plan_tasks(entries, parallelism=1, max_slice_bytes=MIB)
+    assert [p for _, p in task.slices[0].chunks] == ["/c1", "/c2", "/c3"]

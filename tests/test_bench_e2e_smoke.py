@@ -1,0 +1,42 @@
+"""The end-to-end benchmark stays runnable: `python -m bench.run --smoke` on the test broker
+and replica (real agent process, real Spark). It asserts what was measured, never how fast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import run
+
+
+def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    argv = ["--smoke", "--broker", broker, "--replica", replica_dsn, "--out", str(out)]
+    assert run.main(argv) == 0
+
+    results = json.loads((out / "bench-results.json").read_text())
+    points = {p["rows"]: p for p in results["points"]}
+    assert sorted(points) == [1000, 2000]
+    for point in points.values():
+        assert point["e2e_seconds"] > 0
+        assert point["memory"]["python_mib"] > 0
+        assert point["memory"]["jvm_mib"] > 0
+        assert {"receive_s", "stage_s", "apply_s"} <= set(point["agent_phases"])
+    main = points[2000]
+    # The floors and the peer saw exactly the timed delta's rows, from the broker.
+    assert main["floors"]["consume_decode_rows"] == 2000
+    assert main["floors"]["copy_rows"] == 2000
+    assert main["peer"]["rows"] == 2000
+    assert main["peer"]["live_rows"] > 0
+    assert main["peer"]["replica_live_rows"] > 0
+    assert main["latency"]["deltas"] == 3
+    assert len(main["latency"]["all_seconds"]) == 3
+
+    report = (out / "BENCHMARKS.md").read_text()
+    for heading in ("## End to end: a 2,000-row delta", "## Latency", "## Scaling"):
+        assert heading in report
+    assert "headline ratio" in report
+    assert "peer baseline" in report
+    chart = (out / "benchmarks-chart.svg").read_text()
+    assert chart.startswith("<svg")
+    assert chart.count("<rect") == 5
