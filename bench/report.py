@@ -98,16 +98,17 @@ def render(results: dict[str, Any]) -> str:
     lines += ["", f"![seconds for the {rows:,}-row delta]({CHART})", ""]
     phases = main.get("agent_phases", {})
     if phases:
-        lines += [
-            "Where the end-to-end time went (from the agent's log): producing "
-            f"{main['produce_seconds']:.2f} s (the origin's side; the agent receives while it "
-            f"runs); receiving and staging chunks durably {phases.get('receive_s', 0):.2f} s "
-            "(first chunk to complete); the load "
-            f"{phases.get('load_to_answer_s', 0):.2f} s, of which Spark decode, last row per "
-            f"key and COPY to staging {phases.get('stage_s', 0):.2f} s and the one apply "
-            f"transaction {phases.get('apply_s', 0):.2f} s.",
-            "",
+        parts = [
+            f"producing {main['produce_seconds']:.2f} s (the origin's side; the agent receives "
+            "while it runs)",
+            f"receiving and staging chunks durably {phases.get('receive_s', 0):.2f} s (first "
+            "chunk to complete)",
+            f"Spark decode, last row per key and COPY to staging {phases.get('stage_s', 0):.2f} s",
+            f"the one apply transaction {phases.get('apply_s', 0):.2f} s",
         ]
+        if "load_to_answer_s" in phases:
+            parts.append(f"load start to answer {phases['load_to_answer_s']:.2f} s")
+        lines += ["Where the end-to-end time went (the agent's log): " + "; ".join(parts) + ".", ""]
     if peer:
         lines += [
             f"The peer keeps only current rows ({peer['live_rows']:,} live rows at the end; "

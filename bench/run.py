@@ -107,9 +107,10 @@ class Bench:
                 out["produce_seconds"] = round(timed.produce_seconds, 3)
                 out["rows_per_second"] = round(delta.rows / timed.seconds)
                 out["memory"] = memory.peaks.as_mib()
-                out["agent_phases"] = phases(agent.log_path, timed.result.request_id)
                 if headline:
                     out["latency"] = await self.latency(client, latency_deltas)
+        # Read once the agent has stopped: it logs "answered" after the answer is sent.
+        out["agent_phases"] = phases(agent.log_path, timed.result.request_id)
         if headline:
             out["floors"] = await self.floors(timed.sent, delta)
             out["peer"] = await self.peer(timed.sent, schema)
