@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,17 +68,20 @@ def delta_rows(table_index: int, delta: int, rows: int, existing: int) -> list[t
     return out
 
 
-def stage_delta(
-    root: Path, schema: LogicalSchema, delta: int, rows: int, existing: int, chunk_rows: int
+def stage_rows(
+    root: Path,
+    schema: LogicalSchema,
+    delta: int,
+    rows_per_table: Iterable[list[tuple[Any, ...]]],
+    chunk_rows: int,
 ) -> StagedTransfer:
-    """Stage delta `delta` of `rows` rows spread over the tables, as the agent would."""
+    """Stage delta `delta` (dated 2026-01-01 + `delta` hours) with the given rows, one list
+    per table in schema order (a generator keeps one table's rows in memory at a time)."""
     request_id = str(uuid.uuid4())
     directory = root / f"{schema.datamart}-{delta}-{request_id}"
     directory.mkdir(parents=True)
-    per_table = rows // len(schema.tables)
     streams = []
-    for index, table in enumerate(schema.tables):
-        data = delta_rows(index, delta, per_table, existing // len(schema.tables))
+    for index, (table, data) in enumerate(zip(schema.tables, rows_per_table, strict=True)):
         parts = [data[i : i + chunk_rows] for i in range(0, len(data), chunk_rows)] or [[]]
         for number, part in enumerate(parts, start=1):
             body = encode_body(table, part, codec="deflate")
@@ -93,3 +97,16 @@ def stage_delta(
         streams=tuple(streams),
     )
     return StagedTransfer.write(directory, manifest)
+
+
+def stage_delta(
+    root: Path, schema: LogicalSchema, delta: int, rows: int, existing: int, chunk_rows: int
+) -> StagedTransfer:
+    """Stage delta `delta` of `rows` rows spread over the tables, as the agent would."""
+    per_table = rows // len(schema.tables)
+    existing_per_table = existing // len(schema.tables)
+    generated = (
+        delta_rows(index, delta, per_table, existing_per_table)
+        for index in range(len(schema.tables))
+    )
+    return stage_rows(root, schema, delta, generated, chunk_rows)

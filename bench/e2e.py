@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import io
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import fastavro
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from bench.e2e_data import PreparedDelta, delta_in_messages
 from origin.client import OriginClient
@@ -99,10 +101,12 @@ async def one_row_latency(client: OriginClient, delta: PreparedDelta, timeout: f
     return seconds
 
 
-async def consume_and_decode(
+@asynccontextmanager
+async def delta_records(
     settings: KafkaSettings, bootstrap: list[str], sent: Sent
-) -> tuple[float, int]:
-    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded."""
+) -> AsyncIterator[AsyncIterator[ConsumerRecord[bytes, bytes]]]:
+    """The `delta.in` records of one sent delta, read again from the broker, partition by
+    partition in offset order (no consumer group: assigned and sought)."""
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
@@ -110,32 +114,45 @@ async def consume_and_decode(
         **aiokafka_options(settings),
     )
     await consumer.start()
-    try:
-        topic = settings.topic_delta_in
-        partitions = {TopicPartition(topic, p): span for p, span in sent.offsets.items()}
-        consumer.assign(list(partitions))
-        for tp, (first, _) in partitions.items():
-            consumer.seek(tp, first)
-        rows = messages = 0
+    topic = settings.topic_delta_in
+    partitions = {TopicPartition(topic, p): span for p, span in sent.offsets.items()}
+    consumer.assign(list(partitions))
+    for tp, (first, _) in partitions.items():
+        consumer.seek(tp, first)
+
+    async def records() -> AsyncIterator[ConsumerRecord[bytes, bytes]]:
         remaining = set(partitions)
-        started = time.perf_counter()
         while remaining:
             batches = await consumer.getmany(*remaining, timeout_ms=1000)
-            for tp, records in batches.items():
+            for tp, batch in batches.items():
                 last = partitions[tp][1]
-                for record in records:
+                for record in batch:
                     if record.offset > last:
                         break
-                    messages += 1
-                    for _ in fastavro.reader(io.BytesIO(record.key or b"")):
-                        pass
-                    if record.value:
-                        rows += sum(1 for _ in fastavro.reader(io.BytesIO(record.value)))
-                if records and records[-1].offset >= last:
+                    yield record
+                if batch and batch[-1].offset >= last:
                     remaining.discard(tp)
-        seconds = time.perf_counter() - started
+
+    try:
+        yield records()
     finally:
         await consumer.stop()
+
+
+async def consume_and_decode(
+    settings: KafkaSettings, bootstrap: list[str], sent: Sent
+) -> tuple[float, int]:
+    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded."""
+    rows = messages = 0
+    async with delta_records(settings, bootstrap, sent) as records:
+        started = time.perf_counter()
+        async for record in records:
+            messages += 1
+            for _ in fastavro.reader(io.BytesIO(record.key or b"")):
+                pass
+            if record.value:
+                rows += sum(1 for _ in fastavro.reader(io.BytesIO(record.value)))
+        seconds = time.perf_counter() - started
     if messages != sent.messages:
         raise BenchError(f"floor (a) read {messages} messages, {sent.messages} were sent")
     return seconds, rows

@@ -9,24 +9,16 @@ in the benchmark's memory.
 from __future__ import annotations
 
 import multiprocessing
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bench.datagen import bench_schema, delta_rows, stage_delta
-from protocol.body_writer import encode_body
+from bench.datagen import bench_schema, delta_rows, stage_delta, stage_rows
 from protocol.codec import encode_delta_in_key
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
-from spark_loader.transfer import (
-    StagedTransfer,
-    StreamManifest,
-    TransferManifest,
-    chunk_file_name,
-)
+from spark_loader.transfer import StagedTransfer
 
 SUBSCRIPTION = "SELECT * FROM bench"
 
@@ -89,24 +81,9 @@ def prepare_one_row_deltas(
     """Deltas `first..first+count-1`: one new row in the first table, the others empty."""
     out = []
     for delta in range(first, first + count):
-        request_id = str(uuid.uuid4())
-        directory = root / f"{schema.datamart}-{delta}-{request_id}"
-        directory.mkdir(parents=True)
-        streams = []
         _, *values, _ = delta_rows(0, delta, 1, 0)[0]
         row = (delta, *values, 0)  # a new key per delta: an insert
-        for index, table in enumerate(schema.tables):
-            rows = [row] if index == 0 else []
-            (directory / chunk_file_name(index + 1, 1)).write_bytes(encode_body(table, rows))
-            streams.append(StreamManifest(stream_number=index + 1, table_name=table.name,
-                                          chunk_count=1))  # fmt: skip
-        manifest = TransferManifest(
-            datamart=schema.datamart,
-            delta_num=delta,
-            delta_date=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=delta),
-            request_id=request_id,
-            streams=tuple(streams),
-        )
-        StagedTransfer.write(directory, manifest)
-        out.append(PreparedDelta(directory, 1))
+        rows = [[row] if index == 0 else [] for index in range(len(schema.tables))]
+        staged = stage_rows(root, schema, delta, rows, chunk_rows=1)
+        out.append(PreparedDelta(staged.directory, 1))
     return out

@@ -18,10 +18,8 @@ from typing import Any
 
 import fastavro
 import psycopg
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from bench.e2e import Sent
-from podd_kafka.client import aiokafka_options
+from bench.e2e import Sent, delta_records
 from podd_kafka.settings import KafkaSettings
 from protocol.codec import decode_delta_in_key
 from protocol.schema import LogicalSchema, Table
@@ -107,39 +105,18 @@ async def run_peer(
     peer: str,
 ) -> tuple[float, int]:  # fmt: skip
     """Seconds to consume and apply the delta's messages row by row; rows applied."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        **aiokafka_options(settings),
-    )  # fmt: skip
-    await consumer.start()
     rows = 0
-    try:
-        topic = settings.topic_delta_in
-        partitions = {TopicPartition(topic, p): span for p, span in sent.offsets.items()}
-        consumer.assign(list(partitions))
-        for tp, (first, _) in partitions.items():
-            consumer.seek(tp, first)
-        remaining = set(partitions)
+    async with delta_records(settings, bootstrap, sent) as records:
         with psycopg.connect(dsn) as conn:
             batcher = _Batcher(conn, schema, peer)
             started = time.perf_counter()
-            while remaining:
-                batches = await consumer.getmany(*remaining, timeout_ms=1000)
-                for tp, records in batches.items():
-                    last = partitions[tp][1]
-                    for record in records:
-                        if record.offset > last:
-                            break
-                        key = decode_delta_in_key(record.key or b"")
-                        if record.value:
-                            reader = fastavro.reader(io.BytesIO(record.value))
-                            rows += batcher.add(key.table_name, reader)
-                    if records and records[-1].offset >= last:
-                        remaining.discard(tp)
+            async for record in records:
+                key = decode_delta_in_key(record.key or b"")
+                if record.value:
+                    reader = fastavro.reader(io.BytesIO(record.value))
+                    rows += batcher.add(key.table_name, reader)
             batcher.flush()
             seconds = time.perf_counter() - started
-    finally:
-        await consumer.stop()
     return seconds, rows
 
 
