@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from origin.demo import AgentProcess
+from origin.demo import AgentProcess, agent_env
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import free_port
 
@@ -36,26 +36,23 @@ def running_agent(
 ) -> Iterator[AgentProcess]:
     """An agent serving `schemas`, ready (recovered, metrics up) when the block starts."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    files = []
+    files = {}
     for schema in schemas:
         path = data_dir / f"{schema.datamart}.sql"
         path.write_text(schema.to_ddl())
-        files.append(str(path))
+        files[schema.datamart] = path
     port = free_port()
-    env = {
-        "PODD_BROKER": f"kafka://{config.bootstrap}",
-        "PODD_REPLICA_DSN": config.dsn,
-        "PODD_DATA_DIR": str(data_dir),
-        "PODD_DATAMART": ",".join(s.datamart for s in schemas),
-        "PODD_SCHEMA": ",".join(files),
-        "PODD_GROUP_ID": config.group_id,
-        "PODD_SESSION_TIMEOUT_SECONDS": "6",
-        "PODD_METRICS_PORT": str(port),
-        "PODD_SPARK_MASTER": config.spark_master,
-        "PODD_LOG_FORMAT": "json",
-        "PYTHONUNBUFFERED": "1",  # the log is read while the agent runs
-        **(extra_env or {}),
-    }
+    env = agent_env(
+        files,
+        bootstrap=config.bootstrap,
+        dsn=config.dsn,
+        data_dir=data_dir,
+        metrics_port=port,
+        group_id=config.group_id,
+        spark_master=config.spark_master,
+    )
+    env["PYTHONUNBUFFERED"] = "1"  # the log is read while the agent runs
+    env.update(extra_env or {})
     agent = AgentProcess(env, data_dir / "agent.log", port)
     try:
         agent.wait_ready()

@@ -32,7 +32,7 @@ import psutil
 from bench.agent_run import AgentConfig, phases, running_agent
 from bench.bench_apply import copy_floor
 from bench.datagen import bench_schema
-from bench.e2e import consume_and_decode, one_row_latency, send_and_wait
+from bench.e2e import Sent, consume_and_decode, one_row_latency, send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
 from bench.memory import TreeMemory
 from bench.peer import create_peer_tables, live_rows, run_peer
@@ -67,15 +67,6 @@ class Bench:
     def schema(self, label: str) -> LogicalSchema:
         return bench_schema(f"bench_{self.run_id}_{label}", self.args.tables)
 
-    def topic_env(self) -> dict[str, str]:
-        k = self.kafka
-        return {
-            "PODD_TOPIC_DELTA_IN": k.topic_delta_in,
-            "PODD_TOPIC_DELTA_IN_RS": k.topic_delta_in_rs,
-            "PODD_TOPIC_DELTA_RQ": k.topic_delta_rq,
-            "PODD_TOPIC_DELTA_RS": k.topic_delta_rs,
-        }
-
     async def point(self, rows: int, headline: bool) -> dict[str, Any]:
         """One scaling point: a fresh agent, a pre-load, the timed delta (and at the headline
         point, the floors, the peer and the latency series)."""
@@ -94,7 +85,7 @@ class Bench:
             latency_deltas = prepare_one_row_deltas(data, lat_schema, 0, a.latency_deltas + 1)
         out: dict[str, Any] = {"rows": delta.rows, "preload": preload.rows}
         agent_dir = self.root / f"agent-{rows}"
-        with running_agent(self.agent, schemas, agent_dir, self.topic_env()) as agent:
+        with running_agent(self.agent, schemas, agent_dir, self.kafka.topic_environment()) as agent:
             bootstrap = self.kafka.bootstrap_servers()
             async with OriginClient(self.kafka, bootstrap) as client:
                 print(f"[{rows:,} rows] pre-loading {preload.rows:,} rows", flush=True)
@@ -133,7 +124,7 @@ class Bench:
             "all_seconds": [round(s, 3) for s in seconds],
         }
 
-    async def floors(self, sent: Any, delta: PreparedDelta) -> dict[str, Any]:
+    async def floors(self, sent: Sent, delta: PreparedDelta) -> dict[str, Any]:
         print("floor (a): consume the same messages and decode every row with fastavro")
         seconds_a, rows_a = await consume_and_decode(
             self.kafka, self.kafka.bootstrap_servers(), sent
@@ -147,7 +138,7 @@ class Bench:
             "copy_rows": rows_b,
         }
 
-    async def peer(self, sent: Any, schema: LogicalSchema) -> dict[str, Any]:
+    async def peer(self, sent: Sent, schema: LogicalSchema) -> dict[str, Any]:
         if self.args.skip_peer:
             return {}
         print("peer baseline: one consumer, batched per-row upserts", flush=True)

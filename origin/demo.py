@@ -93,23 +93,45 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
     return int(process.returncode)
 
 
+def agent_env(
+    schema_files: dict[str, Path],
+    *,
+    bootstrap: str,
+    dsn: str,
+    data_dir: Path,
+    metrics_port: int,
+    group_id: str,
+    spark_master: str,
+) -> dict[str, str]:
+    """The environment of a `replica-agent run` child serving `schema_files` (by datamart)."""
+    return {
+        "PODD_DATAMART": ",".join(schema_files),
+        "PODD_SCHEMA": ",".join(str(p) for p in schema_files.values()),
+        "PODD_BROKER": f"kafka://{bootstrap}",
+        "PODD_REPLICA_DSN": dsn,  # in the environment, not on a command line
+        "PODD_DATA_DIR": str(data_dir),
+        "PODD_METRICS_PORT": str(metrics_port),
+        "PODD_GROUP_ID": group_id,
+        "PODD_SESSION_TIMEOUT_SECONDS": "6",
+        "PODD_SPARK_MASTER": spark_master,
+        "PODD_LOG_FORMAT": "json",
+    }
+
+
 @contextmanager
 def running_agent(
     args: argparse.Namespace, schema_file: Path, bootstrap: str, dsn: str
 ) -> Iterator[AgentProcess]:
     port = free_port()
-    env = {
-        "PODD_DATAMART": args.datamart,
-        "PODD_SCHEMA": str(schema_file),
-        "PODD_BROKER": f"kafka://{bootstrap}",
-        "PODD_REPLICA_DSN": dsn,  # in the environment, not on a command line
-        "PODD_DATA_DIR": str(args.data_dir),
-        "PODD_METRICS_PORT": str(port),
-        "PODD_GROUP_ID": f"podd-demo-{args.datamart}",
-        "PODD_SESSION_TIMEOUT_SECONDS": "6",
-        "PODD_SPARK_MASTER": args.spark_master,
-        "PODD_LOG_FORMAT": "json",
-    }
+    env = agent_env(
+        {args.datamart: schema_file},
+        bootstrap=bootstrap,
+        dsn=dsn,
+        data_dir=args.data_dir,
+        metrics_port=port,
+        group_id=f"podd-demo-{args.datamart}",
+        spark_master=args.spark_master,
+    )
     agent = AgentProcess(env, args.data_dir / "agent.log", port)
     try:
         yield agent

@@ -46,6 +46,15 @@ class KafkaSettings(BaseSettings):
             if item.strip()
         ]
 
+    def topic_environment(self) -> dict[str, str]:
+        """The four topic names as the `PODD_TOPIC_*` variables a child process reads."""
+        return {
+            "PODD_TOPIC_DELTA_IN": self.topic_delta_in,
+            "PODD_TOPIC_DELTA_IN_RS": self.topic_delta_in_rs,
+            "PODD_TOPIC_DELTA_RQ": self.topic_delta_rq,
+            "PODD_TOPIC_DELTA_RS": self.topic_delta_rs,
+        }
+
     def wanted_topics(self) -> dict[str, int]:
         """The protocol's four topics and their partition counts."""
         return {

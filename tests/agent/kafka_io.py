@@ -43,12 +43,7 @@ class Topics:
         ]  # fmt: skip
 
     def flags(self) -> dict[str, str]:
-        return {
-            "PODD_TOPIC_DELTA_IN": self.delta_in,
-            "PODD_TOPIC_DELTA_IN_RS": self.delta_in_rs,
-            "PODD_TOPIC_DELTA_RQ": self.delta_rq,
-            "PODD_TOPIC_DELTA_RS": self.delta_rs,
-        }
+        return self.settings("").topic_environment()
 
 
 def chunks_of(
