@@ -14,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from origin.demo import AgentProcess, agent_env
+from podd_runtime.agent_child import AgentChild, agent_env
+from podd_runtime.ports import free_port
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import free_port
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def running_agent(
     schemas: list[LogicalSchema],
     data_dir: Path,
     extra_env: dict[str, str] | None = None,
-) -> Iterator[AgentProcess]:
+) -> Iterator[AgentChild]:
     """An agent serving `schemas`, ready (recovered, metrics up) when the block starts."""
     data_dir.mkdir(parents=True, exist_ok=True)
     files = {}
@@ -53,7 +53,7 @@ def running_agent(
     )
     env["PYTHONUNBUFFERED"] = "1"  # the log is read while the agent runs
     env.update(extra_env or {})
-    agent = AgentProcess(env, data_dir / "agent.log", port)
+    agent = AgentChild(env, data_dir / "agent.log", port)
     try:
         agent.wait_ready()
         yield agent

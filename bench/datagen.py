@@ -13,15 +13,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from podd_runtime.files import durable_write
 from protocol.body_writer import encode_body
+from protocol.chunk_files import ChunkFile
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from spark_loader.transfer import (
     StagedTransfer,
     StreamManifest,
     TransferManifest,
-    chunk_file_name,
-    durable_write,
 )
 
 _START = datetime(2024, 1, 1)
@@ -85,7 +85,7 @@ def stage_rows(
         parts = [data[i : i + chunk_rows] for i in range(0, len(data), chunk_rows)] or [[]]
         for number, part in enumerate(parts, start=1):
             body = encode_body(table, part, codec="deflate")
-            durable_write(directory / chunk_file_name(index + 1, number), body)
+            durable_write(directory / ChunkFile(index + 1, number).name, body)
         streams.append(
             StreamManifest(stream_number=index + 1, table_name=table.name, chunk_count=len(parts))
         )

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from conformance.replica_check import differences
 from origin.client import OriginClient
 from origin.sources import START_DATE
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
@@ -19,6 +18,7 @@ from protocol.framing import Chunk, frame_delta
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from spark_loader.replica_reader import differences
 
 
 class ScenarioFailed(AssertionError):

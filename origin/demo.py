@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
@@ -27,7 +23,6 @@ from pathlib import Path
 import psycopg
 from aiokafka.errors import KafkaError
 
-from conformance.replica_check import differences
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
@@ -36,92 +31,24 @@ from origin.sources import WorkloadSource, replica_model
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
+from podd_runtime.agent_child import AgentChild, agent_env
+from podd_runtime.dsn import safe_dsn
+from podd_runtime.ports import free_port
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.schema import LogicalSchema, quote_ident
 from protocol.workload import WorkloadSpec
-from spark_loader.embedded_pg import free_port, replica_dsn
-from spark_loader.store import safe_dsn
+from spark_loader.embedded_pg import replica_dsn
+from spark_loader.replica_reader import differences
 
 _DEFAULT_SCHEMA = Path(str(resources.files("origin"))).parent / "examples" / "marketing.sql"
-
-
-class AgentProcess:
-    """`replica-agent run` as a child process, its log in the data directory."""
-
-    def __init__(self, env: dict[str, str], log_path: Path, metrics_port: int) -> None:
-        self.log_path = log_path
-        self.metrics_port = metrics_port
-        with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "replica_agent.cli", "run"],
-                env={**os.environ, **env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def wait_ready(self, timeout: float = 180) -> None:
-        """Until its metrics page answers (it serves after recovery, before consuming)."""
-        deadline = time.monotonic() + timeout
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise OriginError(
-                    f"the agent exited with code {self.process.returncode}; see {self.log_path}"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.3)
-        raise OriginError(f"the agent did not come up in {timeout:g} s; see {self.log_path}")
-
-    def stop(self) -> int:
-        return stop_process(self.process)
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
-    """SIGTERM, then SIGKILL after `timeout` seconds; the exit code."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return int(process.returncode)
-
-
-def agent_env(
-    schema_files: dict[str, Path],
-    *,
-    bootstrap: str,
-    dsn: str,
-    data_dir: Path,
-    metrics_port: int,
-    group_id: str,
-    spark_master: str,
-) -> dict[str, str]:
-    """The environment of a `replica-agent run` child serving `schema_files` (by datamart)."""
-    return {
-        "PODD_DATAMART": ",".join(schema_files),
-        "PODD_SCHEMA": ",".join(str(p) for p in schema_files.values()),
-        "PODD_BROKER": f"kafka://{bootstrap}",
-        "PODD_REPLICA_DSN": dsn,  # in the environment, not on a command line
-        "PODD_DATA_DIR": str(data_dir),
-        "PODD_METRICS_PORT": str(metrics_port),
-        "PODD_GROUP_ID": group_id,
-        "PODD_SESSION_TIMEOUT_SECONDS": "6",
-        "PODD_SPARK_MASTER": spark_master,
-        "PODD_LOG_FORMAT": "json",
-    }
 
 
 @contextmanager
 def running_agent(
     args: argparse.Namespace, schema_file: Path, bootstrap: str, dsn: str
-) -> Iterator[AgentProcess]:
+) -> Iterator[AgentChild]:
     port = free_port()
     env = agent_env(
         {args.datamart: schema_file},
@@ -132,7 +59,7 @@ def running_agent(
         group_id=f"podd-demo-{args.datamart}",
         spark_master=args.spark_master,
     )
-    agent = AgentProcess(env, args.data_dir / "agent.log", port)
+    agent = AgentChild(env, args.data_dir / "agent.log", port)
     try:
         yield agent
     finally:

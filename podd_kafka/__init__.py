@@ -1,4 +1,4 @@
 """Kafka plumbing shared by the replica agent and the origin side: connection settings,
-aiokafka options, topic creation, and the embedded Tansu broker. Builds on nothing of ours
-but `protocol` errors; neither Faust nor Spark is imported here.
+aiokafka options, topic creation, and the embedded Tansu broker. Builds on `protocol` and
+`podd_runtime` only; neither Faust nor Spark is imported here.
 """

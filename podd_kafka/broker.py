@@ -16,7 +16,8 @@ from pathlib import Path
 import structlog
 
 from podd_kafka.errors import BrokerError
-from spark_loader.embedded_pg import free_port, package_dir
+from podd_runtime.ports import free_port
+from podd_runtime.wheels import package_dir
 
 log = structlog.get_logger("podd_kafka.broker")
 

@@ -17,13 +17,13 @@ from typing import Any
 import faust
 import structlog
 
+from podd_runtime.files import durable_write
 from protocol.codec import encode_datamart_key, encode_message
 from protocol.messages import DeltaInResult
 from replica_agent.kafka_client import faust_credentials
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import FatalAgentError, ReplicaService
 from replica_agent.settings import AgentSettings
-from spark_loader.transfer import durable_write
 
 log = structlog.get_logger("replica_agent")
 
@@ -138,7 +138,9 @@ def _write_status(path: Path, service: ReplicaService, previous: bytes) -> bytes
     """
     snapshot = {
         name: {
-            "loading": status.loading,
+            "loading": None
+            if (loading := service.tracker.loading(name)) is None
+            else loading.request_id,
             "failed": status.failed,
             "last_error": None
             if status.last_error is None

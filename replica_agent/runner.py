@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
+from podd_runtime.dsn import safe_dsn
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.messages import DeltaInResult
@@ -31,7 +32,6 @@ from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from spark_loader.embedded_pg import replica_for
-from spark_loader.store import safe_dsn
 
 log = structlog.get_logger("replica_agent")
 

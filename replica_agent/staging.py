@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,20 +27,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from podd_runtime.files import durable_write, fsync_directory
+from protocol.chunk_files import ChunkFile
 from protocol.messages import DeltaInResult
 from replica_agent.errors import StagingError
 from replica_agent.tracker import StreamState, Transfer
-from spark_loader.transfer import (
-    MANIFEST_NAME,
-    StagedTransfer,
-    StreamManifest,
-    TransferManifest,
-    chunk_file_name,
-    durable_write,
-    fsync_directory,
-)
+from spark_loader.transfer import MANIFEST_NAME, StagedTransfer, StreamManifest, TransferManifest
 
 TRANSFER_FILE = "transfer.json"
+_STREAM_FILE = re.compile(r"s(\d{6,})\.json")
 OWED = ".owed.json"
 SENT = ".sent.json"
 
@@ -50,6 +46,14 @@ def transfer_id(request_id: str) -> str:
 
 def stream_file_name(stream_number: int) -> str:
     return f"s{stream_number:06d}.json"
+
+
+def stream_of_file(name: str) -> int | None:
+    """The stream a stream file's name stands for (None: not a stream file's name)."""
+    match = _STREAM_FILE.fullmatch(name)
+    if match is None or stream_file_name(int(match.group(1))) != name:
+        return None
+    return int(match.group(1))
 
 
 @dataclass
@@ -91,7 +95,7 @@ class TransferStaging:
 
     def write_chunk(self, request_id: str, stream: int, chunk: int, body: bytes | None) -> int:
         data = body or b""
-        durable_write(self.directory(request_id) / chunk_file_name(stream, chunk), data)
+        durable_write(self.directory(request_id) / ChunkFile(stream, chunk).name, data)
         return len(data)
 
     def write_stream(self, request_id: str, number: int, stream: StreamState) -> None:
@@ -136,9 +140,6 @@ class TransferStaging:
         shutil.rmtree(self.directory(request_id), ignore_errors=True)
 
     # --- reads -----------------------------------------------------------------------------
-    def staged_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.transfers.rglob("*.avro"))
-
     def sealed(self, request_id: str) -> StagedTransfer | None:
         directory = self.directory(request_id)
         return StagedTransfer.open(directory) if (directory / MANIFEST_NAME).exists() else None
@@ -187,13 +188,18 @@ def _read_transfer(directory: Path) -> Transfer:
             subscription=framing["subscription"],
             stream_total=int(framing["stream_total"]),
         )
-        for path in sorted(directory.glob("s??????.json")):
-            number = int(path.name[1:7])
+        chunks: dict[int, set[int]] = {}
+        for body in directory.glob("*.avro"):
+            found = ChunkFile.parse(body.name)
+            if found is not None:
+                chunks.setdefault(found.stream, set()).add(found.chunk)
+        for path in sorted(directory.glob("s*.json")):
+            number = stream_of_file(path.name)
+            if number is None:
+                continue
             state = json.loads(path.read_bytes())
             stream = StreamState(state["table_name"], last=state["last_chunk"])
-            stream.chunks = {
-                int(body.name[9:18]) for body in directory.glob(f"s{number:06d}-c*.avro")
-            }
+            stream.chunks = chunks.get(number, set())
             transfer.streams[number] = stream
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StagingError(f"{directory} is not a readable staged transfer: {exc}") from None

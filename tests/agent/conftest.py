@@ -7,12 +7,8 @@ a data directory of its own; each test gets datamarts of its own.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from origin.demo import stop_process
+from podd_runtime.agent_child import AgentChild, agent_env
+from podd_runtime.errors import AgentChildError
+from podd_runtime.ports import free_port
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import free_port
 from tests.agent.kafka_io import Topics
 
 
@@ -43,7 +40,7 @@ class AgentProcess:
     group_id: str = field(default_factory=lambda: f"agent-{uuid.uuid4().hex[:8]}")
     incomplete_timeout: float = 600.0
     extra_env: dict[str, str] = field(default_factory=dict)
-    process: subprocess.Popen[bytes] | None = None
+    child: AgentChild | None = None
     metrics_port: int = 0
     starts: int = 0
     taken: list[str] = field(default_factory=list)
@@ -60,56 +57,40 @@ class AgentProcess:
 
     def start(self) -> AgentProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        files = []
+        files = {}
         for schema in self.schemas:
             path = self.data_dir / f"{schema.datamart}.sql"
             path.write_text(schema.to_ddl())
-            files.append(str(path))
+            files[schema.datamart] = path
         self.metrics_port = free_port()
         self.starts += 1
-        env = {
-            **os.environ,
-            **self.topics.flags(),
-            "PODD_BROKER": f"kafka://{self.broker}",
-            "PODD_REPLICA_DSN": self.dsn,
-            "PODD_DATA_DIR": str(self.data_dir),
-            "PODD_DATAMART": ",".join(s.datamart for s in self.schemas),
-            "PODD_SCHEMA": ",".join(files),
-            "PODD_GROUP_ID": self.group_id,
-            "PODD_SESSION_TIMEOUT_SECONDS": "6",
-            "PODD_INCOMPLETE_TIMEOUT_SECONDS": str(self.incomplete_timeout),
-            "PODD_METRICS_PORT": str(self.metrics_port),
-            "PODD_SPARK_MASTER": "local[2]",
-            "PODD_LOG_FORMAT": "json",
-            **self.extra_env,
-        }
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "replica_agent.cli", "run"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self.wait_for_metrics()
+        env = agent_env(
+            files,
+            bootstrap=self.broker,
+            dsn=self.dsn,
+            data_dir=self.data_dir,
+            metrics_port=self.metrics_port,
+            group_id=self.group_id,
+            spark_master="local[2]",
+        )
+        env.update(self.topics.flags())
+        env["PODD_INCOMPLETE_TIMEOUT_SECONDS"] = str(self.incomplete_timeout)
+        env.update(self.extra_env)
+        self.child = AgentChild(env, self.log_path, self.metrics_port, append=False)
+        try:
+            self.child.wait_ready(timeout=120)
+        except AgentChildError as exc:
+            raise AssertionError(f"{exc}:\n{self.log_tail()}") from None
         return self
 
-    def wait_for_metrics(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise AssertionError(f"the agent exited early:\n{self.log_tail()}")
-            try:
-                self.metrics()
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise AssertionError(f"the agent did not come up:\n{self.log_tail()}")
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        assert self.child is not None, "the agent was never started"
+        return self.child.process
 
     def metrics(self) -> str:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return str(response.read().decode())
+        assert self.child is not None
+        return self.child.metrics()
 
     def log_tail(self, lines: int = 60) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -140,13 +121,12 @@ class AgentProcess:
         raise AssertionError(f"no {event!r} in the agent's log:\n{self.log_tail()}")
 
     def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
+        assert self.child is not None
+        self.child.kill()
 
     def stop(self) -> int:
-        assert self.process is not None
-        return stop_process(self.process)
+        assert self.child is not None
+        return self.child.stop()
 
 
 def agent_fixture(datamarts: int, incomplete_timeout: float) -> Any:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from protocol.chunk_files import ChunkFile
 from protocol.messages import DeltaInResult, DeltaStatus
 from replica_agent.errors import StagingError
 from replica_agent.staging import TRANSFER_FILE, TransferStaging
 from replica_agent.tracker import StreamState, Transfer
-from spark_loader.transfer import chunk_file_name
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -45,7 +45,7 @@ def test_a_complete_transfer_seals_into_the_loader_hand_over(tmp_path: Path) -> 
         staging.write_stream(t.request_id, number, t.streams[number])
     sealed = staging.seal(t)
     assert sealed.chunks_of("stores") == [
-        (1, staging.directory(t.request_id) / chunk_file_name(2, 1))
+        (1, staging.directory(t.request_id) / ChunkFile(2, 1).name)
     ]
     assert staging.sealed(t.request_id) == sealed
 

@@ -10,17 +10,17 @@ from typing import Any
 
 import psycopg
 
-from conformance.replica_check import read_versions, select_list
+from podd_runtime.files import durable_write
 from protocol.apply_model import DeltaRow, ReplicaModel
+from protocol.chunk_files import ChunkFile
 from protocol.framing import frame_delta
 from protocol.schema import LogicalSchema, Table
+from spark_loader.replica_reader import read_versions, select_list
 from spark_loader.store_sql import q
 from spark_loader.transfer import (
     StagedTransfer,
     StreamManifest,
     TransferManifest,
-    chunk_file_name,
-    durable_write,
 )
 
 BASE_DATE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -59,7 +59,7 @@ def stage(
         chunk_rows=chunk_rows,
     ):
         key = chunk.key
-        durable_write(directory / chunk_file_name(key.stream_number, key.chunk_number), chunk.body)
+        durable_write(directory / ChunkFile(key.stream_number, key.chunk_number).name, chunk.body)
         counts[key.stream_number] = (key.table_name, key.chunk_number)
     manifest = TransferManifest(
         datamart=schema.datamart,

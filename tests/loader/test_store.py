@@ -8,11 +8,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from podd_runtime.dsn import safe_dsn
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import EmbeddedPostgres
 from spark_loader.errors import StagedTransferError, StoreMismatchError
-from spark_loader.store import ReplicaStore, safe_dsn
+from spark_loader.store import ReplicaStore
 from spark_loader.transfer import MANIFEST_NAME, StagedTransfer
 from tests.loader.conftest import unique
 from tests.loader.staging_helpers import stage

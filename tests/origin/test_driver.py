@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from conformance.replica_check import differences
 from origin import cli
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
@@ -22,6 +21,7 @@ from protocol.framing import Chunk
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
+from spark_loader.replica_reader import differences
 from tests.agent.conftest import AgentProcess, agent_fixture
 
 SPEC = WorkloadSpec(rows_per_delta=60, seed=11)

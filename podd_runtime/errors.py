@@ -1,0 +1,9 @@
+"""Errors of the runtime helpers (the root is `protocol.errors.PoddError`)."""
+
+from __future__ import annotations
+
+from protocol.errors import PoddError
+
+
+class AgentChildError(PoddError):
+    """A `replica-agent` child process exited early or did not come up in time."""
