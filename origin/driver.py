@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -30,32 +29,26 @@ from origin.errors import NoAnswer, ReplicaRefused
 from origin.sources import DeltaSource, SourceDelta
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_delta
+from protocol.gaps import parse_gaps
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState
 
 log = structlog.get_logger("origin")
 
-_GAP = re.compile(r"stream (\d+) (?:chunks (\d+)-(\d+)|last chunk)")
 
-
-def chunks_missing(chunks: Iterable[Chunk], missing: Iterable[str]) -> list[Chunk]:
+def chunks_missing(chunks: Iterable[Chunk], missing: str | Iterable[str]) -> list[Chunk]:
     """The chunks that the gaps name (`stream S chunks A-B`; `stream S last chunk` means
     the stream's tail is unknown to the replica, so the whole stream is sent again)."""
-    ranges: list[tuple[int, int, int]] = []
-    for text in missing:
-        for match in _GAP.finditer(text):
-            stream = int(match.group(1))
-            if match.group(2) is None:
-                ranges.append((stream, 1, 2**63))
-            else:
-                ranges.append((stream, int(match.group(2)), int(match.group(3))))
-    return [
-        c
-        for c in chunks
-        if any(
-            c.key.stream_number == s and low <= c.key.chunk_number <= high
-            for s, low, high in ranges
+    gaps = parse_gaps(missing)
+
+    def named(chunk: Chunk) -> bool:
+        number = chunk.key.chunk_number
+        return any(
+            gap.stream == chunk.key.stream_number
+            and (gap.first is None or gap.last is None or gap.first <= number <= gap.last)
+            for gap in gaps
         )
-    ]
+
+    return [c for c in chunks if named(c)]
 
 
 @dataclass(frozen=True)

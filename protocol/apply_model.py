@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from protocol.schema import LogicalSchema, Table
+from protocol.sequence import expected_next
 
 Key = tuple[Any, ...]
 UPSERT = 0
@@ -72,7 +73,7 @@ class ReplicaModel:
 
     @property
     def expected_delta_num(self) -> int:
-        return self.applied[-1][0] + 1 if self.applied else 0
+        return expected_next(self.applied[-1][0] if self.applied else None)
 
 
 def key_of(table: Table, values: Sequence[Any]) -> Key:

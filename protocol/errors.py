@@ -60,6 +60,14 @@ class UnknownTableError(ProtocolError):
     code = ErrorCode.UNKNOWN_TABLE
 
 
+def error_for(code: ErrorCode, message: str) -> ProtocolError:
+    """The error that carries `code` (for codes that crossed a process boundary as data)."""
+    for error_type in (BadChunkError, SchemaMismatchError, UnknownTableError):
+        if error_type.code is code:
+            return error_type(message)
+    return ProtocolError(message, code=code)
+
+
 class MessageDecodeError(PoddError):
     """A control message or `delta.in` key that cannot be decoded (it cannot be answered)."""
 

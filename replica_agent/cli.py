@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from protocol.console import log_to_stderr
 from protocol.errors import PoddError
+from protocol.sequence import expected_next
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
@@ -77,7 +78,7 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
                 "applied": None
                 if last is None
                 else {"deltaNum": last.delta_num, "deltaDate": last.delta_date.isoformat()},
-                "expectedDeltaNum": 0 if last is None else last.delta_num + 1,
+                "expectedDeltaNum": expected_next(None if last is None else last.delta_num),
                 "inProgress": [
                     t.progress().model_dump(mode="json", by_alias=True)
                     for t in staging.open

@@ -21,12 +21,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from podd_runtime.dsn import safe_dsn
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError, ProtocolError
+from protocol.sequence import expected_next
 from spark_loader.embedded_pg import psql_binary, replica_for
 from spark_loader.settings import LoaderSettings
-from spark_loader.store import ReplicaStore, safe_dsn
+from spark_loader.store import ReplicaStore
 
 
 def _settings(args: argparse.Namespace) -> LoaderSettings:
@@ -83,7 +85,8 @@ def _registry(args: argparse.Namespace) -> int:
         print(json.dumps([asdict(e) for e in entries], default=str, indent=1))
         return 0
     if not entries:
-        print(f"datamart {args.datamart}: no delta applied (the next expected is 0)")
+        first = expected_next(None)
+        print(f"datamart {args.datamart}: no delta applied (the next expected is {first})")
         return 0
     print(f"{'delta':>6}  {'delta date (UTC)':<26}  {'applied at':<32}  rows  requestId")
     for e in entries:
@@ -92,7 +95,7 @@ def _registry(args: argparse.Namespace) -> int:
             f"{e.delta_num:>6}  {e.delta_date.isoformat():<26}  {e.applied_at.isoformat():<32}"
             f"  {rows:>4}  {e.request_id}"
         )
-    print(f"next expected delta: {entries[-1].delta_num + 1}")
+    print(f"next expected delta: {expected_next(entries[-1].delta_num)}")
     return 0
 
 

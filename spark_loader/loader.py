@@ -14,7 +14,6 @@ A connection lost during COMMIT is resolved by reading the registry before anyth
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -27,8 +26,9 @@ from pyspark.errors import PySparkException, PythonException
 from pyspark.sql import SparkSession
 
 from protocol.apply_model import TableCounts
-from protocol.errors import BadChunkError, ErrorCode, ProtocolError, SchemaMismatchError
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
+from protocol.sequence import AppliedDelta, check_sequence
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.settings import LoaderSettings
@@ -41,7 +41,6 @@ log = structlog.get_logger("spark_loader")
 
 #: Called inside the apply transaction after each table: a seam for failure-injection tests.
 BetweenTables = Callable[[psycopg.Connection, str], None]
-_ROW_ERROR = re.compile(r"\b(BAD_CHUNK|SCHEMA_MISMATCH): (.+)")
 
 
 @dataclass(frozen=True)
@@ -119,30 +118,22 @@ class DeltaLoader:
 
     # --- steps ---------------------------------------------------------------------------
     def _check_sequence(self, transfer: StagedTransfer) -> RegistryEntry | None:
+        """Steps 1-2: the stored entry of an applied delta, None for the expected one."""
         manifest = transfer.manifest
         stored = self.store.applied(manifest.datamart, manifest.delta_num)
-        if stored is not None:
-            if stored.delta_date != manifest.delta_date:
-                raise ProtocolError(
-                    f"delta {manifest.delta_num} was applied with date "
-                    f"{stored.delta_date.isoformat()}, not {manifest.delta_date.isoformat()}",
-                    code=ErrorCode.DELTA_CONFLICT,
-                )
-            return stored
-        last = self.store.last_applied(manifest.datamart)
-        expected = 0 if last is None else last.delta_num + 1
-        if manifest.delta_num != expected:
-            raise ProtocolError(
-                f"delta {manifest.delta_num} arrived, the replica expects {expected}",
-                code=ErrorCode.OUT_OF_SEQUENCE,
-            )
-        if last is not None and manifest.delta_date <= last.delta_date:
-            raise ProtocolError(
-                f"delta {manifest.delta_num} is dated {manifest.delta_date.isoformat()}, not "
-                f"later than delta {last.delta_num} ({last.delta_date.isoformat()})",
-                code=ErrorCode.DELTA_CONFLICT,
-            )
-        return None
+        last = None
+        if stored is None:
+            entry = self.store.last_applied(manifest.datamart)
+            last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
+        refusal = check_sequence(
+            manifest.delta_num,
+            manifest.delta_date,
+            applied_date=None if stored is None else stored.delta_date,
+            last=last,
+        )
+        if refusal is not None:
+            raise refusal.error()
+        return stored
 
     def _attempt(
         self,
@@ -277,12 +268,8 @@ class DeltaLoader:
 
 
 def _classify_spark_error(exc: Exception) -> Exception:
-    """A row error found in the executors keeps its code; anything else is transient."""
-    found = _ROW_ERROR.findall(str(exc))
-    if found:
-        code, message = found[-1]
-        error_type = SchemaMismatchError if code == "SCHEMA_MISMATCH" else BadChunkError
-        return error_type(message.strip())
+    """A failed Spark job: row errors came back as data (`stage_slices`), so this is an
+    executor or environment fault, worth another attempt."""
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return _Transient(f"the Spark job failed: {first_line[:500]}")
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from protocol.body import decode_body
+from protocol.errors import ErrorCode, ProtocolError, error_for
 from protocol.schema import Table
 from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
 
@@ -60,6 +61,16 @@ class SliceCounts:
     table: int
     staged: int
     received: int
+
+
+@dataclass(frozen=True)
+class SliceRefusal:
+    """A slice whose rows the protocol refuses (`BAD_CHUNK`, `SCHEMA_MISMATCH`): the code
+    travels back from the executor as data, never as exception text."""
+
+    table: int
+    code: ErrorCode
+    message: str
 
 
 def plan_tasks(
@@ -169,10 +180,18 @@ def _stage_slice(
 
 def run_task(
     task: StagingTask, tables: Sequence[Table], dsn: str, statements: dict[int, str]
-) -> list[SliceCounts]:
-    """One Spark task: its slices in turn, committed together at the end."""
+) -> list[SliceCounts | SliceRefusal]:
+    """One Spark task: its slices in turn, committed together at the end; at the first
+    refused slice, nothing of the task is staged and the refusal is its result."""
+    done: list[SliceCounts | SliceRefusal] = []
     with psycopg.connect(dsn) as conn:
-        return [_stage_slice(conn, s, tables, statements[s.table]) for s in task.slices]
+        for piece in task.slices:
+            try:
+                done.append(_stage_slice(conn, piece, tables, statements[piece.table]))
+            except ProtocolError as exc:
+                conn.rollback()
+                return [SliceRefusal(piece.table, exc.code, exc.message)]
+    return done
 
 
 def stage_slices(
@@ -182,13 +201,20 @@ def stage_slices(
     dsn: str,
     statements: dict[int, str],
 ) -> dict[int, tuple[int, int]]:
-    """Run every task, one Spark partition each; (staged, received) per table position."""
+    """Run every task, one Spark partition each; (staged, received) per table position.
+
+    A refused slice raises its protocol error here, on the driver, with its code."""
     if not tasks:
         return {}
     jobs = spark.sparkContext.parallelize(list(tasks), len(tasks))
     results = jobs.flatMap(lambda task: run_task(task, tables, dsn, statements)).collect()
+    refusals = [r for r in results if isinstance(r, SliceRefusal)]
+    if refusals:
+        first = min(refusals, key=lambda r: r.table)
+        raise error_for(first.code, first.message)
     totals: dict[int, tuple[int, int]] = {}
     for r in results:
+        assert isinstance(r, SliceCounts)
         staged, received = totals.get(r.table, (0, 0))
         totals[r.table] = (staged + r.staged, received + r.received)
     return totals
