@@ -12,7 +12,6 @@ from spark_loader.store import RegistryEntry
 
 @dataclass
 class DatamartStatus:
-    loading: str | None = None  # the requestId being loaded
     failed: bool = False  # the last load ended LOAD_FAILED
     last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
 
@@ -65,7 +64,7 @@ def replica_state(
         )
     last = tracker.last_applied(datamart)
     in_progress = tuple(t.progress() for t in tracker.open.values() if t.datamart == datamart)
-    if status.loading is not None:
+    if tracker.loading(datamart) is not None:
         state = ReplicaState.LOADING
     elif status.failed:
         state = ReplicaState.FAILED
@@ -78,8 +77,8 @@ def replica_state(
         request_id=request_id,
         datamart=datamart,
         state=state,
-        delta_ok_num=None if last is None else last[0],
-        delta_ok_date=None if last is None else last[1],
+        delta_ok_num=None if last is None else last.delta_num,
+        delta_ok_date=None if last is None else last.delta_date,
         expected_delta_num=tracker.expected(datamart),
         in_progress=in_progress,
         error_code=None if error is None else error[0],

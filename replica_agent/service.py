@@ -22,6 +22,7 @@ import structlog
 
 from protocol.codec import decode_delta_in_key, decode_message
 from protocol.errors import ErrorCode, MessageDecodeError, ProtocolError
+from protocol.gaps import incomplete_message
 from protocol.messages import (
     DeltaInKey,
     DeltaInResult,
@@ -36,7 +37,7 @@ from replica_agent.answers import (
 )
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
-from replica_agent.tracker import Accepted, Dropped, Rejected, Transfer, TransferTracker
+from replica_agent.tracker import Accepted, Dropped, Phase, Rejected, Transfer, TransferTracker
 from spark_loader.errors import CommitStateUnknownError
 from spark_loader.store import RegistryEntry
 from spark_loader.transfer import StagedTransfer
@@ -86,11 +87,6 @@ class ReplicaService:
         #: Fault injection for the crash tests: die between this delta's commit and its answer.
         self.crash_after_commit_of = crash_after_commit_of
         self.status = {name: DatamartStatus() for name in tracker.schemas}
-        self._deadlines: dict[str, float | None] = {}
-        #: Transfers with a staging directory (until answered); never rewritten after that.
-        self._staged: set[str] = set()
-        #: When each transfer's first chunk arrived (this run), for the durations logged.
-        self._first_seen: dict[str, float] = {}
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self.fatal: BaseException | None = None
@@ -99,7 +95,7 @@ class ReplicaService:
         for name in tracker.schemas:
             last = tracker.last_applied(name)
             if last is not None:
-                metrics.current_delta.labels(name).set(last[0])
+                metrics.current_delta.labels(name).set(last.delta_num)
 
     # --- life ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -111,8 +107,7 @@ class ReplicaService:
             await self._deliver(result)
         for transfer in found.open:
             self.tracker.restore(transfer)
-            self._staged.add(transfer.request_id)
-            self._deadlines[transfer.request_id] = self.clock() + self.incomplete_timeout
+            transfer.arm(self.clock() + self.incomplete_timeout)
             log.info(
                 "transfer recovered from staging",
                 **_ids(transfer),
@@ -150,11 +145,10 @@ class ReplicaService:
     async def _stage(self, key: DeltaInKey, body: bytes | None, accepted: Accepted) -> None:
         transfer = accepted.transfer
         rid = transfer.request_id
-        if rid not in self._staged:
-            self._staged.add(rid)
-            self._first_seen[rid] = time.perf_counter()
+        if accepted.opened:
+            transfer.first_seen = time.perf_counter()
             await asyncio.to_thread(self.staging.open_transfer, transfer)
-            self._deadlines[rid] = self.clock() + self.incomplete_timeout
+            transfer.arm(self.clock() + self.incomplete_timeout)
             self.metrics.open_transfers.set(len(self.tracker.open))
             log.info(
                 "first chunk", **_ids(transfer), streamTotal=transfer.stream_total,
@@ -165,8 +159,8 @@ class ReplicaService:
                 self.staging.write_chunk, rid, key.stream_number, key.chunk_number, body
             )
             self.metrics.chunks.labels(transfer.datamart).inc()
-            if self._deadlines.get(rid) is None:  # re-armed after an INCOMPLETE_DELTA answer
-                self._deadlines[rid] = self.clock() + self.incomplete_timeout
+            if transfer.phase is Phase.REPORTED_INCOMPLETE:  # answered incomplete: re-arm
+                transfer.arm(self.clock() + self.incomplete_timeout)
         else:
             self.metrics.duplicates.labels(transfer.datamart).inc()
         if accepted.stream_changed:
@@ -177,10 +171,10 @@ class ReplicaService:
 
     async def _on_complete(self, transfer: Transfer) -> None:
         await asyncio.to_thread(self.staging.seal, transfer)
-        self._deadlines.pop(transfer.request_id, None)
+        transfer.phase = Phase.SEALED
         log.info(
             "complete", **_ids(transfer), chunks=transfer.chunks_received,
-            seconds=self._since_first(transfer.request_id),
+            seconds=_since_first(transfer),
         )  # fmt: skip
         await self._act_on(transfer, queue_load=True)
 
@@ -220,7 +214,7 @@ class ReplicaService:
         status = self.status[transfer.datamart]
         staged = await asyncio.to_thread(self.staging.sealed, transfer.request_id)
         assert staged is not None
-        status.loading = transfer.request_id
+        transfer.phase = Phase.LOADING
         started = time.perf_counter()
         log.info("load start", **_ids(transfer))
         failure: tuple[ErrorCode, str] | None = None
@@ -234,7 +228,7 @@ class ReplicaService:
             log.exception("load failed unexpectedly", **_ids(transfer))
             failure = ErrorCode.LOAD_FAILED, f"{type(exc).__name__}: {exc}"
         finally:
-            status.loading = None
+            transfer.phase = Phase.SEALED
         if failure is not None:
             status.failed = failure[0] is ErrorCode.LOAD_FAILED
             await self._reject(transfer, *failure)
@@ -288,32 +282,20 @@ class ReplicaService:
 
     async def _deliver(self, result: DeltaInResult) -> None:
         await self.send_result(result)
-        self.tracker.finish(result.request_id)
-        self._deadlines.pop(result.request_id, None)
-        self._staged.discard(result.request_id)
+        transfer = self.tracker.finish(result.request_id)
         await asyncio.to_thread(self.staging.settle, result.request_id)
         self.metrics.open_transfers.set(len(self.tracker.open))
         log.info(
             "answered", requestId=result.request_id, datamart=result.datamart,
             deltaNum=result.delta_num, status=result.status.value, errorCode=result.error_code,
-            seconds=self._since_first(result.request_id),
+            seconds=None if transfer is None else _since_first(transfer),
         )  # fmt: skip
-        self._first_seen.pop(result.request_id, None)
-
-    def _since_first(self, request_id: str) -> float | None:
-        """Seconds since the transfer's first chunk in this run (None if it came before)."""
-        first = self._first_seen.get(request_id)
-        return None if first is None else round(time.perf_counter() - first, 3)
 
     async def check_incomplete(self) -> None:
         """Answer INCOMPLETE_DELTA for transfers past their deadline; they stay open."""
-        now = self.clock()
-        for rid, deadline in list(self._deadlines.items()):
-            transfer = self.tracker.open.get(rid)
-            if deadline is None or deadline > now or transfer is None or transfer.complete:
-                continue
-            self._deadlines[rid] = None  # re-armed by the next chunk that arrives
-            message = "missing: " + ", ".join(transfer.missing())
+        for transfer in self.tracker.overdue(self.clock()):
+            transfer.phase = Phase.REPORTED_INCOMPLETE  # re-armed by the next new chunk
+            message = incomplete_message(transfer.gaps())
             self._record_error(transfer, ErrorCode.INCOMPLETE_DELTA, message, event="incomplete")
             # Not through the outbox: the transfer stays open, and a restart re-arms it.
             await self.send_result(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
@@ -330,6 +312,12 @@ class ReplicaService:
 
     def state_of(self, request_id: str, datamart: str) -> DeltaState:
         return replica_state(request_id, datamart, self.tracker, self.status.get(datamart))
+
+
+def _since_first(transfer: Transfer) -> float | None:
+    """Seconds since the transfer's first chunk in this run (None if it came before)."""
+    first = transfer.first_seen
+    return None if first is None else round(time.perf_counter() - first, 3)
 
 
 def _ids(transfer: Transfer) -> dict[str, object]:

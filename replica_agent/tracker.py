@@ -5,19 +5,28 @@ checks the sequence against the applied deltas, de-duplicates by (stream, chunk)
 when the transfer is complete and what it still misses. It decides; the caller stages bodies,
 loads and answers. Rejected and answered transfers are "finished": their later chunks are
 dropped silently.
+
+Each open transfer is one `Transfer` value: its framing, its streams, and where it is in its
+life (`Phase`: receiving, answered incomplete, sealed, loading), with the deadline of its
+incomplete answer. The caller moves it along; nothing about a transfer lives elsewhere.
+The sequence rules are `protocol.sequence`'s and the gap items `protocol.gaps`'.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Literal
 
 from protocol.body import read_body_layout
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.gaps import Gap, format_gaps, stream_gaps
 from protocol.messages import DeltaInKey, TransferProgress
 from protocol.schema import LogicalSchema
+from protocol.sequence import AppliedDelta, SequenceRefusal, check_sequence, expected_next
 
 
 @dataclass
@@ -26,25 +35,21 @@ class StreamState:
     chunks: set[int] = field(default_factory=set)
     last: int | None = None
 
-    def missing(self, stream_number: int) -> list[str]:
-        """One item per gap, `stream S chunks A-B` or `stream S last chunk` (PROTOCOL.md)."""
-        top = self.last if self.last is not None else max(self.chunks, default=0)
-        gaps: list[str] = []
-        start: int | None = None
-        for number in range(1, top + 2):
-            present = number in self.chunks or number > top
-            if not present and start is None:
-                start = number
-            elif present and start is not None:
-                gaps.append(f"stream {stream_number} chunks {start}-{number - 1}")
-                start = None
-        if self.last is None:
-            gaps.append(f"stream {stream_number} last chunk")
-        return gaps
+    def gaps(self, stream_number: int) -> list[Gap]:
+        return stream_gaps(stream_number, self.chunks, self.last)
 
     @property
     def complete(self) -> bool:
         return self.last is not None and len(self.chunks) == self.last
+
+
+class Phase(StrEnum):
+    """Where an open transfer is in its life."""
+
+    RECEIVING = "receiving"  # chunks arrive; answered INCOMPLETE_DELTA at its deadline
+    REPORTED_INCOMPLETE = "reported-incomplete"  # so answered; a new chunk re-arms it
+    SEALED = "sealed"  # complete, its manifest written: waiting for the load worker
+    LOADING = "loading"  # the loader is applying it
 
 
 @dataclass
@@ -58,6 +63,19 @@ class Transfer:
     subscription: str
     stream_total: int
     streams: dict[int, StreamState] = field(default_factory=dict)
+    phase: Phase = Phase.RECEIVING
+    #: When a still receiving transfer is answered INCOMPLETE_DELTA (the caller's clock).
+    deadline: float = math.inf
+    #: When its first chunk arrived in this run (None: it was recovered from staging).
+    first_seen: float | None = None
+
+    def arm(self, deadline: float) -> None:
+        """Receiving, and answered INCOMPLETE_DELTA at `deadline` unless complete by then."""
+        self.phase = Phase.RECEIVING
+        self.deadline = deadline
+
+    def overdue(self, now: float) -> bool:
+        return self.phase is Phase.RECEIVING and self.deadline <= now and not self.complete
 
     @classmethod
     def opened_by(cls, key: DeltaInKey) -> Transfer:
@@ -80,15 +98,17 @@ class Transfer:
     def chunks_received(self) -> int:
         return sum(len(s.chunks) for s in self.streams.values())
 
-    def missing(self) -> list[str]:
-        gaps: list[str] = []
+    def gaps(self) -> list[Gap]:
+        """What it still lacks, stream by stream."""
+        found: list[Gap] = []
         for number in range(1, self.stream_total + 1):
             stream = self.streams.get(number)
-            if stream is None:
-                gaps.append(f"stream {number} last chunk")
-            else:
-                gaps.extend(stream.missing(number))
-        return gaps
+            found.extend([Gap(number)] if stream is None else stream.gaps(number))
+        return found
+
+    def missing(self) -> list[str]:
+        """The gaps as `delta.rs` names them."""
+        return format_gaps(self.gaps())
 
     def progress(self) -> TransferProgress:
         return TransferProgress(
@@ -103,9 +123,11 @@ class Transfer:
 
 @dataclass(frozen=True)
 class Accepted:
-    """The chunk fits. `new`: stage its body; `stream_changed`: persist the stream's state."""
+    """The chunk fits. `opened`: it opened the transfer (stage its directory); `new`: stage
+    its body; `stream_changed`: persist the stream's state."""
 
     transfer: Transfer
+    opened: bool
     new: bool
     stream_changed: bool
     completed: bool
@@ -158,50 +180,34 @@ class TransferTracker:
 
     # --- the sequence --------------------------------------------------------------------
     def expected(self, datamart: str) -> int:
-        applied = self.applied[datamart]
-        return max(applied) + 1 if applied else 0
+        return expected_next(self.last_applied(datamart))
 
-    def last_applied(self, datamart: str) -> tuple[int, datetime] | None:
+    def last_applied(self, datamart: str) -> AppliedDelta | None:
         applied = self.applied[datamart]
         if not applied:
             return None
         number = max(applied)
-        return number, applied[number]
+        return AppliedDelta(number, applied[number])
 
     def record_applied(self, datamart: str, delta_num: int, delta_date: datetime) -> None:
         self.applied[datamart][delta_num] = delta_date
 
     def sequence_problem(
         self, datamart: str, delta_num: int, delta_date: datetime
-    ) -> tuple[ErrorCode, str] | None:
-        """The sequence rule a delta breaks now, if any (PROTOCOL.md's table)."""
-        applied_date = self.applied[datamart].get(delta_num)
-        if applied_date is not None:
-            if applied_date != delta_date:
-                return ErrorCode.DELTA_CONFLICT, (
-                    f"delta {delta_num} was applied with date {applied_date.isoformat()}, "
-                    f"not {delta_date.isoformat()}"
-                )
-            return None
-        expected = self.expected(datamart)
-        if delta_num != expected:
-            # Below `expected` every delta is in the registry, so only "greater" is left.
-            return ErrorCode.OUT_OF_SEQUENCE, (
-                f"delta {delta_num} arrived, the replica expects {expected}"
-            )
-        last = self.last_applied(datamart)
-        if last is not None and delta_date <= last[1]:
-            return ErrorCode.DELTA_CONFLICT, (
-                f"delta {delta_num} is dated {delta_date.isoformat()}, not later than "
-                f"delta {last[0]} ({last[1].isoformat()})"
-            )
-        return None
+    ) -> SequenceRefusal | None:
+        """The sequence rule a delta breaks now, if any."""
+        return check_sequence(
+            delta_num,
+            delta_date,
+            applied_date=self.applied[datamart].get(delta_num),
+            last=self.last_applied(datamart),
+        )
 
     def decide(self, transfer: Transfer) -> Decision:
         """For a complete transfer: checked again, since another transfer may have loaded."""
         problem = self.sequence_problem(transfer.datamart, transfer.delta_num, transfer.delta_date)
         if problem is not None:
-            return Decision("reject", problem[0], problem[1])
+            return Decision("reject", problem.code, problem.message)
         if transfer.delta_num in self.applied[transfer.datamart]:
             return Decision("answer-stored")
         return Decision("load")
@@ -212,13 +218,14 @@ class TransferTracker:
         if key.request_id in self.finished:
             return Dropped(key.request_id)
         transfer = self.open.get(key.request_id)
+        opened = transfer is None
         try:
             if transfer is None:
                 self._check_new(key)
                 transfer = Transfer.opened_by(key)
             else:
                 _check_same_transfer(transfer, key)
-            accepted = self._admit_chunk(transfer, key, body)
+            accepted = self._admit_chunk(transfer, key, body, opened=opened)
         except ProtocolError as exc:
             self.finish(key.request_id)
             return Rejected(key, exc.code, exc.message, transfer)
@@ -234,6 +241,17 @@ class TransferTracker:
         """Re-open a transfer rebuilt from staging after a restart."""
         self.open[transfer.request_id] = transfer
 
+    def overdue(self, now: float) -> list[Transfer]:
+        """Transfers still receiving past their deadline."""
+        return [t for t in self.open.values() if t.overdue(now)]
+
+    def loading(self, datamart: str) -> Transfer | None:
+        """The datamart's transfer the loader is applying, if any."""
+        return next(
+            (t for t in self.open.values() if t.datamart == datamart and t.phase is Phase.LOADING),
+            None,
+        )
+
     def _check_new(self, key: DeltaInKey) -> None:
         if key.datamart not in self.schemas:
             raise ProtocolError(
@@ -242,11 +260,13 @@ class TransferTracker:
             )
         problem = self.sequence_problem(key.datamart, key.delta_num, key.delta_date)
         if problem is not None:
-            raise ProtocolError(problem[1], code=problem[0])
+            raise problem.error()
         if key.stream_total < 1:
             raise ProtocolError(f"streamTotal {key.stream_total} is below 1")
 
-    def _admit_chunk(self, transfer: Transfer, key: DeltaInKey, body: bytes | None) -> Accepted:
+    def _admit_chunk(
+        self, transfer: Transfer, key: DeltaInKey, body: bytes | None, *, opened: bool
+    ) -> Accepted:
         s, c = key.stream_number, key.chunk_number
         if not 1 <= s <= transfer.stream_total:
             raise ProtocolError(f"streamNumber {s} is outside 1..{transfer.stream_total}")
@@ -273,7 +293,7 @@ class TransferTracker:
         if s not in transfer.streams:
             transfer.streams[s] = stream
             changed = True
-        return Accepted(transfer, new, changed, (new or changed) and transfer.complete)
+        return Accepted(transfer, opened, new, changed, (new or changed) and transfer.complete)
 
 
 def _check_same_transfer(transfer: Transfer, key: DeltaInKey) -> None:

@@ -11,7 +11,7 @@ from protocol.body_writer import encode_body
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
-from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+from replica_agent.tracker import Accepted, Dropped, Phase, Rejected, TransferTracker
 
 D0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -222,3 +222,40 @@ def test_a_finished_transfer_drops_its_chunks(tracker: TransferTracker) -> None:
     tracker.admit(key(), None)
     tracker.finish("r1")
     assert isinstance(tracker.admit(key(chunk_number=2), None), Dropped)
+
+
+def test_one_value_holds_a_transfers_life(tracker: TransferTracker) -> None:
+    first = tracker.admit(key(), None)
+    assert isinstance(first, Accepted)
+    assert first.opened
+    transfer = first.transfer
+    again = tracker.admit(key(chunk_number=2), None)
+    assert isinstance(again, Accepted)
+    assert not again.opened
+    assert again.transfer is transfer
+    assert transfer.phase is Phase.RECEIVING
+    assert tracker.overdue(1e12) == []
+    transfer.arm(10.0)
+    assert tracker.overdue(9.9) == []
+    assert tracker.overdue(10.0) == [transfer]
+    transfer.phase = Phase.REPORTED_INCOMPLETE  # answered: not overdue again until re-armed
+    assert tracker.overdue(1e12) == []
+    transfer.arm(20.0)
+    assert tracker.overdue(20.0) == [transfer]
+    assert tracker.loading("marketing") is None
+    transfer.phase = Phase.LOADING
+    assert tracker.loading("marketing") is transfer
+    assert tracker.finish("r1") is transfer
+    assert tracker.loading("marketing") is None
+
+
+def test_a_complete_transfer_is_never_overdue(tracker: TransferTracker) -> None:
+    for k in (
+        key(chunk_number=1, is_last_chunk=True),
+        key(stream_number=2, table_name="stores", is_last_chunk=True),
+    ):
+        admission = tracker.admit(k, None)
+    assert isinstance(admission, Accepted)
+    assert admission.completed
+    admission.transfer.arm(0.0)
+    assert tracker.overdue(1.0) == []
