@@ -20,7 +20,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from podd_kafka.client import aiokafka_options
 from podd_kafka.settings import KafkaSettings
-from protocol.codec import decode_message, encode_delta_in_key, encode_message
+from protocol.codec import (
+    decode_message,
+    encode_datamart_key,
+    encode_delta_in_key,
+    encode_message,
+)
 from protocol.errors import PoddError
 from protocol.framing import Chunk
 from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
@@ -130,7 +135,9 @@ class OriginClient:
         request_id = f"rq-{uuid.uuid4()}"
         request = DeltaRequest(request_id=request_id, datamart=datamart, sent_at=datetime.now(UTC))
         await self.producer.send_and_wait(
-            self.settings.topic_delta_rq, key=datamart.encode(), value=encode_message(request)
+            self.settings.topic_delta_rq,
+            key=encode_datamart_key(datamart),
+            value=encode_message(request),
         )
         return request_id
 

@@ -189,11 +189,6 @@ def decode_body(
         raise BadChunkError(f"the body cannot be decoded: {type(exc).__name__}: {exc}") from None
 
 
-def decode_body_table(table: Table, data: bytes | None) -> pa.Table:
-    """All of a body's rows as one Arrow table (convenient for small chunks and tests)."""
-    return pa.Table.from_batches(list(decode_body(table, data)), schema=arrow_schema(table))
-
-
 def _decode_batch(
     layout: BodyLayout, schema: pa.Schema, payloads: Sequence[bytes], nrows: int, first_row: int
 ) -> pa.RecordBatch:

@@ -76,12 +76,3 @@ def decode_delta_in_key(data: bytes | None) -> DeltaInKey:
 def encode_datamart_key(datamart: str) -> bytes:
     """The key of control messages: the datamart name as UTF-8."""
     return datamart.encode("utf-8")
-
-
-def decode_datamart_key(data: bytes | None) -> str:
-    if data is None:
-        raise MessageDecodeError("control message without a key")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MessageDecodeError(f"control message key is not UTF-8: {exc}") from None

@@ -6,6 +6,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pyarrow as pa
+
+from protocol.body import arrow_schema, decode_body
 from protocol.ddl import parse_schema
 from protocol.schema import Table
 
@@ -41,3 +44,8 @@ def normalise(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     return [
         tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in row) for row in rows
     ]
+
+
+def decode_body_table(table: Table, data: bytes | None) -> pa.Table:
+    """All of a body's rows as one Arrow table."""
+    return pa.Table.from_batches(list(decode_body(table, data)), schema=arrow_schema(table))

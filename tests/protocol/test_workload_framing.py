@@ -8,13 +8,12 @@ from datetime import UTC, datetime
 import pytest
 
 from protocol.apply_model import DELETE, ReplicaModel, apply_delta
-from protocol.body import decode_body_table
 from protocol.codec import decode_delta_in_key, encode_delta_in_key
 from protocol.ddl import parse_schema
 from protocol.framing import frame_delta
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from tests.protocol.tables import ALL_TYPES_DDL
+from tests.protocol.tables import ALL_TYPES_DDL, decode_body_table
 
 
 def test_the_same_seed_gives_the_same_deltas(marketing: LogicalSchema) -> None:
