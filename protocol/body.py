@@ -4,23 +4,23 @@ A body is an Avro OCF whose records are the table's columns in logical order, th
 Fields are resolved by position and type, never by name (PROTOCOL.md, "Encoding"); any field
 may be a union of "null" and its type. Problems are typed errors with the PROTOCOL.md code:
 undecodable bytes are `BAD_CHUNK`, a body that does not fit the table is `SCHEMA_MISMATCH`.
+The container is read by `protocol.ocf` within `OcfLimits`: only the `null` and `deflate`
+codecs, and a bound on the bytes a block and a chunk decompress to (`BAD_CHUNK` beyond).
 """
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import fastavro
 import numpy as np
 import pyarrow as pa
 
 from protocol import avro_kernel as k
-from protocol.codec import OCF_MAGIC
 from protocol.errors import BadChunkError, SchemaMismatchError
+from protocol.ocf import ContainerError, OcfHeader, OcfLimits, iter_blocks, read_header
 from protocol.row_checks import check_batch
 from protocol.schema import Table
 from protocol.types import SYS_OP_ARROW, AvroShape
@@ -132,33 +132,39 @@ def check_writer_schema(table: Table, writer_schema: Any, codec: str = "null") -
     )
 
 
-def _open(data: bytes) -> Any:
-    if not data.startswith(OCF_MAGIC):
-        raise BadChunkError(f"the body is not an Avro container (bad magic {data[:4]!r})")
+def _open(data: bytes, limits: OcfLimits) -> OcfHeader:
     try:
-        return fastavro.block_reader(io.BytesIO(data))
-    except Exception as exc:  # fastavro raises many types on bad headers
-        raise BadChunkError(f"the body is not an Avro container: {exc}") from None
+        return read_header(data, limits)
+    except ContainerError as exc:
+        raise BadChunkError(
+            f"the body is not an Avro container this replica reads: {exc}"
+        ) from None
 
 
-def _layout(table: Table, reader: Any) -> BodyLayout:
+def _layout(table: Table, header: OcfHeader) -> BodyLayout:
     try:
-        writer_schema = json.loads(reader.metadata["avro.schema"])
-    except Exception as exc:
+        writer_schema = json.loads(header.schema_text)
+    except ValueError as exc:
         raise BadChunkError(f"the body's header holds no readable schema: {exc}") from None
-    return check_writer_schema(table, writer_schema, str(reader.codec))
+    return check_writer_schema(table, writer_schema, header.codec)
 
 
-def read_body_layout(table: Table, data: bytes | None) -> BodyLayout | None:
+def read_body_layout(
+    table: Table, data: bytes | None, limits: OcfLimits | None = None
+) -> BodyLayout | None:
     """The early check: read only the OCF header and check its writer schema.
 
     Returns None for an empty body (zero bytes or null: no records, nothing to check).
     """
-    return _layout(table, _open(data)) if data else None
+    return _layout(table, _open(data, limits or OcfLimits())) if data else None
 
 
 def decode_body(
-    table: Table, data: bytes | None, *, batch_rows: int = DEFAULT_BATCH_ROWS
+    table: Table,
+    data: bytes | None,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    limits: OcfLimits | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode a chunk body into Arrow batches typed as `arrow_schema(table)`.
 
@@ -167,16 +173,17 @@ def decode_body(
     """
     if not data:
         return
-    reader = _open(data)
-    layout = _layout(table, reader)
+    limits = limits or OcfLimits()
+    header = _open(data, limits)
+    layout = _layout(table, header)
     schema = arrow_schema(table)
     pending: list[bytes] = []
     pending_rows = 0
     first_row = 0
     try:
-        for block in reader:
-            pending.append(block.bytes_.getvalue())
-            pending_rows += block.num_records
+        for block in iter_blocks(data, header, limits):
+            pending.append(block.payload)
+            pending_rows += block.count
             if pending_rows >= batch_rows:
                 yield _decode_batch(layout, schema, pending, pending_rows, first_row)
                 first_row += pending_rows

@@ -3,12 +3,15 @@
 Control values (`delta.rq`, `delta.rs`, `delta.in.rs`) and `delta.in` keys are Avro OCFs
 holding exactly one record, writer schema in the header. Reading resolves the writer schema
 against ours by the Avro rules (fields may be added later with defaults); anything that
-cannot be read is a `MessageDecodeError`: such a message cannot be answered.
+cannot be read is a `MessageDecodeError`: such a message cannot be answered. A message is
+read within `MESSAGE_LIMITS` (`protocol.ocf`): at most 64 KiB in all, decompressed, and only
+the `null` and `deflate` codecs, so a compression bomb in a key is refused, not inflated.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable
 from typing import Any, Literal, TypeVar
 
@@ -18,10 +21,12 @@ from pydantic import ValidationError
 from protocol.avro_schemas import parsed_schema
 from protocol.errors import MessageDecodeError
 from protocol.messages import DeltaInKey, WireModel
+from protocol.ocf import ContainerError, OcfLimits, iter_blocks, read_header
 
 Codec = Literal["null", "deflate"]
-#: The first bytes of every Avro Object Container File (fastavro does not check them).
-OCF_MAGIC = b"Obj\x01"
+#: The most bytes a key or control message may take, as sent and decompressed.
+MAX_MESSAGE_BYTES = 64 * 1024
+MESSAGE_LIMITS = OcfLimits.small(MAX_MESSAGE_BYTES)
 M = TypeVar("M", bound=WireModel)
 
 
@@ -36,15 +41,23 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     """The one record of an OCF, resolved against the shipped schema `schema_name`."""
     if not data:
         raise MessageDecodeError(f"{schema_name}: empty message")
-    if not data.startswith(OCF_MAGIC):
-        raise MessageDecodeError(f"{schema_name}: not an Avro container (bad magic {data[:4]!r})")
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise MessageDecodeError(f"{schema_name}: {len(data)} bytes, more than {MAX_MESSAGE_BYTES}")
     try:
-        records = list(fastavro.reader(io.BytesIO(data), reader_schema=parsed_schema(schema_name)))
+        header = read_header(data, MESSAGE_LIMITS)
+        blocks = [b for b in iter_blocks(data, header, MESSAGE_LIMITS) if b.count]
+    except ContainerError as exc:
+        raise MessageDecodeError(f"{schema_name}: {exc}") from None
+    count = sum(b.count for b in blocks)
+    if count != 1:
+        raise MessageDecodeError(f"{schema_name}: holds {count} records, expected 1")
+    try:
+        writer = fastavro.parse_schema(json.loads(header.schema_text))
+        record = fastavro.schemaless_reader(
+            io.BytesIO(blocks[0].payload), writer, parsed_schema(schema_name)
+        )
     except Exception as exc:  # fastavro raises many types on bad input
-        raise MessageDecodeError(f"{schema_name}: not a readable Avro container: {exc}") from None
-    if len(records) != 1:
-        raise MessageDecodeError(f"{schema_name}: holds {len(records)} records, expected 1")
-    record = records[0]
+        raise MessageDecodeError(f"{schema_name}: not a readable Avro record: {exc}") from None
     if not isinstance(record, dict):
         raise MessageDecodeError(f"{schema_name}: the record is not a record")
     return record
