@@ -15,7 +15,9 @@ from protocol.workload import WorkloadSpec
 
 
 class OriginSettings(KafkaSettings):
-    model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="PODD_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     datamart: str | None = None
     schema_file: Path | None = Field(default=None, validation_alias="PODD_SCHEMA")

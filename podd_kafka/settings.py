@@ -16,7 +16,9 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 class KafkaSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="PODD_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     #: Kafka bootstrap servers (`kafka://host:port`, comma-separated); None: embedded Tansu.
     broker: str | None = None

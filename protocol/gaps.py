@@ -5,8 +5,10 @@
                             stream ends is unknown
 
 The items are `TransferProgress.missing` in `delta.rs`, and, joined by ", " after
-"missing: ", the `errorMessage` of an `INCOMPLETE_DELTA` answer. The agent formats them here
-and the reference origin parses them here, so both sides read one definition.
+"missing: ", the `errorMessage` of an `INCOMPLETE_DELTA` answer. A long list is capped: its
+first items, then "and N more gaps" (which names no gap, so a parser skips it). The agent
+formats them here and the reference origin parses them here, so both sides read one
+definition.
 
 Computing a stream's gaps costs time in the chunks received, never in a chunk number a
 message claims: a hostile `chunkNumber` of 2**62 makes one gap, not 2**62 checks.
@@ -15,7 +17,7 @@ message claims: a hostile `chunkNumber` of 2**62 makes one gap, not 2**62 checks
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 INCOMPLETE_PREFIX = "missing: "
@@ -67,9 +69,17 @@ def format_gaps(gaps: Iterable[Gap]) -> list[str]:
     return [str(g) for g in gaps]
 
 
-def incomplete_message(gaps: Iterable[Gap]) -> str:
-    """The `errorMessage` of an `INCOMPLETE_DELTA` answer."""
-    return INCOMPLETE_PREFIX + ", ".join(format_gaps(gaps))
+def cap_items(gaps: Sequence[Gap], limit: int) -> list[str]:
+    """The first `limit` items, then one more saying how many gaps were left out."""
+    items = format_gaps(gaps[:limit])
+    if len(gaps) > limit:
+        items.append(f"and {len(gaps) - limit} more gaps")
+    return items
+
+
+def incomplete_message(gaps: Sequence[Gap], limit: int = 100) -> str:
+    """The `errorMessage` of an `INCOMPLETE_DELTA` answer (at most `limit` gaps named)."""
+    return INCOMPLETE_PREFIX + ", ".join(cap_items(gaps, limit))
 
 
 def parse_gaps(texts: str | Iterable[str]) -> list[Gap]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState, TableResult
-from replica_agent.tracker import Transfer, TransferTracker
+from replica_agent.tracker import TransferTracker
+from replica_agent.transfers import Transfer
 from spark_loader.store import RegistryEntry
 
 
@@ -16,8 +17,14 @@ class DatamartStatus:
     last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
 
 
+#: The longest `errorMessage` an answer carries; longer ones are cut (with a mark).
+MAX_ERROR_CHARS = 4000
+
+
 def error_result(transfer: Transfer, code: ErrorCode, message: str) -> DeltaInResult:
     """`delta.in.rs` ERROR for a transfer, with the framing of its first chunk."""
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 15] + " … (truncated)"
     return DeltaInResult(
         request_id=transfer.request_id,
         datamart=transfer.datamart,
@@ -63,7 +70,8 @@ def replica_state(
             error_message=f"datamart {datamart!r} is not served by this replica",
         )
     last = tracker.last_applied(datamart)
-    in_progress = tuple(t.progress() for t in tracker.open.values() if t.datamart == datamart)
+    limit = tracker.limits.max_missing_items
+    in_progress = tuple(t.progress(limit) for t in tracker.open.values() if t.datamart == datamart)
     if tracker.loading(datamart) is not None:
         state = ReplicaState.LOADING
     elif status.failed:

@@ -95,23 +95,45 @@ def build_app(
             fatal_exit(f"recovery failed: {type(exc).__name__}: {exc}")
         service.ready.set()
 
+    dead_letter = raw_topic(settings.topic_dead_letter) if settings.topic_dead_letter else None
+
+    async def skip_poison(event: Any, exc: Exception) -> None:
+        """An unexpected error while handling one message: log, count, copy, skip it."""
+        message = event.message
+        metrics.poison.labels(message.topic).inc()
+        log.exception(
+            "message skipped after an unexpected error",
+            topic=message.topic, partition=message.partition, offset=message.offset,
+            error=f"{type(exc).__name__}: {str(exc)[:500]}",
+        )  # fmt: skip
+        if dead_letter is not None:
+            try:
+                await dead_letter.send(key=event.key, value=event.value)
+            except Exception as send_error:
+                log.warning("dead-letter copy failed", error=repr(send_error)[:500])
+
     @app.agent(delta_in)
     async def receive_chunks(stream: faust.StreamT[bytes]) -> None:
         await service.ready.wait()
         async for event in stream.events():
             try:
                 await service.on_delta_in(event.key, event.value)
-            except (FatalAgentError, OSError) as exc:
+            except FatalAgentError as exc:
                 fatal_exit(f"{type(exc).__name__}: {exc}")
+            except Exception as exc:
+                await skip_poison(event, exc)
 
     @app.agent(delta_rq)
     async def answer_state(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
-            state = service.on_delta_rq(event.value)
-            if state is not None:
-                await delta_rs.send(
-                    key=encode_datamart_key(state.datamart), value=encode_message(state)
-                )
+            try:
+                state = service.on_delta_rq(event.value)
+                if state is not None:
+                    await delta_rs.send(
+                        key=encode_datamart_key(state.datamart), value=encode_message(state)
+                    )
+            except Exception as exc:
+                await skip_poison(event, exc)
 
     status_written = b""  # what the status file holds, to rewrite it only on change
 
@@ -128,6 +150,11 @@ def build_app(
     async def metrics_page(web: Any, request: Any) -> Any:
         return web.bytes(metrics.render(), content_type="text/plain; version=0.0.4")
 
+    @app.page("/health")
+    async def health_page(web: Any, request: Any) -> Any:
+        health = service.health()
+        return web.json(health, status=200 if health["worker_alive"] else 503)
+
     return app, service
 
 
@@ -136,7 +163,7 @@ def _write_status(path: Path, service: ReplicaService, previous: bytes) -> bytes
 
     Written only when it differs from `previous`; returns what the file now holds.
     """
-    snapshot = {
+    snapshot: dict[str, Any] = {
         name: {
             "loading": None
             if (loading := service.tracker.loading(name)) is None
@@ -148,6 +175,7 @@ def _write_status(path: Path, service: ReplicaService, previous: bytes) -> bytes
         }
         for name, status in service.status.items()
     }
+    snapshot["_health"] = service.health()
     data = json.dumps(snapshot, indent=1).encode()
     if data != previous:
         durable_write(path, data)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,8 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
                 ],
                 "lastError": agent.get(name, {}).get("last_error"),
                 "loading": agent.get(name, {}).get("loading"),
+                # The agent's liveness when it last wrote its status file (None: never ran).
+                "agent": agent.get("_health"),
             }
     return report
 
@@ -93,6 +96,15 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
 def _print_status(report: dict[str, Any]) -> None:
     if not report:
         print("no datamart has a replica here yet")
+    health = next(iter(report.values()))["agent"] if report else None
+    if health:
+        alive = "alive" if health["worker_alive"] else "NOT RUNNING"
+        since = time.time() - health["last_progress"]
+        print(
+            f"agent: load worker {alive}, last progress {since:,.0f} s ago, "
+            f"{health['queued_loads']} queued loads, {health['open_transfers']} open transfers, "
+            f"{health['staged_bytes'] / 2**20:,.1f} MiB staged (as of its last status write)"
+        )
     for name, state in report.items():
         applied = state["applied"]
         where = (

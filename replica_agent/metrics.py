@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from spark_loader.store import RegistryEntry
+
 __all__ = ["CONTENT_TYPE_LATEST", "AgentMetrics"]
 
 
@@ -30,7 +32,19 @@ class AgentMetrics:
             "podd_chunk_duplicates", "delta.in chunks that arrived again", ["datamart"], registry=r
         )
         self.dropped = Counter(
-            "podd_chunks_dropped", "Chunks of transfers already answered", registry=r
+            "podd_chunks_dropped",
+            "Chunks dropped unanswered, by reason (finished, sealed, oversize, evicted)",
+            ["reason"],
+            registry=r,
+        )
+        self.poison = Counter(
+            "podd_poison_messages",
+            "Messages skipped after an unexpected error while handling them",
+            ["topic"],
+            registry=r,
+        )
+        self.quarantined = Counter(
+            "podd_quarantined", "Unreadable staged files moved to quarantine at start", registry=r
         )
         self.undecodable = Counter(
             "podd_undecodable_messages", "Messages whose key or value cannot be decoded",
@@ -50,6 +64,15 @@ class AgentMetrics:
             "podd_current_delta", "The last applied delta number", ["datamart"], registry=r
         )
         self.open_transfers = Gauge("podd_open_transfers", "Transfers receiving chunks", registry=r)
+
+    def count_applied(self, datamart: str, entry: RegistryEntry, seconds: float) -> None:
+        self.deltas_applied.labels(datamart).inc()
+        self.load_seconds.labels(datamart).observe(seconds)
+        self.current_delta.labels(datamart).set(entry.delta_num)
+        for kind in ("received", "upserted", "deleted"):
+            self.rows.labels(datamart, kind).inc(
+                sum(getattr(c, f"rows_{kind}") for c in entry.tables)
+            )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -85,11 +85,16 @@ def run_agent(settings: AgentSettings) -> int:
             for s in schemas
         }
         metrics = AgentMetrics()
-        staging = TransferStaging(settings.staging_path)
+        limits = settings.transfer_limits()
+        staging = TransferStaging(
+            settings.staging_path,
+            quarantine=settings.data_dir / "quarantine",
+            body_limits=limits.body,
+        )
 
         def make_service(send: Callable[[DeltaInResult], Any]) -> ReplicaService:
             return ReplicaService(
-                tracker=TransferTracker({s.datamart: s for s in schemas}, applied),
+                tracker=TransferTracker({s.datamart: s for s in schemas}, applied, limits=limits),
                 staging=staging,
                 loader=loader,
                 registry=store.applied,

@@ -1,12 +1,18 @@
 """The replica service: decoded messages in, answers out. Asyncio, but no Faust.
 
-Per chunk: decode the key, let the tracker decide, stage what it accepted (in a thread:
-fsync must not stall `delta.rq`), and act on a complete transfer. Loads run one at a time
-in a worker task, each in a thread, so the event loop keeps answering while Spark works.
+Per chunk: bound and decode the key, let the tracker decide, measure and stage what it
+accepted (in a thread: fsync must not stall `delta.rq`), and act on a complete transfer.
+Loads run one at a time in a worker task, each in a thread, so the event loop keeps
+answering while Spark works.
 
-Every answer goes through the outbox: recorded durably, sent, then settled (marked sent and
-the transfer's files removed). A restart resends what is owed, so an answer is delivered at
-least once; the same transfer always gets the same answer.
+Every final answer goes through the outbox: recorded durably (once: a transfer never gets
+two different answers), sent, then settled (marked sent and the transfer's files removed).
+A restart resends what is owed, so an answer is delivered at least once.
+
+The worker is supervised: an unexpected error while handling a transfer answers it
+(`LOAD_FAILED`, or `OK` if the registry shows its delta applied), is logged, and the worker
+goes on. If the worker itself ends, `fatal` is set and the agent exits non-zero, so its
+supervisor restarts it and it recovers from staging and the registry.
 """
 
 from __future__ import annotations
@@ -15,20 +21,17 @@ import asyncio
 import contextlib
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
 from protocol.codec import decode_delta_in_key, decode_message
 from protocol.errors import ErrorCode, MessageDecodeError, ProtocolError
 from protocol.gaps import incomplete_message
-from protocol.messages import (
-    DeltaInKey,
-    DeltaInResult,
-    DeltaRequest,
-    DeltaState,
-)
+from protocol.messages import DeltaInKey, DeltaInResult, DeltaRequest, DeltaState
+from protocol.ocf import ContainerError, decoded_size
 from replica_agent.answers import (
     DatamartStatus,
     error_result,
@@ -37,7 +40,8 @@ from replica_agent.answers import (
 )
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
-from replica_agent.tracker import Accepted, Dropped, Phase, Rejected, Transfer, TransferTracker
+from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+from replica_agent.transfers import Phase, Transfer
 from spark_loader.errors import CommitStateUnknownError
 from spark_loader.store import RegistryEntry
 from spark_loader.transfer import StagedTransfer
@@ -90,6 +94,8 @@ class ReplicaService:
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self.fatal: BaseException | None = None
+        #: When the load worker last finished handling a transfer (or started).
+        self.last_progress = time.time()
         #: Set once `start` has recovered; chunks are not consumed before.
         self.ready = asyncio.Event()
         for name in tracker.schemas:
@@ -101,11 +107,21 @@ class ReplicaService:
     async def start(self) -> None:
         """Recover from staging: resend owed answers, reopen transfers, finish complete ones."""
         found = await asyncio.to_thread(self.staging.recover)
-        self.tracker.finished |= found.finished
+        for where, why in found.quarantined:
+            self.metrics.quarantined.inc()
+            log.error("unreadable staged state moved to quarantine", path=str(where), error=why)
+        self.tracker.remember_finished(found.finished)
         for result in found.owed:
             log.info("resending an owed answer", requestId=result.request_id)
             await self._deliver(result)
         for transfer in found.open:
+            if transfer.datamart not in self.tracker.schemas:
+                directory = self.staging.directory(transfer.request_id)
+                why = f"transfer of datamart {transfer.datamart!r}, which is no longer served"
+                where = await asyncio.to_thread(self.staging.quarantine, directory, why)
+                self.metrics.quarantined.inc()
+                log.error("staged transfer moved to quarantine", path=str(where), error=why)
+                continue
             self.tracker.restore(transfer)
             transfer.arm(self.clock() + self.incomplete_timeout)
             log.info(
@@ -116,14 +132,35 @@ class ReplicaService:
             )
             if transfer.complete:
                 await self._on_complete(transfer)
+        for name in self.tracker.schemas:
+            await self._close_superseded(name)
         self.metrics.open_transfers.set(len(self.tracker.open))
         self._worker = asyncio.create_task(self._load_worker(), name="podd-loads")
+        self._worker.add_done_callback(self._worker_ended)
 
     async def stop(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
+
+    def _worker_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self.fatal is not None:
+            return
+        error = task.exception()
+        self.fatal = error or FatalAgentError("the load worker ended")
+        log.critical("the load worker ended", error=repr(self.fatal))
+
+    def health(self) -> dict[str, Any]:
+        """Liveness for `/health` and `replica-agent status`."""
+        alive = self._worker is not None and not self._worker.done() and self.fatal is None
+        return {
+            "worker_alive": alive,
+            "last_progress": self.last_progress,
+            "queued_loads": self._queue.qsize(),
+            "open_transfers": len(self.tracker.open),
+            "staged_bytes": self.tracker.staged_bytes(),
+        }
 
     # --- delta.in --------------------------------------------------------------------------
     async def on_delta_in(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
@@ -134,8 +171,13 @@ class ReplicaService:
             log.warning("delta.in message skipped: its key cannot be decoded", error=str(exc))
             return
         admission = self.tracker.admit(key, raw_value)
+        await self._answer_evicted()
         if isinstance(admission, Dropped):
-            self.metrics.dropped.inc()
+            self.metrics.dropped.labels(admission.reason).inc()
+            if admission.reason == "oversize":
+                log.warning(
+                    "delta.in message dropped: names too long", requestId=admission.request_id
+                )
             return
         if isinstance(admission, Rejected):
             await self._reject_key(admission)
@@ -145,29 +187,51 @@ class ReplicaService:
     async def _stage(self, key: DeltaInKey, body: bytes | None, accepted: Accepted) -> None:
         transfer = accepted.transfer
         rid = transfer.request_id
-        if accepted.opened:
-            transfer.first_seen = time.perf_counter()
-            await asyncio.to_thread(self.staging.open_transfer, transfer)
-            transfer.arm(self.clock() + self.incomplete_timeout)
-            self.metrics.open_transfers.set(len(self.tracker.open))
-            log.info(
-                "first chunk", **_ids(transfer), streamTotal=transfer.stream_total,
-                subscription=transfer.subscription,
-            )  # fmt: skip
-        if accepted.new:
-            await asyncio.to_thread(
-                self.staging.write_chunk, rid, key.stream_number, key.chunk_number, body
-            )
-            self.metrics.chunks.labels(transfer.datamart).inc()
-            if transfer.phase is Phase.REPORTED_INCOMPLETE:  # answered incomplete: re-arm
+        try:
+            if accepted.opened:
+                transfer.first_seen = time.perf_counter()
+                await asyncio.to_thread(self.staging.open_transfer, transfer)
                 transfer.arm(self.clock() + self.incomplete_timeout)
-        else:
-            self.metrics.duplicates.labels(transfer.datamart).inc()
-        if accepted.stream_changed:
-            stream = transfer.streams[key.stream_number]
-            await asyncio.to_thread(self.staging.write_stream, rid, key.stream_number, stream)
+                self.metrics.open_transfers.set(len(self.tracker.open))
+                log.info(
+                    "first chunk", **_ids(transfer), streamTotal=transfer.stream_total,
+                    subscription=transfer.subscription[:200],
+                )  # fmt: skip
+            if accepted.new:
+                stream = transfer.streams[key.stream_number]
+                size = await asyncio.to_thread(self._write_chunk, rid, key, body)
+                if stream.decoded_bytes is not None:
+                    stream.decoded_bytes += size
+                self.metrics.chunks.labels(transfer.datamart).inc()
+                if transfer.phase is Phase.REPORTED_INCOMPLETE:  # answered incomplete: re-arm
+                    transfer.arm(self.clock() + self.incomplete_timeout)
+            else:
+                self.metrics.duplicates.labels(transfer.datamart).inc()
+            if accepted.stream_changed:
+                stream = transfer.streams[key.stream_number]
+                await asyncio.to_thread(self.staging.write_stream, rid, key.stream_number, stream)
+        except ContainerError as exc:  # the body decompresses beyond its bound
+            await self._reject(transfer, ErrorCode.BAD_CHUNK, f"the body is refused: {exc}")
+            return
+        except BaseException:
+            await asyncio.to_thread(self._reload, transfer)  # the files are the truth
+            raise
         if accepted.completed:
             await self._on_complete(transfer)
+
+    def _write_chunk(self, request_id: str, key: DeltaInKey, body: bytes | None) -> int:
+        """Measure what the body decompresses to (within bounds), then stage it."""
+        size = decoded_size(body, self.tracker.limits.body) if body else 0
+        self.staging.write_chunk(request_id, key.stream_number, key.chunk_number, body)
+        return size
+
+    def _reload(self, transfer: Transfer) -> None:
+        """After a failed write: forget what memory holds of the transfer, re-read the disk."""
+        self.tracker.open.pop(transfer.request_id, None)
+        with contextlib.suppress(Exception):
+            recovered = self.staging.read_transfer(transfer.request_id)
+            recovered.arm(transfer.deadline)
+            self.tracker.restore(recovered)
 
     async def _on_complete(self, transfer: Transfer) -> None:
         await asyncio.to_thread(self.staging.seal, transfer)
@@ -179,11 +243,10 @@ class ReplicaService:
         await self._act_on(transfer, queue_load=True)
 
     async def _act_on(self, transfer: Transfer, *, queue_load: bool) -> bool:
-        """Answer a complete transfer if it needs no load; True when it must be loaded."""
+        """Answer a transfer if it needs no load; True when it must be loaded."""
         decision = self.tracker.decide(transfer)
         if decision.action == "reject":
-            assert decision.code is not None
-            await self._reject(transfer, decision.code, decision.message)
+            await self._reject(transfer, decision.code or ErrorCode.BAD_CHUNK, decision.message)
         elif decision.action == "answer-stored":
             entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
             if entry is None:  # the registry lost a delta the tracker saw: never expected
@@ -196,24 +259,61 @@ class ReplicaService:
             return True
         return False
 
+    async def _close_superseded(self, datamart: str) -> None:
+        """Transfers still receiving a delta that is now applied: answered as if complete."""
+        for transfer in self.tracker.superseded(datamart):
+            log.info("delta applied under another requestId: closing", **_ids(transfer))
+            await self._act_on(transfer, queue_load=False)
+
+    async def _answer_evicted(self) -> None:
+        for transfer in self.tracker.take_evicted():
+            message = (
+                f"{incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)}; "
+                "removed to keep the replica's staging budget (open transfers or bytes): "
+                "send the delta again"
+            )
+            self._record_error(transfer, ErrorCode.INCOMPLETE_DELTA, message, event="evicted")
+            await self._answer(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
+
     # --- loads -----------------------------------------------------------------------------
     async def _load_worker(self) -> None:
         while True:
             rid = await self._queue.get()
             transfer = self.tracker.open.get(rid)
-            if transfer is None or not await self._act_on(transfer, queue_load=False):
-                continue
             try:
-                await self._load(transfer)
+                if transfer is not None and await self._act_on(transfer, queue_load=False):
+                    await self._load(transfer)
             except FatalAgentError as exc:
                 self.fatal = exc
                 log.critical("agent stopping", error=str(exc))
                 return
+            except Exception:
+                log.exception("a transfer could not be handled", requestId=rid)
+                if transfer is not None:
+                    await self._settle_after_fault(transfer)
+            self.last_progress = time.time()
+
+    async def _settle_after_fault(self, transfer: Transfer) -> None:
+        """An unexpected error: OK if the registry shows the delta applied, else LOAD_FAILED.
+        If even that cannot be done, the agent must restart (FatalAgentError)."""
+        try:
+            entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
+            if entry is not None and entry.delta_date == transfer.delta_date:
+                self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
+                await self._answer(result_from_registry(transfer, entry))
+                return
+            self.status[transfer.datamart].failed = True
+            await self._reject(transfer, ErrorCode.LOAD_FAILED, _internal_error())
+        except Exception as exc:
+            raise FatalAgentError(
+                f"a transfer could not be answered after a fault: {exc!r}"
+            ) from exc
 
     async def _load(self, transfer: Transfer) -> None:
         status = self.status[transfer.datamart]
         staged = await asyncio.to_thread(self.staging.sealed, transfer.request_id)
-        assert staged is not None
+        if staged is None:
+            raise FatalAgentError(f"transfer {transfer.request_id} was sealed, but not on disk")
         transfer.phase = Phase.LOADING
         started = time.perf_counter()
         log.info("load start", **_ids(transfer))
@@ -224,9 +324,9 @@ class ReplicaService:
             failure = exc.code, exc.message
         except CommitStateUnknownError as exc:
             raise FatalAgentError(f"delta {transfer.delta_num}: {exc}") from exc
-        except Exception as exc:  # a bug or an environment fault: report, keep the replica
+        except Exception:  # a bug or an environment fault: report, keep the replica
             log.exception("load failed unexpectedly", **_ids(transfer))
-            failure = ErrorCode.LOAD_FAILED, f"{type(exc).__name__}: {exc}"
+            failure = ErrorCode.LOAD_FAILED, _internal_error()
         finally:
             transfer.phase = Phase.SEALED
         if failure is not None:
@@ -239,14 +339,7 @@ class ReplicaService:
         seconds = time.perf_counter() - started
         status.failed = False
         self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
-        m = self.metrics
-        m.deltas_applied.labels(transfer.datamart).inc()
-        m.load_seconds.labels(transfer.datamart).observe(seconds)
-        m.current_delta.labels(transfer.datamart).set(entry.delta_num)
-        for kind in ("received", "upserted", "deleted"):
-            m.rows.labels(transfer.datamart, kind).inc(
-                sum(getattr(c, f"rows_{kind}") for c in entry.tables)
-            )
+        self.metrics.count_applied(transfer.datamart, entry, seconds)
         log.info(
             "applied",
             **_ids(transfer),
@@ -255,6 +348,7 @@ class ReplicaService:
                     for c in entry.tables},
         )  # fmt: skip
         await self._answer(result_from_registry(transfer, entry))
+        await self._close_superseded(transfer.datamart)
 
     # --- answers ---------------------------------------------------------------------------
     async def _reject_key(self, rejected: Rejected) -> None:
@@ -274,11 +368,16 @@ class ReplicaService:
         if served:
             self.status[transfer.datamart].last_error = (code.value, message, transfer.request_id)
         self.metrics.rejections.labels(transfer.datamart if served else "", code.value).inc()
-        log.warning(event, **_ids(transfer), errorCode=code.value, errorMessage=message)
+        log.warning(event, **_ids(transfer), errorCode=code.value, errorMessage=message[:2000])
 
     async def _answer(self, result: DeltaInResult) -> None:
-        await asyncio.to_thread(self.staging.owe, result)
-        await self._deliver(result)
+        """The transfer's final answer: recorded once, then delivered."""
+        self.tracker.finish(result.request_id)
+        recorded = await asyncio.to_thread(self.staging.owe, result)
+        if recorded != result:
+            log.warning("the transfer was answered before: resending that answer",
+                        requestId=result.request_id)  # fmt: skip
+        await self._deliver(recorded)
 
     async def _deliver(self, result: DeltaInResult) -> None:
         await self.send_result(result)
@@ -295,7 +394,7 @@ class ReplicaService:
         """Answer INCOMPLETE_DELTA for transfers past their deadline; they stay open."""
         for transfer in self.tracker.overdue(self.clock()):
             transfer.phase = Phase.REPORTED_INCOMPLETE  # re-armed by the next new chunk
-            message = incomplete_message(transfer.gaps())
+            message = incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)
             self._record_error(transfer, ErrorCode.INCOMPLETE_DELTA, message, event="incomplete")
             # Not through the outbox: the transfer stays open, and a restart re-arms it.
             await self.send_result(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
@@ -306,12 +405,25 @@ class ReplicaService:
             request = decode_message(DeltaRequest, raw_value)
         except MessageDecodeError as exc:
             self.metrics.undecodable.labels("delta.rq").inc()
-            log.warning("delta.rq message skipped: it cannot be decoded", error=str(exc))
+            log.warning("delta.rq message skipped: it cannot be decoded", error=str(exc)[:500])
+            return None
+        most = self.tracker.limits.max_name_chars
+        if max(len(request.request_id), len(request.datamart)) > most:
+            self.metrics.dropped.labels("oversize").inc()
+            log.warning("delta.rq message dropped: names too long")
             return None
         return self.state_of(request.request_id, request.datamart)
 
     def state_of(self, request_id: str, datamart: str) -> DeltaState:
         return replica_state(request_id, datamart, self.tracker, self.status.get(datamart))
+
+
+def _internal_error() -> str:
+    """What the origin is told of an unexpected fault: a reference, never the fault's text
+    (it may name hosts, paths or settings)."""
+    reference = uuid.uuid4().hex[:12]
+    log.error("internal error reference", reference=reference)
+    return f"the replica failed internally (reference {reference} in its log); retry later"
 
 
 def _since_first(transfer: Transfer) -> float | None:

@@ -16,11 +16,14 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from podd_kafka.settings import KafkaSettings
 from replica_agent.logs import LogFormat
+from replica_agent.tracker import TransferLimits
 from spark_loader.settings import LoaderSettings
 
 
 class AgentSettings(LoaderSettings, KafkaSettings):
-    model_config = SettingsConfigDict(env_prefix="PODD_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="PODD_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     #: Datamarts served, each with its logical schema (Prostore DDL), paired in order.
     datamart: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -37,6 +40,14 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: The Prometheus endpoint is http://metrics_host:metrics_port/metrics.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=0, le=65535)
+    #: Bounds on what messages may claim (see docs/PROTOCOL.md, "Bounds").
+    max_chunk_number: int = Field(default=1_000_000, ge=1)
+    max_open_transfers: int = Field(default=8, ge=1)
+    max_staged_mib: float = Field(default=8192, gt=0)
+    max_missing_items: int = Field(default=100, ge=1)
+    max_name_chars: int = Field(default=256, ge=16)
+    #: Messages that fail unexpectedly are copied here (raw key and value) when set.
+    topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).
     fault_crash_after_commit_of: int | None = None
     log_format: LogFormat = "auto"
@@ -61,3 +72,14 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     @property
     def staging_path(self) -> Path:
         return self.staging_dir or self.data_dir / "staging"
+
+    def transfer_limits(self) -> TransferLimits:
+        mib = 2**20
+        return TransferLimits(
+            max_chunk_number=self.max_chunk_number,
+            max_open_transfers=self.max_open_transfers,
+            max_staged_bytes=int(self.max_staged_mib * mib),
+            max_missing_items=self.max_missing_items,
+            max_name_chars=self.max_name_chars,
+            body=self.body_limits(),
+        )

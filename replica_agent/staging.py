@@ -12,6 +12,12 @@ written with `durable_write` (write, fsync, atomic rename, fsync of the director
 Kafka offset of the chunk that caused it can be committed. A body is written before its
 stream file, so a stream file never names a chunk that is not on disk; a body without a
 stream file (a crash in between) is ignored and rewritten when Kafka redelivers the chunk.
+
+An answer is written once: a second, different answer for the same requestId is never
+recorded (the first one is what is owed). The newest `keep_finished` sent answers are kept
+(they remember which transfers are finished); older ones are pruned as new ones settle.
+What a restart cannot read (a corrupt file, a transfer of a datamart no longer served) is
+moved to `quarantine/` beside the staging root, with its reason, and the agent starts.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import json
 import os
 import re
 import shutil
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,8 +37,9 @@ from pydantic import ValidationError
 from podd_runtime.files import durable_write, fsync_directory
 from protocol.chunk_files import ChunkFile
 from protocol.messages import DeltaInResult
+from protocol.ocf import OcfLimits, decoded_size
 from replica_agent.errors import StagingError
-from replica_agent.tracker import StreamState, Transfer
+from replica_agent.transfers import StreamState, Transfer
 from spark_loader.transfer import MANIFEST_NAME, StagedTransfer, StreamManifest, TransferManifest
 
 TRANSFER_FILE = "transfer.json"
@@ -62,17 +70,28 @@ class Recovered:
 
     open: list[Transfer] = field(default_factory=list)
     owed: list[DeltaInResult] = field(default_factory=list)
-    finished: set[str] = field(default_factory=set)
+    finished: list[str] = field(default_factory=list)  # oldest first
+    quarantined: list[tuple[Path, str]] = field(default_factory=list)  # (where now, why)
 
 
 class TransferStaging:
     """The staging directory of one agent (all its datamarts)."""
 
-    def __init__(self, root: Path, *, keep_finished: int = 10_000) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        keep_finished: int = 10_000,
+        quarantine: Path | None = None,
+        body_limits: OcfLimits | None = None,
+    ) -> None:
         self.root = root
         self.transfers = root / "transfers"
         self.outbox = root / "outbox"
+        self.quarantine_dir = quarantine or root.parent / "quarantine"
         self.keep_finished = keep_finished
+        self.body_limits = body_limits or OcfLimits()
+        self._sent: deque[Path] = deque()  # sent answers, oldest first
         self.transfers.mkdir(parents=True, exist_ok=True)
         self.outbox.mkdir(parents=True, exist_ok=True)
 
@@ -105,7 +124,17 @@ class TransferStaging:
         )
 
     def seal(self, transfer: Transfer) -> StagedTransfer:
-        """Write the manifest of a complete transfer: from now on the loader may take it."""
+        """Write the manifest of a complete transfer: from now on the loader may take it.
+
+        Streams recovered from disk learn their decoded size here, from their files."""
+        directory = self.directory(transfer.request_id)
+        for number, stream in transfer.streams.items():
+            if stream.decoded_bytes is None:
+                stream.decoded_bytes = sum(
+                    decoded_size(path.read_bytes(), self.body_limits)
+                    for c in range(1, (stream.last or 0) + 1)
+                    if (path := directory / ChunkFile(number, c).name).stat().st_size
+                )
         manifest = TransferManifest(
             datamart=transfer.datamart,
             delta_num=transfer.delta_num,
@@ -113,33 +142,64 @@ class TransferStaging:
             request_id=transfer.request_id,
             streams=tuple(
                 StreamManifest(
-                    stream_number=number, table_name=s.table_name, chunk_count=s.last or 0
+                    stream_number=number,
+                    table_name=s.table_name,
+                    chunk_count=s.last or 0,
+                    decoded_bytes=s.decoded_bytes,
                 )
                 for number, s in sorted(transfer.streams.items())
             ),
         )
         return StagedTransfer.write(self.directory(transfer.request_id), manifest)
 
-    def owe(self, result: DeltaInResult) -> None:
-        """Record an answer before sending it; a restart sends what is still owed."""
+    def owe(self, result: DeltaInResult) -> DeltaInResult:
+        """Record an answer before sending it; a restart sends what is still owed.
+
+        Returns the transfer's answer: `result`, or the one recorded before (never two)."""
+        ident = transfer_id(result.request_id)
+        for earlier in (self.outbox / f"{ident}{OWED}", self.outbox / f"{ident}{SENT}"):
+            if earlier.exists():
+                try:
+                    return _read_result(earlier)
+                except StagingError as exc:
+                    self.quarantine(earlier, str(exc))
         durable_write(
-            self.outbox / f"{transfer_id(result.request_id)}{OWED}",
-            result.model_dump_json(by_alias=True).encode(),
+            self.outbox / f"{ident}{OWED}", result.model_dump_json(by_alias=True).encode()
         )
+        return result
 
     def settle(self, request_id: str) -> None:
         """The answer was delivered: mark it sent, then drop the transfer's files."""
         ident = transfer_id(request_id)
         owed = self.outbox / f"{ident}{OWED}"
         if owed.exists():
-            os.replace(owed, self.outbox / f"{ident}{SENT}")
+            sent = self.outbox / f"{ident}{SENT}"
+            os.replace(owed, sent)
             fsync_directory(self.outbox)
+            self._sent.append(sent)
+            while len(self._sent) > self.keep_finished:
+                self._sent.popleft().unlink(missing_ok=True)
         self.remove(request_id)
+
+    def quarantine(self, path: Path, reason: str) -> Path:
+        """Move an unreadable file or transfer out of the way, with a note of why."""
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        target = (
+            self.quarantine_dir
+            / f"{path.name}.{os.getpid()}.{len(os.listdir(self.quarantine_dir))}"
+        )
+        os.replace(path, target)
+        durable_write(target.with_name(target.name + ".why.txt"), reason.encode())
+        return target
 
     def remove(self, request_id: str) -> None:
         shutil.rmtree(self.directory(request_id), ignore_errors=True)
 
     # --- reads -----------------------------------------------------------------------------
+    def read_transfer(self, request_id: str) -> Transfer:
+        """An open transfer as its files say (`StagingError` if they cannot be read)."""
+        return _read_transfer(self.directory(request_id))
+
     def sealed(self, request_id: str) -> StagedTransfer | None:
         directory = self.directory(request_id)
         return StagedTransfer.open(directory) if (directory / MANIFEST_NAME).exists() else None
@@ -151,13 +211,20 @@ class TransferStaging:
         transfers) and forget the oldest finished requestIds beyond `keep_finished`.
         """
         found = Recovered()
+        sent = sorted(self.outbox.glob(f"*{SENT}"), key=lambda p: p.stat().st_mtime)
         if cleanup:
-            sent = sorted(self.outbox.glob(f"*{SENT}"), key=lambda p: p.stat().st_mtime)
             for stale in sent[: max(0, len(sent) - self.keep_finished)]:
                 stale.unlink(missing_ok=True)
-        for path in self.outbox.glob("*.json"):
-            result = _read_result(path)
-            found.finished.add(result.request_id)
+            self._sent = deque(p for p in sent[-self.keep_finished :] if p.exists())
+        owed = sorted(self.outbox.glob(f"*{OWED}"), key=lambda p: p.stat().st_mtime)
+        for path in [*sent, *owed]:
+            try:
+                result = _read_result(path)
+            except (StagingError, FileNotFoundError) as exc:
+                if cleanup and path.exists():
+                    found.quarantined.append((self.quarantine(path, str(exc)), str(exc)))
+                continue
+            found.finished.append(result.request_id)
             if path.name.endswith(OWED):
                 found.owed.append(result)
         finished_ids = {transfer_id(r) for r in found.finished}
@@ -166,7 +233,11 @@ class TransferStaging:
                 if cleanup:  # the removal a crash interrupted
                     shutil.rmtree(directory, ignore_errors=True)
                 continue
-            found.open.append(_read_transfer(directory))
+            try:
+                found.open.append(_read_transfer(directory))
+            except StagingError as exc:
+                if cleanup:
+                    found.quarantined.append((self.quarantine(directory, str(exc)), str(exc)))
         return found
 
 
@@ -200,7 +271,9 @@ def _read_transfer(directory: Path) -> Transfer:
             state = json.loads(path.read_bytes())
             stream = StreamState(state["table_name"], last=state["last_chunk"])
             stream.chunks = chunks.get(number, set())
+            stream.decoded_bytes = None  # measured again when it is sealed
             transfer.streams[number] = stream
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        transfer.staged_bytes = sum(p.stat().st_size for p in directory.glob("*.avro"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StagingError(f"{directory} is not a readable staged transfer: {exc}") from None
     return transfer

@@ -4,121 +4,51 @@ Per `requestId` it checks each chunk's framing against what the transfer has sho
 checks the sequence against the applied deltas, de-duplicates by (stream, chunk), and says
 when the transfer is complete and what it still misses. It decides; the caller stages bodies,
 loads and answers. Rejected and answered transfers are "finished": their later chunks are
-dropped silently.
+dropped silently. The sequence rules are `protocol.sequence`'s, the gap items
+`protocol.gaps'`, and each open transfer is one `Transfer` value (`replica_agent.transfers`).
 
-Each open transfer is one `Transfer` value: its framing, its streams, and where it is in its
-life (`Phase`: receiving, answered incomplete, sealed, loading), with the deadline of its
-incomplete answer. The caller moves it along; nothing about a transfer lives elsewhere.
-The sequence rules are `protocol.sequence`'s and the gap items `protocol.gaps`'.
+Nothing a message claims drives memory or time without a bound (`TransferLimits`):
+* a key whose names are longer than a real origin's is dropped, unanswered;
+* `streamTotal` above the datamart's table count and chunk numbers above a limit are
+  `BAD_CHUNK` at once;
+* open transfers per datamart and the bytes staged for open transfers have budgets: when one
+  is exceeded, the oldest transfer still receiving is evicted (the caller answers it
+  `INCOMPLETE_DELTA` and removes its files);
+* chunks of a transfer already handed to the loader are dropped (the load reads its files);
+* the finished requestIds remembered are capped, oldest forgotten first.
 """
 
 from __future__ import annotations
 
-import math
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Literal
 
 from protocol.body import read_body_layout
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.gaps import Gap, format_gaps, stream_gaps
-from protocol.messages import DeltaInKey, TransferProgress
+from protocol.messages import DeltaInKey
+from protocol.ocf import OcfLimits
 from protocol.schema import LogicalSchema
 from protocol.sequence import AppliedDelta, SequenceRefusal, check_sequence, expected_next
+from replica_agent.transfers import Phase, StreamState, Transfer
+
+GiB = 2**30
 
 
-@dataclass
-class StreamState:
-    table_name: str
-    chunks: set[int] = field(default_factory=set)
-    last: int | None = None
+@dataclass(frozen=True)
+class TransferLimits:
+    """The tracker's bounds; each is an agent setting (`PODD_MAX_*`)."""
 
-    def gaps(self, stream_number: int) -> list[Gap]:
-        return stream_gaps(stream_number, self.chunks, self.last)
-
-    @property
-    def complete(self) -> bool:
-        return self.last is not None and len(self.chunks) == self.last
-
-
-class Phase(StrEnum):
-    """Where an open transfer is in its life."""
-
-    RECEIVING = "receiving"  # chunks arrive; answered INCOMPLETE_DELTA at its deadline
-    REPORTED_INCOMPLETE = "reported-incomplete"  # so answered; a new chunk re-arms it
-    SEALED = "sealed"  # complete, its manifest written: waiting for the load worker
-    LOADING = "loading"  # the loader is applying it
-
-
-@dataclass
-class Transfer:
-    """One transfer as far as it has arrived. `streams` maps stream number to its state."""
-
-    request_id: str
-    datamart: str
-    delta_num: int
-    delta_date: datetime
-    subscription: str
-    stream_total: int
-    streams: dict[int, StreamState] = field(default_factory=dict)
-    phase: Phase = Phase.RECEIVING
-    #: When a still receiving transfer is answered INCOMPLETE_DELTA (the caller's clock).
-    deadline: float = math.inf
-    #: When its first chunk arrived in this run (None: it was recovered from staging).
-    first_seen: float | None = None
-
-    def arm(self, deadline: float) -> None:
-        """Receiving, and answered INCOMPLETE_DELTA at `deadline` unless complete by then."""
-        self.phase = Phase.RECEIVING
-        self.deadline = deadline
-
-    def overdue(self, now: float) -> bool:
-        return self.phase is Phase.RECEIVING and self.deadline <= now and not self.complete
-
-    @classmethod
-    def opened_by(cls, key: DeltaInKey) -> Transfer:
-        return cls(
-            key.request_id,
-            key.datamart,
-            key.delta_num,
-            key.delta_date,
-            key.subscription,
-            key.stream_total,
-        )
-
-    @property
-    def complete(self) -> bool:
-        return len(self.streams) == self.stream_total and all(
-            s.complete for s in self.streams.values()
-        )
-
-    @property
-    def chunks_received(self) -> int:
-        return sum(len(s.chunks) for s in self.streams.values())
-
-    def gaps(self) -> list[Gap]:
-        """What it still lacks, stream by stream."""
-        found: list[Gap] = []
-        for number in range(1, self.stream_total + 1):
-            stream = self.streams.get(number)
-            found.extend([Gap(number)] if stream is None else stream.gaps(number))
-        return found
-
-    def missing(self) -> list[str]:
-        """The gaps as `delta.rs` names them."""
-        return format_gaps(self.gaps())
-
-    def progress(self) -> TransferProgress:
-        return TransferProgress(
-            request_id=self.request_id,
-            delta_num=self.delta_num,
-            stream_total=self.stream_total,
-            streams_complete=sum(1 for s in self.streams.values() if s.complete),
-            chunks_received=self.chunks_received,
-            missing=tuple(self.missing()),
-        )
+    max_chunk_number: int = 1_000_000
+    max_open_transfers: int = 8  # per datamart, still receiving
+    max_staged_bytes: int = 8 * GiB  # chunk bodies of open transfers, in all
+    max_missing_items: int = 100
+    max_name_chars: int = 256  # requestId, datamart, tableName
+    max_subscription_chars: int = 65_536
+    max_finished: int = 100_000  # requestIds remembered as answered
+    body: OcfLimits = field(default_factory=OcfLimits)
 
 
 @dataclass(frozen=True)
@@ -145,9 +75,10 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Dropped:
-    """A chunk of a finished transfer: nothing to do."""
+    """Nothing to do: a chunk of a finished or sealed transfer, or an implausible key."""
 
     request_id: str
+    reason: Literal["finished", "sealed", "oversize", "evicted"] = "finished"
 
 
 Admission = Accepted | Rejected | Dropped
@@ -170,13 +101,18 @@ class TransferTracker:
         schemas: Mapping[str, LogicalSchema],
         applied: Mapping[str, Mapping[int, datetime]],
         finished: Iterable[str] = (),
+        limits: TransferLimits | None = None,
     ) -> None:
         self.schemas = dict(schemas)
+        self.limits = limits or TransferLimits()
         self.applied: dict[str, dict[int, datetime]] = {
             name: dict(applied.get(name, {})) for name in self.schemas
         }
         self.open: dict[str, Transfer] = {}
-        self.finished: set[str] = set(finished)
+        self._finished: OrderedDict[str, None] = OrderedDict()
+        self.remember_finished(finished)
+        #: Transfers evicted to keep a budget, for the caller to answer and remove.
+        self.evicted: list[Transfer] = []
 
     # --- the sequence --------------------------------------------------------------------
     def expected(self, datamart: str) -> int:
@@ -212,12 +148,29 @@ class TransferTracker:
             return Decision("answer-stored")
         return Decision("load")
 
+    def superseded(self, datamart: str) -> list[Transfer]:
+        """Transfers still receiving whose delta is applied (under another requestId)."""
+        applied = self.applied[datamart]
+        return [
+            t
+            for t in self.open.values()
+            if t.datamart == datamart and t.evictable and t.delta_num in applied
+        ]
+
     # --- chunks --------------------------------------------------------------------------
     def admit(self, key: DeltaInKey, body: bytes | None) -> Admission:
         """Check one `delta.in` chunk and record it if it fits."""
-        if key.request_id in self.finished:
+        if key.request_id in self._finished:
             return Dropped(key.request_id)
+        if self._oversize(key):
+            return Dropped(key.request_id[: self.limits.max_name_chars], "oversize")
         transfer = self.open.get(key.request_id)
+        if transfer is not None and not transfer.evictable:
+            # Handed to the loader: a duplicate is counted, anything else is dropped.
+            stream = transfer.streams.get(key.stream_number)
+            if stream is not None and key.chunk_number in stream.chunks:
+                return Accepted(transfer, False, False, False, False)
+            return Dropped(key.request_id, "sealed")
         opened = transfer is None
         try:
             if transfer is None:
@@ -229,17 +182,38 @@ class TransferTracker:
         except ProtocolError as exc:
             self.finish(key.request_id)
             return Rejected(key, exc.code, exc.message, transfer)
+        if accepted.new:
+            self._make_room(transfer, len(body or b""), opened=opened)
+            if transfer in self.evicted:
+                return Dropped(key.request_id, "evicted")
+            transfer.staged_bytes += len(body or b"")
         self.open[key.request_id] = transfer
         return accepted
 
     def finish(self, request_id: str) -> Transfer | None:
         """Close a transfer (answered or rejected); its later chunks are dropped."""
-        self.finished.add(request_id)
+        self._finished[request_id] = None
+        self._finished.move_to_end(request_id)
+        while len(self._finished) > self.limits.max_finished:
+            self._finished.popitem(last=False)
         return self.open.pop(request_id, None)
+
+    def is_finished(self, request_id: str) -> bool:
+        return request_id in self._finished
+
+    def remember_finished(self, request_ids: Iterable[str]) -> None:
+        """Remember `request_ids` as finished (recovered from staging), oldest first."""
+        for request_id in request_ids:
+            self.finish(request_id)
 
     def restore(self, transfer: Transfer) -> None:
         """Re-open a transfer rebuilt from staging after a restart."""
         self.open[transfer.request_id] = transfer
+
+    def take_evicted(self) -> list[Transfer]:
+        """The transfers evicted since the last call (each finished already)."""
+        taken, self.evicted = self.evicted, []
+        return taken
 
     def overdue(self, now: float) -> list[Transfer]:
         """Transfers still receiving past their deadline."""
@@ -252,8 +226,41 @@ class TransferTracker:
             None,
         )
 
+    def staged_bytes(self) -> int:
+        return sum(t.staged_bytes for t in self.open.values())
+
+    # --- checks --------------------------------------------------------------------------
+    def _oversize(self, key: DeltaInKey) -> bool:
+        """Names longer than any real origin writes: not worth an answer (it could be huge)."""
+        most = self.limits.max_name_chars
+        return (
+            max(len(key.request_id), len(key.datamart), len(key.table_name)) > most
+            or len(key.subscription) > self.limits.max_subscription_chars
+        )
+
+    def _make_room(self, transfer: Transfer, incoming: int, *, opened: bool) -> None:
+        """Evict the oldest transfers still receiving until `transfer`'s new chunk fits."""
+        receiving = [t for t in self.open.values() if t.evictable]
+        if opened:
+            receiving.append(transfer)
+            same = [t for t in receiving if t.datamart == transfer.datamart]
+            while len(same) > self.limits.max_open_transfers:
+                self._evict(same.pop(0), receiving)
+        total = self.staged_bytes() + incoming
+        while total > self.limits.max_staged_bytes and receiving:
+            oldest = receiving[0]
+            total -= oldest.staged_bytes + (incoming if oldest is transfer else 0)
+            self._evict(oldest, receiving)
+
+    def _evict(self, transfer: Transfer, receiving: list[Transfer]) -> None:
+        if transfer in receiving:
+            receiving.remove(transfer)
+        self.finish(transfer.request_id)
+        self.evicted.append(transfer)
+
     def _check_new(self, key: DeltaInKey) -> None:
-        if key.datamart not in self.schemas:
+        schema = self.schemas.get(key.datamart)
+        if schema is None:
             raise ProtocolError(
                 f"datamart {key.datamart!r} is not served by this replica",
                 code=ErrorCode.UNKNOWN_DATAMART,
@@ -261,8 +268,11 @@ class TransferTracker:
         problem = self.sequence_problem(key.datamart, key.delta_num, key.delta_date)
         if problem is not None:
             raise problem.error()
-        if key.stream_total < 1:
-            raise ProtocolError(f"streamTotal {key.stream_total} is below 1")
+        if not 1 <= key.stream_total <= len(schema.tables):
+            raise ProtocolError(
+                f"streamTotal {key.stream_total} is outside 1..{len(schema.tables)} "
+                f"(one stream per table of {key.datamart})"
+            )
 
     def _admit_chunk(
         self, transfer: Transfer, key: DeltaInKey, body: bytes | None, *, opened: bool
@@ -270,8 +280,10 @@ class TransferTracker:
         s, c = key.stream_number, key.chunk_number
         if not 1 <= s <= transfer.stream_total:
             raise ProtocolError(f"streamNumber {s} is outside 1..{transfer.stream_total}")
-        if c < 1:
-            raise ProtocolError(f"stream {s}: chunkNumber {c} is below 1")
+        if not 1 <= c <= self.limits.max_chunk_number:
+            raise ProtocolError(
+                f"stream {s}: chunkNumber {c} is outside 1..{self.limits.max_chunk_number}"
+            )
         table = self.schemas[transfer.datamart].table(key.table_name)  # else UNKNOWN_TABLE
         stream = transfer.streams.get(s)
         if stream is None:
@@ -288,7 +300,8 @@ class TransferTracker:
         changed = _check_last(stream, s, c, key.is_last_chunk)
         new = c not in stream.chunks
         if new:
-            read_body_layout(table, body)  # SCHEMA_MISMATCH / BAD_CHUNK from the header alone
+            # SCHEMA_MISMATCH / BAD_CHUNK from the header alone
+            read_body_layout(table, body, self.limits.body)
             stream.chunks.add(c)
         if s not in transfer.streams:
             transfer.streams[s] = stream

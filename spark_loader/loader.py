@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC
+from pathlib import Path
 
 import psycopg
 import structlog
@@ -178,16 +179,21 @@ class DeltaLoader:
             conn.execute(f"TRUNCATE {', '.join(staging.values())}")
 
         chunks = [
-            (datamart.position(t.name), number, str(path), path.stat().st_size)
+            (datamart.position(t.name), number, str(path.resolve()), size)
             for t in tables
-            for number, path in transfer.chunks_of(t.name)
+            for number, path, size in _sized_chunks(transfer, t.name)
         ]
         statements = {datamart.position(t.name): copy_statement(staging[t.name], t) for t in tables}
         slice_bytes = int(self.settings.max_slice_mib * 2**20)
         tasks = plan_tasks(chunks, self.spark.sparkContext.defaultParallelism, slice_bytes)
         try:
             counts = stage_slices(
-                self.spark, datamart.schema.tables, tasks, self.store.dsn, statements
+                self.spark,
+                datamart.schema.tables,
+                tasks,
+                self.store.dsn,
+                statements,
+                self.settings.body_limits(),
             )
         except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
             raise _classify_spark_error(exc) from None
@@ -265,6 +271,20 @@ class DeltaLoader:
         if stored is None:
             raise _Transient(f"COMMIT failed and did not happen: {exc}") from exc
         return LoadResult.from_registry(stored, already_applied=False)
+
+
+def _sized_chunks(transfer: StagedTransfer, table: str) -> list[tuple[int, Path, int]]:
+    """(chunk number, file, size) of a table's stream; sizes share what the stream's bodies
+    decompress to (recorded by the agent), else they are file sizes."""
+    chunks = transfer.chunks_of(table)
+    files = [(n, p, p.stat().st_size) for n, p in chunks]
+    decoded = next(
+        (s.decoded_bytes for s in transfer.manifest.streams if s.table_name == table), None
+    )
+    raw = sum(size for _, _, size in files)
+    if decoded is None or raw == 0:
+        return files
+    return [(n, p, size * decoded // raw) for n, p, size in files]
 
 
 def _classify_spark_error(exc: Exception) -> Exception:

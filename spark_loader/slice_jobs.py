@@ -31,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from protocol.body import decode_body
 from protocol.errors import ErrorCode, ProtocolError, error_for
+from protocol.ocf import OcfLimits
 from protocol.schema import Table
 from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
 
@@ -144,7 +145,11 @@ def _last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
 
 
 def _stage_slice(
-    conn: psycopg.Connection, task: TableSlice, tables: Sequence[Table], statement: str
+    conn: psycopg.Connection,
+    task: TableSlice,
+    tables: Sequence[Table],
+    statement: str,
+    limits: OcfLimits,
 ) -> SliceCounts:
     """Decode, filter, keep the last row per key, COPY: one slice."""
     table = tables[task.table]
@@ -156,7 +161,7 @@ def _stage_slice(
     for _, path in task.chunks:
         with open(path, "rb") as handle:
             body = handle.read()
-        for decoded in decode_body(table, body):
+        for decoded in decode_body(table, body, limits=limits):
             key = tuples_array(kinds, decoded.select(positions))
             mask = _in_slice(key, task)
             batch = decoded if mask is None else decoded.filter(mask)
@@ -179,7 +184,11 @@ def _stage_slice(
 
 
 def run_task(
-    task: StagingTask, tables: Sequence[Table], dsn: str, statements: dict[int, str]
+    task: StagingTask,
+    tables: Sequence[Table],
+    dsn: str,
+    statements: dict[int, str],
+    limits: OcfLimits,
 ) -> list[SliceCounts | SliceRefusal]:
     """One Spark task: its slices in turn, committed together at the end; at the first
     refused slice, nothing of the task is staged and the refusal is its result."""
@@ -187,7 +196,7 @@ def run_task(
     with psycopg.connect(dsn) as conn:
         for piece in task.slices:
             try:
-                done.append(_stage_slice(conn, piece, tables, statements[piece.table]))
+                done.append(_stage_slice(conn, piece, tables, statements[piece.table], limits))
             except ProtocolError as exc:
                 conn.rollback()
                 return [SliceRefusal(piece.table, exc.code, exc.message)]
@@ -200,6 +209,7 @@ def stage_slices(
     tasks: Sequence[StagingTask],
     dsn: str,
     statements: dict[int, str],
+    limits: OcfLimits,
 ) -> dict[int, tuple[int, int]]:
     """Run every task, one Spark partition each; (staged, received) per table position.
 
@@ -207,7 +217,7 @@ def stage_slices(
     if not tasks:
         return {}
     jobs = spark.sparkContext.parallelize(list(tasks), len(tasks))
-    results = jobs.flatMap(lambda task: run_task(task, tables, dsn, statements)).collect()
+    results = jobs.flatMap(lambda task: run_task(task, tables, dsn, statements, limits)).collect()
     refusals = [r for r in results if isinstance(r, SliceRefusal)]
     if refusals:
         first = min(refusals, key=lambda r: r.table)

@@ -35,6 +35,8 @@ class StreamManifest(BaseModel):
     stream_number: int = Field(ge=1)
     table_name: str
     chunk_count: int = Field(ge=1)
+    #: What the stream's chunk bodies decompress to (None: not measured; files sizes then).
+    decoded_bytes: int | None = Field(default=None, ge=0)
 
 
 class TransferManifest(BaseModel):

@@ -12,7 +12,7 @@ from protocol.schema import LogicalSchema
 from replica_agent.cli import status_report
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
-from replica_agent.tracker import StreamState, Transfer
+from replica_agent.transfers import StreamState, Transfer
 from tests.agent.conftest import renamed
 from tests.loader.staging_helpers import delta_date
 

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from protocol.chunk_files import ChunkFile
+from protocol.errors import ErrorCode
 from protocol.messages import DeltaInResult, DeltaStatus
+from replica_agent.answers import error_result
 from replica_agent.errors import StagingError
 from replica_agent.staging import TRANSFER_FILE, TransferStaging
-from replica_agent.tracker import StreamState, Transfer
+from replica_agent.transfers import StreamState, Transfer
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -63,7 +65,7 @@ def test_owed_answers_survive_and_settled_ones_finish_the_transfer(tmp_path: Pat
     staging.settle("settled")
     found = TransferStaging(tmp_path).recover()
     assert [r.request_id for r in found.owed] == ["owed"]
-    assert found.finished == {"owed", "settled"}
+    assert set(found.finished) == {"owed", "settled"}
     assert found.open == []  # the owed transfer's files are cleaned up too
     assert list(staging.transfers.iterdir()) == []
 
@@ -75,10 +77,46 @@ def test_a_directory_without_its_framing_is_a_crash_leftover(tmp_path: Path) -> 
     assert not (staging.transfers / "half").exists()
 
 
-def test_an_unreadable_framing_file_is_a_staging_error(tmp_path: Path) -> None:
-    staging = TransferStaging(tmp_path)
+def test_an_unreadable_framing_file_is_quarantined_not_a_crash_loop(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path / "staging")
     t = transfer()
     staging.open_transfer(t)
     (staging.directory(t.request_id) / TRANSFER_FILE).write_text("{")
     with pytest.raises(StagingError, match="not a readable staged transfer"):
-        staging.recover()
+        staging.read_transfer(t.request_id)
+    found = staging.recover()
+    assert found.open == []
+    ((where, why),) = found.quarantined
+    assert where.parent == tmp_path / "quarantine"
+    assert "not a readable staged transfer" in why
+    assert (where / TRANSFER_FILE).read_text() == "{"  # kept for a person to look at
+    assert not staging.directory(t.request_id).exists()
+    assert staging.recover().quarantined == []  # the next start is clean
+
+
+def test_an_unreadable_answer_is_quarantined(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path / "staging")
+    (staging.outbox / "x.owed.json").write_text("not json")
+    found = staging.recover()
+    assert found.owed == []
+    assert [w.parent for w, _ in found.quarantined] == [tmp_path / "quarantine"]
+
+
+def test_an_answer_is_recorded_once(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path)
+    t = transfer()
+    first = error_result(t, ErrorCode.BAD_CHUNK, "first")
+    second = error_result(t, ErrorCode.LOAD_FAILED, "second")
+    assert staging.owe(first) == first
+    assert staging.owe(second) == first  # never a second, different answer
+    staging.settle(t.request_id)
+    assert staging.owe(second) == first  # also after it was sent
+
+
+def test_sent_answers_beyond_the_budget_are_pruned_as_they_settle(tmp_path: Path) -> None:
+    staging = TransferStaging(tmp_path, keep_finished=3)
+    for n in range(6):
+        rid = f"r{n}"
+        staging.owe(error_result(transfer(rid), ErrorCode.BAD_CHUNK, "x"))
+        staging.settle(rid)
+    assert len(list(staging.outbox.glob("*.sent.json"))) == 3

@@ -1,0 +1,117 @@
+"""One transfer's state: its framing, its streams, and where it is in its life.
+
+The tracker owns these values; the service moves them along (`Phase`). Nothing about a
+transfer lives anywhere else, so bounds and supervision have one place to look.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from protocol.gaps import Gap, cap_items, stream_gaps
+from protocol.messages import DeltaInKey, TransferProgress
+
+
+@dataclass
+class StreamState:
+    table_name: str
+    chunks: set[int] = field(default_factory=set)
+    last: int | None = None
+    #: What its chunk bodies decompress to (what the loader plans slices from); None:
+    #: not measured yet (recovered from disk).
+    decoded_bytes: int | None = field(default=0, compare=False)
+
+    def gaps(self, stream_number: int) -> list[Gap]:
+        return stream_gaps(stream_number, self.chunks, self.last)
+
+    @property
+    def complete(self) -> bool:
+        return self.last is not None and len(self.chunks) == self.last
+
+
+class Phase(StrEnum):
+    """Where an open transfer is in its life."""
+
+    RECEIVING = "receiving"  # chunks arrive; answered INCOMPLETE_DELTA at its deadline
+    REPORTED_INCOMPLETE = "reported-incomplete"  # so answered; a new chunk re-arms it
+    SEALED = "sealed"  # complete, its manifest written: waiting for the load worker
+    LOADING = "loading"  # the loader is applying it
+
+
+@dataclass
+class Transfer:
+    """One transfer as far as it has arrived. `streams` maps stream number to its state."""
+
+    request_id: str
+    datamart: str
+    delta_num: int
+    delta_date: datetime
+    subscription: str
+    stream_total: int
+    streams: dict[int, StreamState] = field(default_factory=dict)
+    phase: Phase = Phase.RECEIVING
+    #: When a still receiving transfer is answered INCOMPLETE_DELTA (the caller's clock).
+    deadline: float = math.inf
+    #: When its first chunk arrived in this run (None: it was recovered from staging).
+    first_seen: float | None = None
+    #: Bytes of its chunk bodies as staged (what it takes of the staging budget).
+    staged_bytes: int = 0
+
+    def arm(self, deadline: float) -> None:
+        """Receiving, and answered INCOMPLETE_DELTA at `deadline` unless complete by then."""
+        self.phase = Phase.RECEIVING
+        self.deadline = deadline
+
+    def overdue(self, now: float) -> bool:
+        return self.phase is Phase.RECEIVING and self.deadline <= now and not self.complete
+
+    @classmethod
+    def opened_by(cls, key: DeltaInKey) -> Transfer:
+        return cls(
+            key.request_id,
+            key.datamart,
+            key.delta_num,
+            key.delta_date,
+            key.subscription,
+            key.stream_total,
+        )
+
+    @property
+    def complete(self) -> bool:
+        return len(self.streams) == self.stream_total and all(
+            s.complete for s in self.streams.values()
+        )
+
+    @property
+    def chunks_received(self) -> int:
+        return sum(len(s.chunks) for s in self.streams.values())
+
+    def gaps(self) -> list[Gap]:
+        """What it still lacks, stream by stream."""
+        found: list[Gap] = []
+        for number in range(1, self.stream_total + 1):
+            stream = self.streams.get(number)
+            found.extend([Gap(number)] if stream is None else stream.gaps(number))
+        return found
+
+    @property
+    def evictable(self) -> bool:
+        """Still receiving: not yet handed to the loader."""
+        return self.phase in (Phase.RECEIVING, Phase.REPORTED_INCOMPLETE)
+
+    def missing(self, limit: int = 100) -> list[str]:
+        """The gaps as `delta.rs` names them, at most `limit` of them."""
+        return cap_items(self.gaps(), limit)
+
+    def progress(self, limit: int = 100) -> TransferProgress:
+        return TransferProgress(
+            request_id=self.request_id,
+            delta_num=self.delta_num,
+            stream_total=self.stream_total,
+            streams_complete=sum(1 for s in self.streams.values() if s.complete),
+            chunks_received=self.chunks_received,
+            missing=tuple(self.missing(limit)),
+        )
