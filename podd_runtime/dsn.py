@@ -2,8 +2,67 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+
+def with_session_bounds(
+    dsn: str,
+    *,
+    connect_timeout: int,
+    statement_timeout_ms: int,
+    lock_timeout_ms: int,
+    keepalives_idle: int,
+) -> str:
+    """The DSN with connect timeout, TCP keepalives and statement/lock timeouts added, so
+    every connection made from it (driver and executors alike) is bounded in time. Options
+    the DSN already sets are kept; the bounds come after them."""
+    parts = conninfo_to_dict(dsn)
+    options = " ".join(
+        o
+        for o in (
+            str(parts.get("options") or ""),
+            f"-c statement_timeout={statement_timeout_ms}",
+            f"-c lock_timeout={lock_timeout_ms}",
+        )
+        if o
+    )
+    return make_conninfo(
+        dsn,
+        connect_timeout=str(connect_timeout),
+        keepalives="1",
+        keepalives_idle=str(keepalives_idle),
+        keepalives_interval=str(max(1, keepalives_idle // 3)),
+        keepalives_count="3",
+        options=options,
+    )
+
+
+def split_password(dsn: str) -> tuple[str, str | None]:
+    """(the DSN without its password, the password or None)."""
+    parts = conninfo_to_dict(dsn)
+    password = parts.pop("password", None)
+    if password is None:
+        return dsn, None
+    return make_conninfo(**{k: str(v) for k, v in parts.items() if v is not None}), str(password)
+
+
+def with_passfile(dsn: str, path: Path) -> str:
+    """`dsn` without its password, which goes into `path` (mode 0600, libpq's passfile
+    format) for whoever connects with the returned DSN: no secret travels with it."""
+    bare, password = split_password(dsn)
+    if password is None:
+        return dsn
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    escaped = password.replace("\\", "\\\\").replace(":", "\\:")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"*:*:*:*:{escaped}\n")
+    path.chmod(0o600)
+    return make_conninfo(bare, passfile=str(path.resolve()))
 
 
 def safe_dsn(dsn: str) -> str:

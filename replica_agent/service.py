@@ -293,12 +293,21 @@ class ReplicaService:
                     await self._settle_after_fault(transfer)
             self.last_progress = time.time()
 
+    async def _applied(self, transfer: Transfer) -> RegistryEntry | None:
+        """The registry's entry of the transfer's delta with its date; if the registry
+        cannot be read, nothing may be answered: the agent restarts (FatalAgentError)."""
+        try:
+            entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
+        except Exception as exc:
+            raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
+        return entry if entry is not None and entry.delta_date == transfer.delta_date else None
+
     async def _settle_after_fault(self, transfer: Transfer) -> None:
         """An unexpected error: OK if the registry shows the delta applied, else LOAD_FAILED.
         If even that cannot be done, the agent must restart (FatalAgentError)."""
         try:
-            entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
-            if entry is not None and entry.delta_date == transfer.delta_date:
+            entry = await self._applied(transfer)
+            if entry is not None:
                 self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
                 await self._answer(result_from_registry(transfer, entry))
                 return
@@ -329,6 +338,10 @@ class ReplicaService:
             failure = ErrorCode.LOAD_FAILED, _internal_error()
         finally:
             transfer.phase = Phase.SEALED
+        if failure is not None and failure[0] is ErrorCode.LOAD_FAILED:
+            applied = await self._applied(transfer)  # never LOAD_FAILED for an applied delta
+            if applied is not None:
+                entry, failure = applied, None
         if failure is not None:
             status.failed = failure[0] is ErrorCode.LOAD_FAILED
             await self._reject(transfer, *failure)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from podd_runtime.dsn import safe_dsn
+from podd_runtime.dsn import safe_dsn, split_password
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError, ProtocolError
@@ -108,10 +109,13 @@ def _sql(args: argparse.Namespace) -> int:
         if psql is None:
             print(f"no psql here; connect any PostgreSQL client to {safe_dsn(dsn)}")
             return 1
-        command = [psql, "-X", "--pset=pager=off", dsn]
+        # The password goes to psql in its environment, never on its command line.
+        bare, password = split_password(dsn)
+        command = [psql, "-X", "--pset=pager=off", bare]
         for statement in args.command_sql or ():
             command += ["-c", statement]
-        return subprocess.call(command)
+        env = {**os.environ, **({"PGPASSWORD": password} if password else {})}
+        return subprocess.call(command, env=env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

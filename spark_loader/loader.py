@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import structlog
@@ -26,6 +27,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException, PythonException
 from pyspark.sql import SparkSession
 
+from podd_runtime.dsn import with_passfile
 from protocol.apply_model import TableCounts
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
@@ -42,6 +44,12 @@ log = structlog.get_logger("spark_loader")
 
 #: Called inside the apply transaction after each table: a seam for failure-injection tests.
 BetweenTables = Callable[[psycopg.Connection, str], None]
+#: Commits the apply transaction (a seam for tests of a connection lost during COMMIT).
+Commit = Callable[[psycopg.Connection], None]
+
+
+def _commit(conn: psycopg.Connection) -> None:
+    conn.commit()
 
 
 @dataclass(frozen=True)
@@ -75,12 +83,23 @@ class DeltaLoader:
         settings: LoaderSettings | None = None,
         *,
         between_tables: BetweenTables | None = None,
+        commit: Commit = _commit,
     ) -> None:
         self.store = store
         self.spark = spark
         self.settings = settings or LoaderSettings()
         self.between_tables = between_tables
+        self.commit = commit
+        self._executor_dsn_cache: str | None = None
         self._datamarts: dict[str, Datamart] = {}
+
+    def _executor_dsn(self) -> str:
+        """What the executors connect with: the DSN without its password, which they read
+        from a 0600 passfile in the data directory (Spark ships closures in the clear)."""
+        if self._executor_dsn_cache is None:
+            passfile = self.settings.data_dir / "secrets" / "replica.pgpass"
+            self._executor_dsn_cache = with_passfile(self.store.dsn, passfile)
+        return self._executor_dsn_cache
 
     def register(self, schema: LogicalSchema) -> Datamart:
         """Create or check the datamart's store; loads of it are accepted from now on."""
@@ -191,7 +210,7 @@ class DeltaLoader:
                 self.spark,
                 datamart.schema.tables,
                 tasks,
-                self.store.dsn,
+                self._executor_dsn(),
                 statements,
                 self.settings.body_limits(),
             )
@@ -239,10 +258,14 @@ class DeltaLoader:
                 ),
             ).fetchone()
             assert row is not None
+            backend = conn.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+            ).fetchone()
             try:
-                conn.commit()
+                self.commit(conn)
             except psycopg.OperationalError as exc:
-                return self._after_lost_commit(transfer, exc)
+                conn.close()
+                return self._after_lost_commit(transfer, exc, backend)
         except BaseException:
             if not conn.closed:
                 conn.rollback()
@@ -258,19 +281,58 @@ class DeltaLoader:
             row[0],
         )
 
-    def _after_lost_commit(self, transfer: StagedTransfer, exc: Exception) -> LoadResult:
-        """The connection broke during COMMIT: the registry says whether it happened."""
+    def _after_lost_commit(
+        self, transfer: StagedTransfer, exc: Exception, backend: tuple[Any, ...] | None
+    ) -> LoadResult:
+        """The connection broke during COMMIT: the registry says whether it happened.
+
+        The registry is read only once the old backend has ended (a COMMIT the server
+        received lands even when the client is gone), with backoff while the server cannot
+        be reached, for at most `commit_settle_seconds`: a late-landing commit is never
+        taken for a failed one, so an applied delta is never answered LOAD_FAILED."""
         manifest = transfer.manifest
-        try:
-            stored = self.store.applied(manifest.datamart, manifest.delta_num)
-        except psycopg.OperationalError as again:
-            raise CommitStateUnknownError(
-                f"delta {manifest.delta_num}: the connection broke during COMMIT ({exc}) "
-                f"and the registry cannot be read ({again})"
-            ) from again
-        if stored is None:
-            raise _Transient(f"COMMIT failed and did not happen: {exc}") from exc
-        return LoadResult.from_registry(stored, already_applied=False)
+        deadline = time.monotonic() + self.settings.commit_settle_seconds
+        delay = 0.1
+        while True:
+            try:
+                stored = self._registry_after(backend, manifest.datamart, manifest.delta_num)
+                if stored is not None:
+                    return LoadResult.from_registry(stored, already_applied=False)
+                raise _Transient(f"COMMIT failed and did not happen: {exc}") from exc
+            except psycopg.OperationalError as again:
+                if time.monotonic() + delay > deadline:
+                    raise CommitStateUnknownError(
+                        f"delta {manifest.delta_num}: the connection broke during COMMIT "
+                        f"({exc}) and the registry could not be read for "
+                        f"{self.settings.commit_settle_seconds:g} s ({again})"
+                    ) from again
+                log.warning("COMMIT state unknown: reading the registry again", error=str(again))
+            except _PendingCommit:
+                if time.monotonic() + delay > deadline:
+                    raise CommitStateUnknownError(
+                        f"delta {manifest.delta_num}: the backend that received the COMMIT is "
+                        f"still running after {self.settings.commit_settle_seconds:g} s"
+                    ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _registry_after(
+        self, backend: tuple[Any, ...] | None, datamart: str, delta_num: int
+    ) -> RegistryEntry | None:
+        """The registry entry once `backend` has ended; `_PendingCommit` while it runs."""
+        with self.store.connect(autocommit=True) as conn:
+            if backend is not None:
+                running = conn.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+                    backend,
+                ).fetchone()
+                if running is not None:
+                    raise _PendingCommit
+        return self.store.applied(datamart, delta_num)
+
+
+class _PendingCommit(Exception):
+    """The backend that received a COMMIT has not ended yet."""
 
 
 def _sized_chunks(transfer: StagedTransfer, table: str) -> list[tuple[int, Path, int]]:

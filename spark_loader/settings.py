@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from podd_runtime.dsn import with_session_bounds
 from protocol.ocf import OcfLimits
 
 
@@ -26,12 +27,31 @@ class LoaderSettings(BaseSettings):
     #: Most bytes one block / one chunk body may decompress to (more is BAD_CHUNK).
     max_block_decoded_mib: float = Field(default=64, gt=0)
     max_chunk_decoded_mib: float = Field(default=256, gt=0)
-    #: How often a load is tried on transient database or executor errors.
-    load_attempts: int = Field(default=4, ge=1)
+    #: How often a load is tried on transient database or executor errors (a restarted
+    #: PostgreSQL is waited for about 15 s with the defaults).
+    load_attempts: int = Field(default=6, ge=1)
     retry_backoff_seconds: float = Field(default=0.5, ge=0)
+    #: Bounds on every replica connection (seconds).
+    db_connect_timeout_seconds: int = Field(default=10, ge=1)
+    db_statement_timeout_seconds: float = Field(default=3600, gt=0)
+    db_lock_timeout_seconds: float = Field(default=300, gt=0)
+    db_keepalives_idle_seconds: int = Field(default=30, ge=1)
+    #: After a connection broke during COMMIT: how long to keep reading the registry (with
+    #: backoff) to learn whether the delta was applied, before the agent restarts instead.
+    commit_settle_seconds: float = Field(default=600, gt=0)
 
     def body_limits(self) -> OcfLimits:
         return OcfLimits(
             max_block_bytes=int(self.max_block_decoded_mib * 2**20),
             max_total_bytes=int(self.max_chunk_decoded_mib * 2**20),
+        )
+
+    def session_dsn(self, dsn: str) -> str:
+        """`dsn` with this replica's connection bounds (timeouts, keepalives)."""
+        return with_session_bounds(
+            dsn,
+            connect_timeout=self.db_connect_timeout_seconds,
+            statement_timeout_ms=int(self.db_statement_timeout_seconds * 1000),
+            lock_timeout_ms=int(self.db_lock_timeout_seconds * 1000),
+            keepalives_idle=self.db_keepalives_idle_seconds,
         )

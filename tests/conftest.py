@@ -35,6 +35,17 @@ def spec() -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _traversable_temp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """As root, the embedded PostgreSQL runs as a system user that must enter the tests'
+    temporary directories; the product itself never opens a directory above its data
+    directory, so the tests open their own (pytest makes them mode 0700)."""
+    if os.geteuid() == 0:
+        base = tmp_path_factory.getbasetemp()
+        for directory in (base, base.parent):
+            directory.chmod(directory.stat().st_mode | 0o001)
+
+
 @pytest.fixture(scope="session")
 def marketing() -> LogicalSchema:
     return parse_schema((REPO / "examples" / "marketing.sql").read_text())

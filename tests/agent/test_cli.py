@@ -87,3 +87,15 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     assert f"{schema.datamart}: no delta applied; expects delta 0" in done.stdout
     assert "missing stream 1 last chunk" in done.stdout
     assert "last error: BAD_CHUNK: m" in done.stdout
+
+
+def test_invalid_settings_never_print_a_secret_value() -> None:
+    secret = "s3cret-sasl-pw"
+    done = _agent(
+        "run", "--datamart", "marketing", "--schema", "x.sql",
+        env={"PODD_SASL_PASSWORD": secret, "PODD_SECURITY_PROTOCOL": f"BOGUS-{secret}",
+             "PODD_REPLICA_DSN": f"postgresql://u:{secret}@h/db", "PODD_METRICS_PORT": secret},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "invalid settings" in done.stderr
+    assert secret not in done.stderr + done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from tests.agent.test_tracker import code_of, key
 D2 = datetime(2026, 1, 3, tzinfo=UTC)
 
 
-def tracker_of(marketing: LogicalSchema, **limits: int) -> TransferTracker:
+def tracker_of(marketing: LogicalSchema, **limits: Any) -> TransferTracker:
     applied = {0: D2 - timedelta(days=2), 1: D2 - timedelta(days=1)}
     return TransferTracker(
         {"marketing": marketing}, {"marketing": applied}, limits=TransferLimits(**limits)

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from protocol.schema import LogicalSchema
-from spark_loader.loader import BetweenTables, DeltaLoader
+from spark_loader.loader import BetweenTables, Commit, DeltaLoader
 from spark_loader.session import build_session
 from spark_loader.settings import LoaderSettings
 from spark_loader.store import ReplicaStore
@@ -34,20 +34,26 @@ def unique(schema: LogicalSchema) -> LogicalSchema:
 
 
 @pytest.fixture
-def new_loader(replica_dsn: str, spark: SparkSession) -> NewLoader:
+def new_loader(replica_dsn: str, spark: SparkSession, tmp_path: Path) -> NewLoader:
     def make(
         schema: LogicalSchema,
         *,
         attempts: int = 2,
         between_tables: BetweenTables | None = None,
         max_slice_mib: float = 16,
+        commit: Commit | None = None,
     ) -> DeltaLoader:
         settings = LoaderSettings(
-            load_attempts=attempts, retry_backoff_seconds=0.05, max_slice_mib=max_slice_mib
+            load_attempts=attempts,
+            retry_backoff_seconds=0.05,
+            max_slice_mib=max_slice_mib,
+            data_dir=tmp_path / "var",
         )
         loader = DeltaLoader(
             ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables
         )
+        if commit is not None:
+            loader.commit = commit
         loader.register(schema)
         return loader
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from protocol.ddl import parse_schema
 from protocol.workload import Workload, WorkloadSpec
@@ -49,3 +53,27 @@ def test_apply_by_hand_then_print_the_registry(tmp_path: Path, replica_dsn: str)
     unknown = _run("apply", str(tmp_path), "--replica", replica_dsn)
     assert unknown.returncode == 1
     assert "no manifest.json" in unknown.stderr
+
+
+def test_psql_gets_the_password_in_its_environment_not_its_command_line(
+    tmp_path: Path, replica_dsn: str
+) -> None:
+    password = conninfo_to_dict(replica_dsn).get("password")
+    if not password:
+        pytest.skip("the replica's DSN has no password (the embedded one has)")
+    spy = tmp_path / "psql"
+    spy.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$@" > {tmp_path}/argv\n'
+        f'printf "%s" "$PGPASSWORD" > {tmp_path}/env\n'
+    )
+    spy.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_loader.cli", "sql", "-c", "SELECT 1"],
+        env={**os.environ, "PODD_REPLICA_DSN": replica_dsn, "PATH": str(tmp_path),
+             "PODD_PSQL": str(spy)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert str(password) not in (tmp_path / "argv").read_text()
+    assert (tmp_path / "env").read_text() == str(password)

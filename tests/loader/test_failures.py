@@ -7,13 +7,16 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
 from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from spark_loader import slice_jobs
 from spark_loader.errors import LoadFailedError
+from spark_loader.settings import LoaderSettings
 from spark_loader.store import ReplicaStore
 from spark_loader.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
@@ -166,3 +169,81 @@ def test_a_row_error_in_the_executors_is_schema_mismatch_and_changes_nothing(
         loader.load(transfer)
     assert snapshot(replica_dsn, schema) == before
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
+
+
+def test_a_connection_lost_after_the_commit_landed_is_ok_not_load_failed(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    model, (first, second) = _two_deltas(schema, staging_root)
+    new_loader(schema).load(first)
+    lost: list[int] = []
+
+    def commit_then_lose_the_connection(conn: psycopg.Connection) -> None:
+        conn.commit()
+        lost.append(conn.info.backend_pid)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    result = new_loader(schema, attempts=1, commit=commit_then_lose_the_connection).load(second)
+    assert lost
+    assert not result.already_applied
+    assert result.request_id == second.manifest.request_id
+    assert_matches_model(replica_dsn, model)
+    registry = ReplicaStore(replica_dsn).registry(schema.datamart)
+    assert [e.delta_num for e in registry] == [0, 1]
+
+
+def test_a_connection_lost_before_the_commit_is_retried_and_applies_once(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    model, (first, second) = _two_deltas(schema, staging_root)
+    new_loader(schema).load(first)
+    killed: list[int] = []
+
+    def lose_the_connection_then_commit(conn: psycopg.Connection) -> None:
+        if not killed:
+            killed.append(conn.info.backend_pid)
+            with psycopg.connect(replica_dsn, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (killed[0],))
+        conn.commit()
+
+    result = new_loader(schema, attempts=3, commit=lose_the_connection_then_commit).load(second)
+    assert len(killed) == 1
+    assert not result.already_applied
+    assert_matches_model(replica_dsn, model)
+    registry = ReplicaStore(replica_dsn).registry(schema.datamart)
+    assert [e.delta_num for e in registry] == [0, 1]
+
+
+def test_the_session_bounds_reach_every_connection(replica_dsn: str) -> None:
+    dsn = LoaderSettings(db_statement_timeout_seconds=1.5, db_lock_timeout_seconds=0.25)
+    bounded = dsn.session_dsn(replica_dsn)
+    with psycopg.connect(bounded) as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("1500ms",)
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("250ms",)
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT pg_sleep(5)")
+
+
+def test_no_password_reaches_the_executors(
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    password = conninfo_to_dict(replica_dsn).get("password")
+    if not password:
+        pytest.skip("the replica's DSN has no password (the embedded one has)")
+    _, (first, _) = _two_deltas(schema, staging_root)
+    shipped: list[str] = []
+    real = slice_jobs.stage_slices
+
+    def recording(*args: object) -> object:
+        shipped.append(repr(args))
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("spark_loader.loader.stage_slices", recording)
+    new_loader(schema).load(first)
+    (closure,) = shipped
+    assert str(password) not in closure
+    assert "passfile=" in closure

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import psycopg
@@ -11,8 +12,8 @@ import pytest
 from podd_runtime.dsn import safe_dsn
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import EmbeddedPostgres
-from spark_loader.errors import StagedTransferError, StoreMismatchError
+from spark_loader.embedded_pg import PASSWORD_FILE, EmbeddedPostgres
+from spark_loader.errors import EmbeddedPostgresError, StagedTransferError, StoreMismatchError
 from spark_loader.store import ReplicaStore
 from spark_loader.transfer import MANIFEST_NAME, StagedTransfer
 from tests.loader.conftest import unique
@@ -122,7 +123,32 @@ def test_embedded_postgres_keeps_its_data_and_is_reused(tmp_path: Path) -> None:
     assert EmbeddedPostgres(data).running_port() is None  # stopped cleanly
     with EmbeddedPostgres(data) as again, psycopg.connect(again.dsn) as conn:
         assert conn.execute("SELECT x FROM kept").fetchone() == (42,)
-        assert again.dsn.startswith("postgresql://postgres@127.0.0.1:")
+        assert again.dsn.startswith("postgresql://postgres:")  # with its password
+        assert "@127.0.0.1:" in again.dsn
+
+
+def test_embedded_postgres_needs_its_password_over_tcp(tmp_path: Path) -> None:
+    data = tmp_path / "pg"
+    with EmbeddedPostgres(data) as server:
+        password = (data / PASSWORD_FILE).read_text().strip()
+        assert len(password) >= 24
+        assert (data / PASSWORD_FILE).stat().st_mode & 0o777 == 0o600
+        assert f":{password}@" in server.dsn
+        for wrong in ("", ":not-the-password"):
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(f"postgresql://postgres{wrong}@127.0.0.1:{server.port}/postgres")
+        with psycopg.connect(server.dsn) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs PostgreSQL as a system user")
+def test_as_root_nothing_above_the_data_directory_is_opened(tmp_path: Path) -> None:
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    closed.chmod(0o700)
+    with pytest.raises(EmbeddedPostgresError, match=r"cannot enter .*closed \(mode 0o700\)"):
+        EmbeddedPostgres(closed / "var" / "pg").start()
+    assert closed.stat().st_mode & 0o777 == 0o700  # named, never changed
 
 
 def test_a_staged_transfer_reads_back_and_refuses_gaps(
