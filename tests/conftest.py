@@ -43,7 +43,9 @@ def _traversable_temp(tmp_path_factory: pytest.TempPathFactory) -> None:
     if os.geteuid() == 0:
         base = tmp_path_factory.getbasetemp()
         for directory in (base, base.parent):
-            directory.chmod(directory.stat().st_mode | 0o001)
+            mode = directory.stat().st_mode
+            if not mode & 0o001:
+                directory.chmod(mode | 0o001)
 
 
 @pytest.fixture(scope="session")
