@@ -24,7 +24,8 @@ MAX_ERROR_CHARS = 4000
 def error_result(transfer: Transfer, code: ErrorCode, message: str) -> DeltaInResult:
     """`delta.in.rs` ERROR for a transfer, with the framing of its first chunk."""
     if len(message) > MAX_ERROR_CHARS:
-        message = message[: MAX_ERROR_CHARS - 15] + " … (truncated)"
+        mark = " … (truncated)"
+        message = message[: MAX_ERROR_CHARS - len(mark)] + mark
     return DeltaInResult(
         request_id=transfer.request_id,
         datamart=transfer.datamart,

@@ -294,12 +294,20 @@ class ReplicaService:
             self.last_progress = time.time()
 
     async def _applied(self, transfer: Transfer) -> RegistryEntry | None:
-        """The registry's entry of the transfer's delta with its date; if the registry
-        cannot be read, nothing may be answered: the agent restarts (FatalAgentError)."""
-        try:
-            entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
-        except Exception as exc:
-            raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
+        """The registry's entry of the transfer's delta with its date. If the registry
+        cannot be read (with backoff, about 30 s), nothing may be answered: the agent
+        restarts (FatalAgentError) and recovers from staging and the registry."""
+        for delay in (0.5, 1, 2, 4, 8, 16, 0):
+            try:
+                entry = await asyncio.to_thread(
+                    self.registry, transfer.datamart, transfer.delta_num
+                )
+                break
+            except Exception as exc:
+                if not delay:
+                    raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
+                log.warning("the registry cannot be read; trying again", error=repr(exc)[:300])
+                await asyncio.sleep(delay)
         return entry if entry is not None and entry.delta_date == transfer.delta_date else None
 
     async def _settle_after_fault(self, transfer: Transfer) -> None:

@@ -20,6 +20,7 @@ import pwd
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -219,25 +220,26 @@ class EmbeddedPostgres:
         self._prepare()
         self._secure()
         self.port = self.port or free_port()
-        settings = " ".join(f"-c {k}={v}" for k, v in self.server_settings.items())
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} {settings}"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data_dir),
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            options,
-            "-l",
-            str(self.data_dir / "server.log"),
-            "start",
-            timeout=90,
-        )
+        self._launch()
         self._started_here = True
         self._set_password()
         return self
+
+    def _launch(self) -> None:
+        settings = " ".join(f"-c {k}={v}" for k, v in self.server_settings.items())
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} {settings}"
+        self._run(
+            "pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,
+            "-l", str(self.data_dir / "server.log"), "start",
+            timeout=90,
+        )  # fmt: skip
+
+    def crash_restart(self, down_seconds: float = 0.0) -> None:
+        """Fault injection: stop at once, as a crash would (crash recovery at the next
+        start), stay down `down_seconds`, then start again on the same port."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+        time.sleep(down_seconds)
+        self._launch()
 
     def stop(self) -> None:
         """Stop the server if this object started it (fast shutdown: clean, no recovery)."""

@@ -117,15 +117,20 @@ class DeltaLoader:
         bound = log.bind(
             datamart=manifest.datamart, deltaNum=manifest.delta_num, requestId=manifest.request_id
         )
-        stored = self._check_sequence(transfer)  # steps 1-2
-        if stored is not None:
-            bound.info("delta already applied", step=1)
-            return LoadResult.from_registry(stored, already_applied=True)
         tables = [datamart.schema.table(s.table_name) for s in manifest.streams]
         last_error = ""
         for attempt in range(1, self.settings.load_attempts + 1):
             try:
+                stored = self._check_sequence(transfer)  # steps 1-2
+                if stored is not None:
+                    bound.info("delta already applied", step=1)
+                    return LoadResult.from_registry(stored, already_applied=True)
                 return self._attempt(datamart, transfer, tables, bound)
+            except psycopg.OperationalError as exc:  # the registry could not be read
+                last_error = f"{type(exc).__name__}: {exc}"
+                bound.warning("load attempt failed", attempt=attempt, error=last_error)
+                if attempt < self.settings.load_attempts:
+                    time.sleep(self.settings.retry_backoff_seconds * 2 ** (attempt - 1))
             except _Transient as exc:
                 last_error = str(exc)
                 bound.warning("load attempt failed", attempt=attempt, error=last_error)

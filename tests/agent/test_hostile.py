@@ -13,6 +13,7 @@ import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer
 
+from bench.hostile import HostileMessages
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.codec import decode_delta_in_key, encode_delta_in_key
 from protocol.errors import ErrorCode
@@ -21,7 +22,6 @@ from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_agent.staging import transfer_id
 from tests.agent.conftest import AgentProcess, renamed
-from tests.agent.hostile_messages import HostileMessages
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date

@@ -7,13 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from protocol.body_writer import encode_body
 from protocol.chunk_files import ChunkFile
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInResult, DeltaStatus
+from protocol.ocf import OcfLimits, decoded_size
+from protocol.schema import LogicalSchema
 from replica_agent.answers import error_result
 from replica_agent.errors import StagingError
 from replica_agent.staging import TRANSFER_FILE, TransferStaging
 from replica_agent.transfers import StreamState, Transfer
+from spark_loader.loader import _sized_chunks
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -120,3 +124,24 @@ def test_sent_answers_beyond_the_budget_are_pruned_as_they_settle(tmp_path: Path
         staging.owe(error_result(transfer(rid), ErrorCode.BAD_CHUNK, "x"))
         staging.settle(rid)
     assert len(list(staging.outbox.glob("*.sent.json"))) == 3
+
+
+def test_a_sealed_manifest_records_what_the_bodies_decompress_to(
+    tmp_path: Path, marketing: LogicalSchema
+) -> None:
+    sales = marketing.table("sales")
+    rows = [(i, 0, "P" * 60, 1, 1, None, 0) for i in range(300)]
+    body = encode_body(sales, rows, codec="deflate")
+    staging = TransferStaging(tmp_path)
+    t = Transfer("r", "marketing", 0, DATE, "SELECT 1", 1)
+    staging.open_transfer(t)
+    staging.write_chunk("r", 1, 1, body)
+    staging.write_chunk("r", 1, 2, b"")  # an empty chunk: nothing to decode
+    staging.write_stream("r", 1, StreamState("sales", {1, 2}, last=2))
+    (recovered,) = staging.recover().open  # decoded sizes unknown after a restart
+    assert recovered.streams[1].decoded_bytes is None
+    sealed = staging.seal(recovered)
+    (stream,) = sealed.manifest.streams
+    assert stream.decoded_bytes == decoded_size(body, OcfLimits()) > 3 * len(body)
+    sizes = [size for _, _, size in _sized_chunks(sealed, "sales")]
+    assert sum(sizes) == stream.decoded_bytes  # the loader plans slices from these

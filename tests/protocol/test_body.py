@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.ocf_forge import read_records
 from protocol.body import arrow_schema, decode_body
 from protocol.body_writer import body_schema, encode_body
 from protocol.schema import LogicalSchema, Table
-from tests.protocol.ocf_forge import read_records
 from tests.protocol.tables import ALL_TYPES, decode_body_table, normalise
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1

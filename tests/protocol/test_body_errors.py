@@ -13,12 +13,12 @@ from fastavro.read import HEADER_SCHEMA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.ocf_forge import container, header, string, zigzag
 from protocol.body import read_body_layout
 from protocol.body_writer import body_schema, encode_body
 from protocol.errors import BadChunkError, ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema, Table
 from protocol.types import TIME_MAX_MICROS
-from tests.protocol.ocf_forge import container, header, string, zigzag
 from tests.protocol.tables import decode_body_table
 
 ROW = (1, datetime(2024, 1, 1), "P-1", 3, 4, "text", 0)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.ocf_forge import read_records
 from protocol.avro_schemas import SCHEMA_NAMES, parsed_schema, schema_json
 from protocol.backup import BackupKey, BackupMessageType, ChangelogRecord
 from protocol.codec import (
@@ -37,7 +38,6 @@ from protocol.messages import (
     to_micros,
 )
 from tests.conftest import REPO
-from tests.protocol.ocf_forge import read_records
 from tests.protocol.test_contract_docs import json_schemas
 
 longs = st.integers(INT64_MIN, INT64_MAX)

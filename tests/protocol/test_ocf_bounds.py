@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.ocf_forge import SYNC, container, header, zigzag
 from protocol.avro_schemas import schema_json
 from protocol.body import decode_body
 from protocol.body_writer import body_schema, encode_body
@@ -25,7 +26,6 @@ from protocol.ocf import (
     read_header,
 )
 from protocol.schema import LogicalSchema, Table
-from tests.protocol.ocf_forge import SYNC, container, header, zigzag
 
 MiB = 2**20
 

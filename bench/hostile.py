@@ -12,12 +12,12 @@ import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
+from bench.ocf_forge import SYNC, header, zigzag
 from protocol.avro_schemas import schema_json
 from protocol.body_writer import body_schema, encode_body
 from protocol.codec import encode_delta_in_key, encode_message
 from protocol.messages import DeltaInKey, DeltaRequest
 from protocol.schema import LogicalSchema
-from tests.protocol.ocf_forge import SYNC, header, zigzag
 
 Message = tuple[str, str, bytes | None, bytes | None]
 MiB = 2**20

@@ -1,4 +1,4 @@
-"""Hand-built Avro containers, for bytes that no well-behaved writer produces."""
+"""Hand-built Avro containers, for bytes that no well-behaved writer produces (tests, chaos)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,32 @@
+"""The chaos command, 20 deltas (CI's version): kill -9s, PostgreSQL crash restarts and
+malformed messages, then the replica equals the model and no applied delta was answered
+ERROR. `python -m bench.chaos` (100 deltas) writes RELIABILITY.md."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> None:
+    report = tmp_path / "RELIABILITY.md"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench.chaos", "--deltas", "20", "--rows-per-delta", "300",
+            "--kills", "3", "--kill-every", "6", "--pg-restarts", "2", "--seed", "3",
+            "--work-dir", str(tmp_path), "--report", str(report),
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = report.read_text()
+    assert "**PASS**: 20 deltas" in text
+    assert "the registry has 20 rows for 20 deltas" in text
+    assert "no transfer that applied a delta was ever answered ERROR" in text
+    assert re.search(r"\| agent kill -9 \| 3 \|", text)
+    assert re.search(r"\| PostgreSQL crash restart \| 2 \|", text)
+    assert re.search(r"\| compression bomb \| [1-9]", text)
