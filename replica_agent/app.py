@@ -142,9 +142,12 @@ def build_app(
         nonlocal status_written
         if service.fatal is not None:
             fatal_exit(str(service.fatal))
-        await service.check_incomplete()
-        if status_file is not None:
-            status_written = _write_status(status_file, service, status_written)
+        try:  # a timer that raised would never run again: log, and try on the next tick
+            await service.check_incomplete()
+            if status_file is not None:
+                status_written = _write_status(status_file, service, status_written)
+        except Exception as exc:
+            log.warning("periodic check failed; retrying", error=f"{type(exc).__name__}: {exc}")
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
