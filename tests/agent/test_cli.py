@@ -66,7 +66,9 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     (tmp_path / "agent-status.json").write_text(
         json.dumps(
             {schema.datamart: {"loading": None, "last_error": {"code": "BAD_CHUNK",
-                                                              "message": "m", "requestId": "x"}}}
+                                                              "message": "m", "requestId": "x"}},
+             "_health": {"worker_alive": False, "last_progress": 0, "queued_loads": 2,
+                         "open_transfers": 1, "staged_bytes": 2**20}}
         )
     )  # fmt: skip
     report = status_report(settings, [schema.datamart])[schema.datamart]
@@ -87,6 +89,9 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     assert f"{schema.datamart}: no delta applied; expects delta 0" in done.stdout
     assert "missing stream 1 last chunk" in done.stdout
     assert "last error: BAD_CHUNK: m" in done.stdout
+    assert report["agent"]["worker_alive"] is False
+    assert "agent: load worker NOT RUNNING" in done.stdout
+    assert "2 queued loads, 1 open transfers, 1.0 MiB staged" in done.stdout
 
 
 def test_invalid_settings_never_print_a_secret_value() -> None:
