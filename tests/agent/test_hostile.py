@@ -150,22 +150,28 @@ def test_beyond_the_open_budget_the_oldest_transfer_is_answered_and_removed(
     rows = Workload(schema, WorkloadSpec(rows_per_delta=30, seed=3)).next_delta()
     transfers = [chunks_of(schema, 0, rows, chunk_rows=5) for _ in range(4)]
 
-    async def scenario() -> None:
+    async def scenario() -> str:
         async with Origin(agent.broker, agent.topics) as origin:
             for chunks in transfers:  # the first chunk of each: four open, budget three
                 await origin.send_chunks(chunks[:1])
-            oldest = transfers[0][0].key.request_id
-            (answer,) = await origin.results_of(oldest)
+            # Partitions decide the order they arrive in: the first to arrive is evicted.
+            ids = [chunks[0].key.request_id for chunks in transfers]
+            deadline = asyncio.get_running_loop().time() + 120
+            while not any(origin.results.get(i) for i in ids):
+                assert asyncio.get_running_loop().time() < deadline, agent.log_tail()
+                await asyncio.sleep(0.1)
+            (evicted,) = [i for i in ids if origin.results.get(i)]
+            (answer,) = origin.results[evicted]
             assert answer.error_code == ErrorCode.INCOMPLETE_DELTA
             assert "removed to keep the replica's staging budget" in (answer.error_message or "")
             state = await origin.ask(schema.datamart)
             assert state.state is ReplicaState.RECEIVING
-            assert len(state.in_progress) == 3
-            assert oldest not in {t.request_id for t in state.in_progress}
+            assert {t.request_id for t in state.in_progress} == set(ids) - {evicted}
+            return evicted
 
-    asyncio.run(scenario())
+    evicted = asyncio.run(scenario())
     staged = agent.data_dir / "staging" / "transfers"
-    assert not (staged / transfer_id(transfers[0][0].key.request_id)).exists()
+    assert not (staged / transfer_id(evicted)).exists()
 
 
 def test_an_open_transfer_of_a_delta_applied_meanwhile_is_closed_with_its_result(
@@ -179,6 +185,10 @@ def test_an_open_transfer_of_a_delta_applied_meanwhile_is_closed_with_its_result
     async def scenario() -> None:
         async with Origin(agent.broker, agent.topics) as origin:
             await origin.send_chunks(stalled[:2])
+            deadline = asyncio.get_running_loop().time() + 60
+            while not (await origin.ask(schema.datamart)).in_progress:  # it is open there
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
             await origin.send_chunks(complete)
             applied = await outcome(origin, complete[0].key.request_id)
             assert applied.status is DeltaStatus.OK
