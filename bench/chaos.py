@@ -28,7 +28,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import psutil
-import psycopg
 
 from bench.hostile import HostileMessages
 from origin.client import OriginClient
@@ -48,6 +47,7 @@ from protocol.messages import DeltaStatus
 from protocol.workload import WorkloadSpec
 from spark_loader.embedded_pg import EmbeddedPostgres
 from spark_loader.replica_reader import differences
+from spark_loader.store import ReplicaStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "marketing.sql"
 
@@ -193,13 +193,9 @@ async def _drive(
 
 
 def _check(run: ChaosRun, dsn: str, source: WorkloadSource, client: OriginClient) -> None:
-    datamart = source.schema.datamart
-    with psycopg.connect(dsn) as conn:
-        registry = conn.execute(
-            "SELECT delta_num, request_id FROM podd_replica.delta_registry "
-            "WHERE datamart = %s ORDER BY delta_num",
-            (datamart,),
-        ).fetchall()
+    registry = [
+        (e.delta_num, e.request_id) for e in ReplicaStore(dsn).registry(source.schema.datamart)
+    ]
     run.registry_rows = len(registry)
     if [n for n, _ in registry] != list(range(run.deltas)):
         run.lies.append(f"the registry holds deltas {[n for n, _ in registry]}")

@@ -129,9 +129,12 @@ class AgentProcess:
         return self.child.stop()
 
 
-def agent_fixture(datamarts: int, incomplete_timeout: float) -> Any:
+def agent_fixture(
+    datamarts: int, incomplete_timeout: float, extra_env: dict[str, str] | None = None
+) -> Any:
     """A module-scoped `agent` fixture: an agent process serving `datamarts` copies of the
-    `marketing` schema (see `AgentProcess.take`); it must stop cleanly."""
+    `marketing` schema (see `AgentProcess.take`), with `extra_env` settings; it must stop
+    cleanly."""
 
     @pytest.fixture(scope="module")
     def agent(
@@ -143,7 +146,7 @@ def agent_fixture(datamarts: int, incomplete_timeout: float) -> Any:
         schemas = [renamed(marketing) for _ in range(datamarts)]
         process = AgentProcess(
             broker, replica_dsn, tmp_path_factory.mktemp("agent"), schemas,
-            incomplete_timeout=incomplete_timeout,
+            incomplete_timeout=incomplete_timeout, extra_env=dict(extra_env or {}),
         ).start()  # fmt: skip
         yield process
         assert process.stop() == 0, process.log_tail()

@@ -7,10 +7,10 @@ import asyncio
 import json
 import time
 import urllib.request
+import uuid
 from collections import Counter
 
 import psutil
-import pytest
 from aiokafka import AIOKafkaConsumer
 
 from bench.hostile import HostileMessages
@@ -21,7 +21,7 @@ from protocol.messages import DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_agent.staging import transfer_id
-from tests.agent.conftest import AgentProcess, renamed
+from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date
@@ -29,27 +29,13 @@ from tests.loader.staging_helpers import assert_matches_model, delta_date
 FUZZ_MESSAGES = 2000
 #: The agent's own Python process (Spark's JVM and workers aside) stays below this.
 AGENT_RSS_BOUND_MIB = 700
-DEAD_LETTER = "fuzz-dead-letter"
+DEAD_LETTER = f"fuzz-dead-letter-{uuid.uuid4().hex[:8]}"
 
-
-@pytest.fixture(scope="module")
-def agent(
-    broker: str,
-    replica_dsn: str,
-    marketing: LogicalSchema,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> object:
-    schemas = [renamed(marketing) for _ in range(4)]
-    process = AgentProcess(
-        broker, replica_dsn, tmp_path_factory.mktemp("hostile"), schemas,
-        incomplete_timeout=600,
-        extra_env={
-            "PODD_MAX_OPEN_TRANSFERS": "3",
-            "PODD_TOPIC_DEAD_LETTER": f"{DEAD_LETTER}-{schemas[0].datamart}",
-        },
-    ).start()  # fmt: skip
-    yield process
-    assert process.stop() == 0, process.log_tail()
+agent = agent_fixture(
+    4,
+    incomplete_timeout=600,
+    extra_env={"PODD_MAX_OPEN_TRANSFERS": "3", "PODD_TOPIC_DEAD_LETTER": DEAD_LETTER},
+)
 
 
 def health(agent: AgentProcess) -> tuple[int, dict[str, object]]:
@@ -205,8 +191,7 @@ def test_an_open_transfer_of_a_delta_applied_meanwhile_is_closed_with_its_result
 def test_a_message_that_fails_unexpectedly_is_skipped_counted_and_dead_lettered(
     agent: AgentProcess, replica_dsn: str
 ) -> None:
-    schema = agent.schemas[0]  # the dead-letter topic is named after it
-    agent.taken.append(schema.datamart)
+    schema = agent.take()
     rows = Workload(schema, WorkloadSpec(rows_per_delta=10, seed=5)).next_delta()
     poisoned = chunks_of(schema, 0, rows, chunk_rows=5)
     # A file where the transfer's staging directory must go: staging fails with an OSError.
@@ -222,7 +207,7 @@ def test_a_message_that_fails_unexpectedly_is_skipped_counted_and_dead_lettered(
                 assert time.monotonic() < deadline, agent.log_tail()
                 await asyncio.sleep(0.2)
         reader = AIOKafkaConsumer(
-            f"{DEAD_LETTER}-{schema.datamart}", bootstrap_servers=agent.broker,
+            DEAD_LETTER, bootstrap_servers=agent.broker,
             auto_offset_reset="earliest", enable_auto_commit=False,
         )  # fmt: skip
         await reader.start()
