@@ -38,11 +38,10 @@ from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.agent_child import AgentChild, agent_env
-from podd_runtime.errors import AgentChildError
 from podd_runtime.ports import free_port
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, PoddError
 from protocol.messages import DeltaStatus
 from protocol.workload import WorkloadSpec
 from spark_loader.embedded_pg import EmbeddedPostgres
@@ -299,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_to_stderr()
     try:
         run = run_chaos(args)
-    except (AgentChildError, OSError) as exc:
+    except (PoddError, OSError) as exc:
         print(f"bench.chaos: {exc}", file=sys.stderr)
         return 2
     text = report(run, args)

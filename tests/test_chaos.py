@@ -14,6 +14,7 @@ from tests.conftest import REPO
 
 def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> None:
     report = tmp_path / "RELIABILITY.md"
+    tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the work directory
     done = subprocess.run(
         [
             sys.executable, "-m", "bench.chaos", "--deltas", "20", "--rows-per-delta", "300",

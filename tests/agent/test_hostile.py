@@ -32,7 +32,7 @@ AGENT_RSS_BOUND_MIB = 700
 DEAD_LETTER = f"fuzz-dead-letter-{uuid.uuid4().hex[:8]}"
 
 agent = agent_fixture(
-    4,
+    6,
     incomplete_timeout=600,
     extra_env={"PODD_MAX_OPEN_TRANSFERS": "3", "PODD_TOPIC_DEAD_LETTER": DEAD_LETTER},
 )
