@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC
@@ -35,7 +36,7 @@ from protocol.sequence import AppliedDelta, check_sequence
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_jobs import plan_tasks, stage_slices
+from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_slices
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
 from spark_loader.store_sql import META_SCHEMA, copy_statement, q
 from spark_loader.transfer import StagedTransfer
@@ -207,7 +208,14 @@ class DeltaLoader:
             for t in tables
             for number, path, size in _sized_chunks(transfer, t.name)
         ]
-        statements = {datamart.position(t.name): copy_statement(staging[t.name], t) for t in tables}
+        targets = {
+            datamart.position(t.name): StagingTarget(
+                staging[t.name],
+                copy_statement(staging[t.name], t),
+                zlib.crc32(staging[t.name].encode()) - 2**31,  # an int4 lock key
+            )
+            for t in tables
+        }
         slice_bytes = int(self.settings.max_slice_mib * 2**20)
         tasks = plan_tasks(chunks, self.spark.sparkContext.defaultParallelism, slice_bytes)
         try:
@@ -216,8 +224,9 @@ class DeltaLoader:
                 datamart.schema.tables,
                 tasks,
                 self._executor_dsn(),
-                statements,
+                targets,
                 self.settings.body_limits(),
+                self.settings.fault_fail_first_task_attempt,
             )
         except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
             raise _classify_spark_error(exc) from None

@@ -39,6 +39,9 @@ class LoaderSettings(BaseSettings):
     #: After a connection broke during COMMIT: how long to keep reading the registry (with
     #: backoff) to learn whether the delta was applied, before the agent restarts instead.
     commit_settle_seconds: float = Field(default=600, gt=0)
+    #: Testing only: every staging task's first attempt fails after its COPY (Spark retries
+    #: it; needs spark.task.maxFailures > 1, `local[N,F]` in local mode).
+    fault_fail_first_task_attempt: bool = False
 
     def body_limits(self) -> OcfLimits:
         return OcfLimits(

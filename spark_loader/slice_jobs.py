@@ -27,6 +27,7 @@ import numba
 import numpy as np
 import psycopg
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from protocol.body import decode_body
@@ -34,6 +35,7 @@ from protocol.errors import ErrorCode, ProtocolError, error_for
 from protocol.ocf import OcfLimits
 from protocol.schema import Table
 from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
+from spark_loader.store_sql import SLICE_COLUMN
 
 #: Below this many bytes of chunk files a table is never cut for parallelism's sake.
 MIN_SPLIT_BYTES = 4 * 2**20
@@ -55,6 +57,16 @@ class StagingTask:
     """What one Spark task stages, one slice after the other, on one connection."""
 
     slices: tuple[TableSlice, ...]
+
+
+@dataclass(frozen=True)
+class StagingTarget:
+    """Where a table's slices are staged: the (quoted) staging table, its COPY statement,
+    and the advisory-lock key that serialises two attempts at one of its slices."""
+
+    table: str
+    copy: str
+    lock_key: int
 
 
 @dataclass(frozen=True)
@@ -148,10 +160,15 @@ def _stage_slice(
     conn: psycopg.Connection,
     task: TableSlice,
     tables: Sequence[Table],
-    statement: str,
+    target: StagingTarget,
     limits: OcfLimits,
 ) -> SliceCounts:
-    """Decode, filter, keep the last row per key, COPY: one slice."""
+    """Decode, filter, keep the last row per key, COPY: one slice.
+
+    Exactly once under retries: Spark may run a task again (a failure after its commit, or
+    speculation). Under a lock on (table, slice), the slice's earlier rows are deleted
+    before its COPY, in the task's one transaction: whichever attempt commits last leaves
+    the only copy."""
     table = tables[task.table]
     positions, kinds = list(table.key_positions), key_kinds(table)
     row_kinds = copy_kinds(table)
@@ -174,7 +191,10 @@ def _stage_slice(
     del keys
     count = sum(len(a) for a in staged)
     if count:
-        with conn.cursor().copy(statement) as copy:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (target.lock_key, task.slice))
+        conn.execute("SELECT set_config('podd.slice', %s, true)", (str(task.slice),))
+        conn.execute(f"DELETE FROM {target.table} WHERE {SLICE_COLUMN} = %s", (task.slice,))
+        with conn.cursor().copy(target.copy) as copy:
             copy.write(HEADER)
             for array in staged:
                 offsets, data = _binary_parts(array)
@@ -187,19 +207,25 @@ def run_task(
     task: StagingTask,
     tables: Sequence[Table],
     dsn: str,
-    statements: dict[int, str],
+    targets: dict[int, StagingTarget],
     limits: OcfLimits,
+    fail_first_attempt: bool = False,
 ) -> list[SliceCounts | SliceRefusal]:
     """One Spark task: its slices in turn, committed together at the end; at the first
-    refused slice, nothing of the task is staged and the refusal is its result."""
+    refused slice, nothing of the task is staged and the refusal is its result.
+
+    `fail_first_attempt` (tests only): the first attempt fails after its commit."""
     done: list[SliceCounts | SliceRefusal] = []
     with psycopg.connect(dsn) as conn:
         for piece in task.slices:
             try:
-                done.append(_stage_slice(conn, piece, tables, statements[piece.table], limits))
+                done.append(_stage_slice(conn, piece, tables, targets[piece.table], limits))
             except ProtocolError as exc:
                 conn.rollback()
                 return [SliceRefusal(piece.table, exc.code, exc.message)]
+    context = TaskContext.get()
+    if fail_first_attempt and context is not None and context.attemptNumber() == 0:
+        raise RuntimeError("fault injection: the task's first attempt fails after its COPY")
     return done
 
 
@@ -208,8 +234,9 @@ def stage_slices(
     tables: Sequence[Table],
     tasks: Sequence[StagingTask],
     dsn: str,
-    statements: dict[int, str],
+    targets: dict[int, StagingTarget],
     limits: OcfLimits,
+    fail_first_attempt: bool = False,
 ) -> dict[int, tuple[int, int]]:
     """Run every task, one Spark partition each; (staged, received) per table position.
 
@@ -217,7 +244,9 @@ def stage_slices(
     if not tasks:
         return {}
     jobs = spark.sparkContext.parallelize(list(tasks), len(tasks))
-    results = jobs.flatMap(lambda task: run_task(task, tables, dsn, statements, limits)).collect()
+    results = jobs.flatMap(
+        lambda task: run_task(task, tables, dsn, targets, limits, fail_first_attempt)
+    ).collect()
     refusals = [r for r in results if isinstance(r, SliceRefusal)]
     if refusals:
         first = min(refusals, key=lambda r: r.table)

@@ -83,10 +83,17 @@ def create_table_sql(datamart: str, table: Table, kind: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS {physical(datamart, table.name, kind)} (\n    {body}\n)"
 
 
+#: The slice a staged row belongs to: the COPY leaves it to this default, which reads the
+#: slice its transaction set (`SET LOCAL podd.slice`), so a retried task can replace
+#: exactly its own slice's rows.
+SLICE_COLUMN = "podd_slice"
+
+
 def create_staging_sql(datamart_id: int, position: int, table: Table) -> str:
     """Unlogged: staging is rewritten for every load and never part of the replica's state."""
     columns = [f"{q(c.name)} {c.type.to_postgres()}" for c in table.columns]
-    body = ", ".join([*columns, "sys_op integer NOT NULL"])
+    slice_column = f"{SLICE_COLUMN} integer NOT NULL DEFAULT current_setting('podd.slice')::integer"
+    body = ", ".join([*columns, "sys_op integer NOT NULL", slice_column])
     return f"CREATE UNLOGGED TABLE IF NOT EXISTS {staging_name(datamart_id, position)} ({body})"
 
 

@@ -23,7 +23,8 @@ NewLoader = Callable[..., DeltaLoader]
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(LoaderSettings(spark_master="local[2]"))
+    # local[2,3]: failed tasks are tried again, up to 3 times, as on a cluster.
+    session = build_session(LoaderSettings(spark_master="local[2,3]"))
     yield session
     session.stop()
 
@@ -42,12 +43,14 @@ def new_loader(replica_dsn: str, spark: SparkSession, tmp_path: Path) -> NewLoad
         between_tables: BetweenTables | None = None,
         max_slice_mib: float = 16,
         commit: Commit | None = None,
+        fail_first_attempt: bool = False,
     ) -> DeltaLoader:
         settings = LoaderSettings(
             load_attempts=attempts,
             retry_backoff_seconds=0.05,
             max_slice_mib=max_slice_mib,
             data_dir=tmp_path / "var",
+            fault_fail_first_task_attempt=fail_first_attempt,
         )
         loader = DeltaLoader(
             ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables

@@ -247,3 +247,16 @@ def test_no_password_reaches_the_executors(
     (closure,) = shipped
     assert str(password) not in closure
     assert "passfile=" in closure
+
+
+def test_a_task_retried_after_its_copy_leaves_exactly_one_copy_of_its_rows(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    # Every staging task commits its COPY, then its first attempt fails: Spark runs it again.
+    model, transfers = _two_deltas(schema, staging_root)
+    for transfer in transfers:
+        result = new_loader(schema, fail_first_attempt=True, max_slice_mib=0.01).load(transfer)
+        assert not result.already_applied
+    assert_matches_model(replica_dsn, model)  # a second copy would have doubled versions
+    registry = ReplicaStore(replica_dsn).registry(schema.datamart)
+    assert [e.delta_num for e in registry] == [0, 1]
