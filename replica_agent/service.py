@@ -248,7 +248,7 @@ class ReplicaService:
         if decision.action == "reject":
             await self._reject(transfer, decision.code or ErrorCode.BAD_CHUNK, decision.message)
         elif decision.action == "answer-stored":
-            entry = await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
+            entry = await self._applied(transfer)
             if entry is None:  # the registry lost a delta the tracker saw: never expected
                 raise FatalAgentError(f"delta {transfer.delta_num} vanished from the registry")
             log.info("already applied: answering the stored result", **_ids(transfer))

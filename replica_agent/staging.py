@@ -261,6 +261,7 @@ def _read_transfer(directory: Path) -> Transfer:
         )
         chunks: dict[int, set[int]] = {}
         for body in directory.glob("*.avro"):
+            transfer.staged_bytes += body.stat().st_size
             found = ChunkFile.parse(body.name)
             if found is not None:
                 chunks.setdefault(found.stream, set()).add(found.chunk)
@@ -273,7 +274,6 @@ def _read_transfer(directory: Path) -> Transfer:
             stream.chunks = chunks.get(number, set())
             stream.decoded_bytes = None  # measured again when it is sealed
             transfer.streams[number] = stream
-        transfer.staged_bytes = sum(p.stat().st_size for p in directory.glob("*.avro"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StagingError(f"{directory} is not a readable staged transfer: {exc}") from None
     return transfer

@@ -127,11 +127,6 @@ class DeltaLoader:
                     bound.info("delta already applied", step=1)
                     return LoadResult.from_registry(stored, already_applied=True)
                 return self._attempt(datamart, transfer, tables, bound)
-            except psycopg.OperationalError as exc:  # the registry could not be read
-                last_error = f"{type(exc).__name__}: {exc}"
-                bound.warning("load attempt failed", attempt=attempt, error=last_error)
-                if attempt < self.settings.load_attempts:
-                    time.sleep(self.settings.retry_backoff_seconds * 2 ** (attempt - 1))
             except _Transient as exc:
                 last_error = str(exc)
                 bound.warning("load attempt failed", attempt=attempt, error=last_error)
@@ -144,13 +139,15 @@ class DeltaLoader:
 
     # --- steps ---------------------------------------------------------------------------
     def _check_sequence(self, transfer: StagedTransfer) -> RegistryEntry | None:
-        """Steps 1-2: the stored entry of an applied delta, None for the expected one."""
+        """Steps 1-2: the stored entry of an applied delta, None for the expected one.
+        A registry that cannot be read is transient, like any other lost connection."""
         manifest = transfer.manifest
-        stored = self.store.applied(manifest.datamart, manifest.delta_num)
-        last = None
-        if stored is None:
-            entry = self.store.last_applied(manifest.datamart)
-            last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
+        try:
+            stored = self.store.applied(manifest.datamart, manifest.delta_num)
+            entry = None if stored is not None else self.store.last_applied(manifest.datamart)
+        except psycopg.OperationalError as exc:
+            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
         refusal = check_sequence(
             manifest.delta_num,
             manifest.delta_date,
