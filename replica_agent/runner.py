@@ -78,6 +78,8 @@ def run_agent(settings: AgentSettings) -> int:
         stack.callback(spark.stop)
         store = ReplicaStore(dsn)
         loader = DeltaLoader(store, spark, settings)
+        loader.probe_executors()
+        log.info("executors read staging and reach the replica", spark=settings.spark_master)
         for schema in schemas:
             loader.register(schema)
         applied = {

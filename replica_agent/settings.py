@@ -35,8 +35,6 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     session_timeout_seconds: float = Field(default=10.0, gt=0)
     #: A transfer still incomplete this long after its first chunk is answered INCOMPLETE_DELTA.
     incomplete_timeout_seconds: float = Field(default=300.0, gt=0)
-    #: Chunk bodies and owed answers; default: `data_dir/staging`.
-    staging_dir: Path | None = None
     #: The Prometheus endpoint is http://metrics_host:metrics_port/metrics.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=0, le=65535)
@@ -68,10 +66,6 @@ class AgentSettings(LoaderSettings, KafkaSettings):
                 "give one --schema per --datamart"
             )
         return self
-
-    @property
-    def staging_path(self) -> Path:
-        return self.staging_dir or self.data_dir / "staging"
 
     def transfer_limits(self) -> TransferLimits:
         mib = 2**20

@@ -64,6 +64,7 @@ def _apply(args: argparse.Namespace) -> int:
         spark = build_session(settings)
         try:
             loader = DeltaLoader(store, spark, settings)
+            loader.probe_executors()
             loader.register(schema)
             result = loader.load(transfer)
         finally:

@@ -33,3 +33,8 @@ class StagedTransferError(LoaderError):
 
 class EmbeddedPostgresError(LoaderError):
     """The embedded PostgreSQL server could not be started or stopped."""
+
+
+class ExecutorProbeError(LoaderError):
+    """At start-up, the Spark executors could not read the staging directory or reach the
+    replica (or no executor ran at all): every load would fail, so none is started."""

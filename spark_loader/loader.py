@@ -35,6 +35,7 @@ from protocol.schema import LogicalSchema, Table
 from protocol.sequence import AppliedDelta, check_sequence
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
+from spark_loader.executor_probe import probe_executors
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_slices
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
@@ -96,11 +97,21 @@ class DeltaLoader:
 
     def _executor_dsn(self) -> str:
         """What the executors connect with: the DSN without its password, which they read
-        from a 0600 passfile in the data directory (Spark ships closures in the clear)."""
+        from a 0600 passfile in the staging directory (Spark ships closures in the clear)."""
         if self._executor_dsn_cache is None:
-            passfile = self.settings.data_dir / "secrets" / "replica.pgpass"
+            passfile = self.settings.executor_passfile
             self._executor_dsn_cache = with_passfile(self.store.dsn, passfile)
         return self._executor_dsn_cache
+
+    def probe_executors(self) -> None:
+        """Before the first load: the executors read the staging directory and reach the
+        replica, or `ExecutorProbeError` says which of them cannot."""
+        probe_executors(
+            self.spark,
+            self.settings.staging_path,
+            self._executor_dsn(),
+            timeout=self.settings.executor_probe_timeout_seconds,
+        )
 
     def register(self, schema: LogicalSchema) -> Datamart:
         """Create or check the datamart's store; loads of it are accepted from now on."""
@@ -201,7 +212,7 @@ class DeltaLoader:
             conn.execute(f"TRUNCATE {', '.join(staging.values())}")
 
         chunks = [
-            (datamart.position(t.name), number, str(path.resolve()), size)
+            (datamart.position(t.name), number, str(path.absolute()), size)
             for t in tables
             for number, path, size in _sized_chunks(transfer, t.name)
         ]

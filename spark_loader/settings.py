@@ -17,6 +17,9 @@ class LoaderSettings(BaseSettings):
     #: The replica database; None starts the embedded PostgreSQL in `data_dir/postgres`.
     replica_dsn: SecretStr | None = None
     data_dir: Path = Path("var")
+    #: Staged chunk bodies (and owed answers); default: `data_dir/staging`. The driver and
+    #: every executor read it at the same absolute path: on a cluster, a shared mount.
+    staging_dir: Path | None = None
     spark_master: str = "local[*]"
     #: Extra Spark configuration, e.g. {"spark.executor.memory": "4g"}.
     spark_conf: dict[str, str] = Field(default_factory=dict)
@@ -42,6 +45,21 @@ class LoaderSettings(BaseSettings):
     #: Testing only: every staging task's first attempt fails after its COPY (Spark retries
     #: it; needs spark.task.maxFailures > 1, `local[N,F]` in local mode).
     fault_fail_first_task_attempt: bool = False
+    #: At start-up a tiny Spark job checks that executors read the staging directory and
+    #: reach the replica; how long it may wait for executors (seconds).
+    executor_probe_timeout_seconds: float = Field(default=120, gt=0)
+
+    @property
+    def staging_path(self) -> Path:
+        """Absolute: no relative path crosses the driver/executor boundary (an executor's
+        working directory is its own)."""
+        return (self.staging_dir or self.data_dir / "staging").absolute()
+
+    @property
+    def executor_passfile(self) -> Path:
+        """The replica's password for the executors (0600), beside the staged chunks they
+        already read: the DSN they get carries no password."""
+        return self.staging_path / "secrets" / "replica.pgpass"
 
     def body_limits(self) -> OcfLimits:
         return OcfLimits(
