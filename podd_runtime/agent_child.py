@@ -61,7 +61,13 @@ class AgentChild:
     """One running `replica-agent run` child; `env` is added to this process's environment."""
 
     def __init__(
-        self, env: Mapping[str, str], log_path: Path, metrics_port: int, *, append: bool = True
+        self,
+        env: Mapping[str, str],
+        log_path: Path,
+        metrics_port: int,
+        *,
+        append: bool = True,
+        cwd: Path | None = None,
     ) -> None:
         self.log_path = log_path
         self.metrics_port = metrics_port
@@ -71,6 +77,7 @@ class AgentChild:
                 env={**os.environ, **env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                cwd=cwd,
             )
 
     def metrics(self) -> str:

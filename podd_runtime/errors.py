@@ -7,3 +7,7 @@ from protocol.errors import PoddError
 
 class AgentChildError(PoddError):
     """A `replica-agent` child process exited early or did not come up in time."""
+
+
+class SparkClusterError(PoddError):
+    """A standalone Spark master or worker did not start."""

@@ -1,7 +1,9 @@
 """Fixtures every test layer shares.
 
 `PODD_TEST_REPLICA_DSN` points the tests at an external PostgreSQL instead of the embedded one,
-`PODD_TEST_BROKER` at an external Kafka instead of the embedded Tansu.
+`PODD_TEST_BROKER` at an external Kafka instead of the embedded Tansu,
+`PODD_TEST_SPARK_MASTER` at an external Spark cluster instead of a standalone one started here
+(its workers must mount the tests' temporary directory at the same path).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from podd_kafka.broker import embedded_broker
+from podd_runtime.spark_cluster import StandaloneCluster
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import EmbeddedPostgres
@@ -73,3 +76,15 @@ def replica_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedPostgres(tmp_path_factory.mktemp("replica") / "pgdata").start()
     yield server.dsn
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark master URL: one standalone master and one worker (2 cores) from the installed
+    pyspark, shared by every test that runs on a cluster; or `PODD_TEST_SPARK_MASTER`."""
+    external = os.environ.get("PODD_TEST_SPARK_MASTER")
+    if external:
+        yield external
+        return
+    with StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), cores=2) as master:
+        yield master

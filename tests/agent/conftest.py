@@ -40,6 +40,10 @@ class AgentProcess:
     group_id: str = field(default_factory=lambda: f"agent-{uuid.uuid4().hex[:8]}")
     incomplete_timeout: float = 600.0
     extra_env: dict[str, str] = field(default_factory=dict)
+    spark_master: str = "local[2]"
+    #: Started in data_dir's parent with `PODD_DATA_DIR=<its name>`, as a user typing
+    #: `replica-agent run --data-dir var` would.
+    relative_data_dir: bool = False
     child: AgentChild | None = None
     metrics_port: int = 0
     starts: int = 0
@@ -71,12 +75,16 @@ class AgentProcess:
             data_dir=self.data_dir,
             metrics_port=self.metrics_port,
             group_id=self.group_id,
-            spark_master="local[2]",
+            spark_master=self.spark_master,
         )
+        cwd = None
+        if self.relative_data_dir:
+            env["PODD_DATA_DIR"] = self.data_dir.name
+            cwd = self.data_dir.parent
         env.update(self.topics.flags())
         env["PODD_INCOMPLETE_TIMEOUT_SECONDS"] = str(self.incomplete_timeout)
         env.update(self.extra_env)
-        self.child = AgentChild(env, self.log_path, self.metrics_port, append=False)
+        self.child = AgentChild(env, self.log_path, self.metrics_port, append=False, cwd=cwd)
         try:
             self.child.wait_ready(timeout=120)
         except AgentChildError as exc:

@@ -1,5 +1,10 @@
-"""Real parts for the loader tests: one SparkSession per test session (PostgreSQL: ../conftest).
+"""Real parts for the loader tests: a SparkSession (local, or on the standalone cluster of
+../conftest) and PostgreSQL (../conftest).
 
+A module whose tests also run on the cluster says so with `RUN_ON_CLUSTER = True`.
+
+A process holds one SparkContext: `SparkSessions` keeps the current one and starts the other
+kind only when a test asks for it (pytest runs a module's tests grouped by that parameter).
 Every test gets datamarts of its own, so tests never see each other's rows.
 """
 
@@ -21,12 +26,52 @@ from spark_loader.store import ReplicaStore
 NewLoader = Callable[..., DeltaLoader]
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests of a `RUN_ON_CLUSTER` module that use Spark run in local mode and on the cluster."""
+    if getattr(metafunc.module, "RUN_ON_CLUSTER", False) and "spark_where" in metafunc.fixturenames:
+        metafunc.parametrize("spark_where", ["local", "cluster"], indirect=True, scope="module")
+
+
+class SparkSessions:
+    """The one SparkSession of this process, rebuilt when a test wants the other kind."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self.request = request
+        self.where: str | None = None
+        self.session: SparkSession | None = None
+
+    def get(self, where: str) -> SparkSession:
+        if where != self.where or self.session is None:
+            self.close()
+            # local[2,3]: failed tasks are tried again, up to 3 times, as on a cluster.
+            master = "local[2,3]"
+            if where == "cluster":
+                master = self.request.getfixturevalue("spark_cluster")
+            self.session = build_session(LoaderSettings(spark_master=master))
+            self.where = where
+        return self.session
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+            self.session = None
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    # local[2,3]: failed tasks are tried again, up to 3 times, as on a cluster.
-    session = build_session(LoaderSettings(spark_master="local[2,3]"))
-    yield session
-    session.stop()
+def spark_sessions(request: pytest.FixtureRequest) -> Iterator[SparkSessions]:
+    sessions = SparkSessions(request)
+    yield sessions
+    sessions.close()
+
+
+@pytest.fixture(scope="module")
+def spark_where(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "local"))
+
+
+@pytest.fixture
+def spark(spark_sessions: SparkSessions, spark_where: str) -> SparkSession:
+    return spark_sessions.get(spark_where)
 
 
 def unique(schema: LogicalSchema) -> LogicalSchema:
@@ -50,6 +95,7 @@ def new_loader(replica_dsn: str, spark: SparkSession, tmp_path: Path) -> NewLoad
             retry_backoff_seconds=0.05,
             max_slice_mib=max_slice_mib,
             data_dir=tmp_path / "var",
+            staging_dir=tmp_path / "staging",
             fault_fail_first_task_attempt=fail_first_attempt,
         )
         loader = DeltaLoader(

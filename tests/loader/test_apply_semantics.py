@@ -15,6 +15,9 @@ from spark_loader.slice_jobs import plan_tasks
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, read_as_of, stage
 
+#: Every test here that uses Spark runs in local mode and on the standalone cluster.
+RUN_ON_CLUSTER = True
+
 DDL = """
 CREATE TABLE m.items (id bigint not null, name varchar(20), qty int32, PRIMARY KEY (id));
 CREATE TABLE m.links (a varchar(10) not null, b int not null, note varchar, PRIMARY KEY (a, b));

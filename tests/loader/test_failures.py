@@ -22,6 +22,9 @@ from spark_loader.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 
+#: Every test here that uses Spark runs in local mode and on the standalone cluster.
+RUN_ON_CLUSTER = True
+
 DDL = (Path(__file__).resolve().parents[2] / "examples" / "marketing.sql").read_text()
 
 

@@ -1,0 +1,115 @@
+"""The agent with `--spark-master spark://…`: its loads run on a standalone Spark cluster.
+
+The executors run in the worker's own JVM and working directory. The agent is started as a
+user would start it, `--data-dir` relative to its own working directory: nothing relative
+may reach an executor. The wire-level scenarios of `test_integration` run here unchanged.
+The start-up probe refuses clusters whose executors cannot do a load, before consuming.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from podd_runtime.agent_child import AgentChild, agent_env
+from podd_runtime.ports import free_port
+from podd_runtime.spark_cluster import StandaloneCluster
+from protocol.schema import LogicalSchema
+from tests.agent import test_integration as wire
+from tests.agent.conftest import AgentProcess, renamed
+
+# The same scenarios as in local mode, collected here with this module's `agent` fixture.
+test_several_deltas_on_the_cluster = (
+    wire.test_several_deltas_chunks_twice_shuffled_interleaved_with_empty_tables
+)  # noqa: E501
+test_every_rejection_on_the_cluster = (
+    wire.test_every_rejection_is_answered_and_leaves_the_replica_unchanged
+)  # noqa: E501
+test_an_incomplete_transfer_on_the_cluster = (
+    wire.test_an_incomplete_transfer_is_reported_then_completed_by_its_missing_chunks
+)  # noqa: E501
+test_a_resent_delta_on_the_cluster = (
+    wire.test_a_resent_applied_delta_is_answered_with_its_stored_result
+)  # noqa: E501
+
+
+@pytest.fixture(scope="module")
+def agent(
+    broker: str,
+    replica_dsn: str,
+    marketing: LogicalSchema,
+    spark_cluster: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[AgentProcess]:
+    process = AgentProcess(
+        broker, replica_dsn, tmp_path_factory.mktemp("cluster-agent") / "var",
+        [renamed(marketing) for _ in range(4)], incomplete_timeout=6,
+        spark_master=spark_cluster, relative_data_dir=True,
+    ).start()  # fmt: skip
+    yield process
+    assert process.stop() == 0, process.log_tail()
+
+
+@pytest.fixture
+def schema(agent: AgentProcess) -> LogicalSchema:
+    return agent.take()
+
+
+def _refused_start(
+    master: str, broker: str, dsn: str, marketing: LogicalSchema, data_dir: Path
+) -> str:
+    """Start an agent on `master`: it must exit 2 before consuming; its log."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    schema_file = data_dir / "marketing.sql"
+    schema_file.write_text(marketing.to_ddl())
+    env = agent_env(
+        {marketing.datamart: schema_file}, bootstrap=broker, dsn=dsn, data_dir=data_dir,
+        metrics_port=free_port(), group_id=f"refused-{data_dir.name}", spark_master=master,
+    )  # fmt: skip
+    env["PODD_EXECUTOR_PROBE_TIMEOUT_SECONDS"] = "8"
+    child = AgentChild(env, data_dir / "agent.log", int(env["PODD_METRICS_PORT"]))
+    assert child.process.wait(180) == 2, (data_dir / "agent.log").read_text()
+    log = (data_dir / "agent.log").read_text()
+    assert "agent cannot start" in log
+    assert "agent starting" not in log  # refused before Faust consumed anything
+    return log
+
+
+def test_a_master_without_executors_is_refused_at_start(
+    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path
+) -> None:
+    with StandaloneCluster(tmp_path / "lonely", workers=0) as master:
+        log = _refused_start(master, broker, replica_dsn, marketing, tmp_path / "var")
+    assert "no executor ran the start-up probe within 8 s" in log
+
+
+def _can_hide_mounts() -> bool:
+    if shutil.which("unshare") is None or sys.platform != "linux":
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_hide_mounts(), reason="needs mount namespaces (unshare -m)")
+def test_a_worker_without_the_staging_mount_is_refused_at_start(
+    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path
+) -> None:
+    # The worker sees an empty directory where the agent's staging directory is: a worker
+    # started without the shared volume.
+    data_dir = tmp_path / "var"
+    staging = data_dir / "staging"
+    staging.mkdir(parents=True)
+    hide = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"', str(staging)]
+    with StandaloneCluster(tmp_path / "unshared", worker_wrapper=hide) as master:
+        log = _refused_start(master, broker, replica_dsn, marketing, data_dir)
+    assert f"cannot read the staging directory {staging}" in log
+    assert "mount it at the same absolute path" in log
