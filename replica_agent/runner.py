@@ -78,10 +78,11 @@ def run_agent(settings: AgentSettings) -> int:
         stack.callback(spark.stop)
         store = ReplicaStore(dsn)
         loader = DeltaLoader(store, spark, settings)
-        loader.probe_executors()
-        log.info("executors read staging and reach the replica", spark=settings.spark_master)
         for schema in schemas:
             loader.register(schema)
+        # The driver reached the replica; now the executors must reach it and staging.
+        loader.probe_executors()
+        log.info("executors read staging and reach the replica", spark=settings.spark_master)
         applied = {
             s.datamart: {e.delta_num: e.delta_date for e in store.registry(s.datamart)}
             for s in schemas

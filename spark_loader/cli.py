@@ -64,8 +64,8 @@ def _apply(args: argparse.Namespace) -> int:
         spark = build_session(settings)
         try:
             loader = DeltaLoader(store, spark, settings)
-            loader.probe_executors()
             loader.register(schema)
+            loader.probe_executors()
             result = loader.load(transfer)
         finally:
             spark.stop()
