@@ -23,12 +23,17 @@ from tests.conftest import REPO
 
 COMPOSE = REPO / "compose" / "compose.yaml"
 DOCKERFILE = REPO / "compose" / "Dockerfile"
-_VARIABLE = re.compile(r"\$\{(\w+)(?::?[-?][^}]*)?\}")
+_VARIABLE = re.compile(r"\$\{(\w+)(?::?([-?])([^}]*))?\}")
+
+
+def _interpolate(match: re.Match[str]) -> str:
+    """`${VAR:-default}` is its default (the user set nothing); `${VAR:?msg}` a secret."""
+    return match.group(3) if match.group(2) == "-" else "compose-test-secret"
 
 
 def load_compose() -> dict[str, Any]:
-    """The file with `${VAR...}` interpolated as Compose would, given VAR=secret."""
-    text = _VARIABLE.sub(lambda m: "compose-test-secret", COMPOSE.read_text())
+    """The file with `${VAR...}` interpolated as Compose would, given only the secrets."""
+    text = _VARIABLE.sub(_interpolate, COMPOSE.read_text())
     loaded: dict[str, Any] = yaml.safe_load(text)
     return loaded
 
@@ -61,7 +66,9 @@ def test_the_deployment_has_every_part(services: dict[str, Any]) -> None:
 
 def test_the_image_holds_every_package_and_spark(services: dict[str, Any]) -> None:
     text = DOCKERFILE.read_text()
-    packages = ["protocol", "podd_kafka", "spark_loader", "replica_agent", "origin", "conformance"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
+    assert "podd_runtime" in packages
     for package in packages:
         assert (REPO / package / "__init__.py").exists()
         assert f"COPY {package} {package}" in text
@@ -101,9 +108,14 @@ def test_the_agent_runs_with_valid_flags_against_the_services(
     assert settings.replica_dsn is not None
     assert urlsplit(settings.replica_dsn.get_secret_value()).hostname in services
     assert settings.spark_conf["spark.driver.host"] == "replica-agent"
-    worker_volumes = services["spark-worker"]["volumes"]
-    assert f"podd-data:{settings.data_dir}" in worker_volumes  # executors read staged chunks
-    assert f"podd-data:{settings.data_dir}" in service["volumes"]
+    # Executors read staged chunks and the passfile at the agent's path, on a shared volume;
+    # the agent's other data stays its own.
+    staging = f"podd-staging:{settings.staging_path}"
+    assert staging in service["volumes"]
+    assert staging in services["spark-worker"]["volumes"]
+    assert not any(v.startswith("podd-data:") for v in services["spark-worker"]["volumes"])
+    assert settings.spark_master == services["spark-worker"]["command"][2]
+    assert settings.spark_conf["spark.executor.memory"] == "2g"
     assert str(settings.metrics_port) in service["ports"][0]
 
 
@@ -134,3 +146,7 @@ def test_spark_runs_from_the_wheels_spark_class(services: dict[str, Any]) -> Non
     assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
     assert worker[:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
     assert urlsplit(worker[2]).hostname == "spark-master"
+    assert urlsplit(worker[2]).port == int(master[master.index("--port") + 1])
+    resources = services["spark-worker"]["environment"]
+    assert resources["SPARK_WORKER_CORES"] == "2"  # defaults a user overrides by variable
+    assert resources["SPARK_WORKER_MEMORY"] == "4g"
