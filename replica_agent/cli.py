@@ -134,7 +134,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--datamart", action="append", help="a datamart to serve (repeatable)")
     run.add_argument("--schema", action="append", type=Path, help="its Prostore DDL file")
     run.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT (default: embedded)")
-    run.add_argument("--staging-dir", type=Path)
     run.add_argument("--metrics-host")
     run.add_argument("--metrics-port", type=int)
     run.add_argument("--incomplete-timeout", type=float, help="seconds")
@@ -149,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (run, status):
         command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
         command.add_argument("--data-dir", type=Path)
+        command.add_argument("--staging-dir", type=Path, help="default: DATA_DIR/staging")
     return parser
 
 

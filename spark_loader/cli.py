@@ -38,6 +38,8 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
         overrides["replica_dsn"] = args.replica
     if args.data_dir:
         overrides["data_dir"] = args.data_dir
+    if getattr(args, "staging_dir", None):
+        overrides["staging_dir"] = args.staging_dir
     if getattr(args, "spark_master", None):
         overrides["spark_master"] = args.spark_master
     return LoaderSettings(**overrides)
@@ -126,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply.add_argument("transfer", type=Path)
     apply.add_argument("--schema", type=Path, help="Prostore DDL of the datamart")
     apply.add_argument("--spark-master", help="e.g. local[*] or spark://host:7077")
+    apply.add_argument(
+        "--staging-dir", type=Path, help="read by the executors too (default DATA_DIR/staging)"
+    )
     registry = commands.add_parser("registry", help="print the applied deltas")
     registry.add_argument("--datamart", required=True)
     registry.add_argument("--json", action="store_true")

@@ -26,16 +26,16 @@ from tests.agent.conftest import AgentProcess, renamed
 # The same scenarios as in local mode, collected here with this module's `agent` fixture.
 test_several_deltas_on_the_cluster = (
     wire.test_several_deltas_chunks_twice_shuffled_interleaved_with_empty_tables
-)  # noqa: E501
+)
 test_every_rejection_on_the_cluster = (
     wire.test_every_rejection_is_answered_and_leaves_the_replica_unchanged
-)  # noqa: E501
+)
 test_an_incomplete_transfer_on_the_cluster = (
     wire.test_an_incomplete_transfer_is_reported_then_completed_by_its_missing_chunks
-)  # noqa: E501
+)
 test_a_resent_delta_on_the_cluster = (
     wire.test_a_resent_applied_delta_is_answered_with_its_stored_result
-)  # noqa: E501
+)
 
 
 @pytest.fixture(scope="module")
