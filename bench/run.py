@@ -3,12 +3,14 @@ and the peer baseline, written to BENCHMARKS.md (a table and a chart).
 
     python -m bench.run [--rows 1000000] [--preload 1000000] [--scale 100000,1000000,5000000]
                         [--latency-deltas 30] [--broker HOST:PORT] [--replica DSN]
-                        [--out DIR] [--smoke]
+                        [--spark-master local[2]] [--no-cluster] [--out DIR] [--smoke]
 
 Everything it needs starts here (the embedded Tansu broker and PostgreSQL unless given, and
 one `replica-agent run` child process per scaling point). Data is generated and encoded
 before any clock starts. The headline point (`--rows`) also measures, on the same messages:
 floor (a) consume + fastavro decode, floor (b) COPY into unlogged tables, and the peer.
+Then the headline delta and the latency series run again with the loader on a standalone
+Spark cluster (a master and one worker started from the installed pyspark).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ from origin.client import OriginClient
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
+from podd_runtime.spark_cluster import StandaloneCluster
 from protocol.console import log_to_stderr
 from protocol.schema import LogicalSchema
 from spark_loader.embedded_pg import replica_dsn
@@ -67,11 +71,15 @@ class Bench:
     def schema(self, label: str) -> LogicalSchema:
         return bench_schema(f"bench_{self.run_id}_{label}", self.args.tables)
 
-    async def point(self, rows: int, headline: bool) -> dict[str, Any]:
+    async def point(
+        self, rows: int, headline: bool, *, latency: bool = False, cluster: str | None = None
+    ) -> dict[str, Any]:
         """One scaling point: a fresh agent, a pre-load, the timed delta (and at the headline
-        point, the floors, the peer and the latency series)."""
+        point, the floors, the peer and the latency series). With `cluster`, the agent's
+        loader runs on that Spark master."""
         a = self.args
-        schema = self.schema(f"{rows}")
+        latency = latency or headline
+        schema = self.schema(f"{rows}" + ("_cluster" if cluster else ""))
         data = self.root / "data"
         print(f"[{rows:,} rows] generating the pre-load and the delta", flush=True)
         preload, delta = prepare_deltas(
@@ -79,13 +87,14 @@ class Bench:
         )
         schemas = [schema]
         latency_deltas: list[PreparedDelta] = []
-        if headline:
-            lat_schema = self.schema("latency")
+        if latency:
+            lat_schema = self.schema("latency" + ("_cluster" if cluster else ""))
             schemas.append(lat_schema)
             latency_deltas = prepare_one_row_deltas(data, lat_schema, 0, a.latency_deltas + 1)
         out: dict[str, Any] = {"rows": delta.rows, "preload": preload.rows}
-        agent_dir = self.root / f"agent-{rows}"
-        with running_agent(self.agent, schemas, agent_dir, self.kafka.topic_environment()) as agent:
+        agent_dir = self.root / (f"agent-{rows}" + ("-cluster" if cluster else ""))
+        config = self.agent if cluster is None else replace(self.agent, spark_master=cluster)
+        with running_agent(config, schemas, agent_dir, self.kafka.topic_environment()) as agent:
             bootstrap = self.kafka.bootstrap_servers()
             async with OriginClient(self.kafka, bootstrap) as client:
                 print(f"[{rows:,} rows] pre-loading {preload.rows:,} rows", flush=True)
@@ -98,7 +107,7 @@ class Bench:
                 out["produce_seconds"] = round(timed.produce_seconds, 3)
                 out["rows_per_second"] = round(delta.rows / timed.seconds)
                 out["memory"] = memory.peaks.as_mib()
-                if headline:
+                if latency:
                     out["latency"] = await self.latency(client, latency_deltas)
         # Read once the agent has stopped: it logs "answered" after the answer is sent.
         out["agent_phases"] = phases(agent.log_path, timed.result.request_id)
@@ -161,7 +170,20 @@ class Bench:
         for rows in sizes:
             result = await self.point(rows, headline=rows == self.args.rows)
             points.append(result)
-        return {"points": points}
+        out: dict[str, Any] = {"points": points}
+        if self.args.cluster:
+            out["cluster"] = await self.on_cluster()
+        return out
+
+    async def on_cluster(self) -> dict[str, Any]:
+        """The headline delta and the latency series again, the loader on a standalone
+        cluster (one master, one worker with as many cores as `local[N]` has)."""
+        cores = self.args.cluster_cores
+        print(f"standalone cluster: one worker, {cores} cores", flush=True)
+        with StandaloneCluster(self.root / "spark-cluster", cores=cores, memory="6g") as master:
+            point = await self.point(self.args.rows, headline=False, latency=True, cluster=master)
+        point["workers"], point["cores"] = 1, cores
+        return point
 
 
 def _machine() -> dict[str, Any]:
@@ -192,6 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "tables": args.tables,
         "chunk_rows": args.chunk_rows,
         "spark_master": args.spark_master,
+        "cluster_cores": args.cluster_cores if args.cluster else None,
         "broker": "external" if args.broker else "embedded Tansu",
         "replica": "external" if args.replica else "embedded PostgreSQL",
     }
@@ -214,7 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-rows", type=int, default=1000)
     parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (default: embedded Tansu)")
     parser.add_argument("--replica", help="PostgreSQL DSN (default: embedded PostgreSQL)")
-    parser.add_argument("--spark-master", default="local[*]")
+    parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument(
+        "--no-cluster", dest="cluster", action="store_false",
+        help="skip the headline delta on a standalone Spark cluster",
+    )  # fmt: skip
+    parser.add_argument("--cluster-cores", type=int, default=2, help="the cluster worker's cores")
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("."), help="where BENCHMARKS.md goes")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: the temp dir)")

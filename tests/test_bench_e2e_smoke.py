@@ -32,8 +32,15 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     assert main["latency"]["deltas"] == 3
     assert len(main["latency"]["all_seconds"]) == 3
 
+    # The same delta again, the loader on a standalone cluster the benchmark started.
+    cluster = results["cluster"]
+    assert (cluster["rows"], cluster["cores"]) == (2000, 2)
+    assert {"stage_s", "apply_s"} <= set(cluster["agent_phases"])
+    assert cluster["latency"]["deltas"] == 3
+
     report = (out / "BENCHMARKS.md").read_text()
-    for heading in ("## End to end: a 2,000-row delta", "## Latency", "## Scaling"):
+    headings = ("## End to end: a 2,000-row delta", "## Latency", "## Scaling", "## On a Spark")
+    for heading in headings:
         assert heading in report
     assert "headline ratio" in report
     assert "peer baseline" in report
