@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import ClassVar
 
-from protocol.messages import Long, UtcTimestamp, WireModel
+from protocol.messages import Long, MicrosTimestamp, WireModel
 
 
 class BackupMessageType(IntEnum):
@@ -25,7 +25,7 @@ class BackupKey(WireModel):
     message_type: BackupMessageType
     datamart: str
     delta_num: Long
-    delta_date: UtcTimestamp
+    delta_date: MicrosTimestamp
     table_name: str | None = None
     stream_number: Long
     stream_total: Long

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,34 @@ def _describe(avro_type: Any) -> str:
     return json.dumps(avro_type, separators=(",", ":"))[:120]
 
 
-def check_writer_schema(table: Table, writer_schema: Any, codec: str = "null") -> BodyLayout:
+class BodyFormat(StrEnum):
+    """Who wrote a body: a `delta.in` sender (PROTOCOL.md), or Prostore's backup writer
+    (BACKUP.md), which writes timestamps, dates and times as plain long/int."""
+
+    DELTA_IN = "delta.in"
+    BACKUP = "backup"
+
+
+_TEMPORAL = frozenset({"date", "time-micros", "timestamp-micros"})
+
+
+def _fits(found: AvroShape | None, shape: AvroShape, body_format: BodyFormat) -> bool:
+    if found == shape:
+        return True
+    # The backup writer's temporal columns: the same primitive, no logical type.
+    return (
+        body_format is BodyFormat.BACKUP
+        and shape.logical in _TEMPORAL
+        and found == AvroShape(shape.primitive)
+    )
+
+
+def check_writer_schema(
+    table: Table,
+    writer_schema: Any,
+    codec: str = "null",
+    body_format: BodyFormat = BodyFormat.DELTA_IN,
+) -> BodyLayout:
     """Check a body's writer schema against the table, by position and type.
 
     Raises `SchemaMismatchError` naming the first field that does not fit.
@@ -116,7 +144,7 @@ def check_writer_schema(table: Table, writer_schema: Any, codec: str = "null") -
         field_type = field.get("type") if isinstance(field, dict) else None
         wrap, inner = _unwrap(field_type)
         found = _shape_of(inner) if wrap >= 0 else None
-        if found != shape:
+        if not _fits(found, shape, body_format):
             what = "sys_op (last field)" if column == SYS_OP else f"column {column}"
             raise SchemaMismatchError(
                 f"table {table.name}: field {position} is {_describe(field_type)}, "
@@ -141,22 +169,27 @@ def _open(data: bytes, limits: OcfLimits) -> OcfHeader:
         ) from None
 
 
-def _layout(table: Table, header: OcfHeader) -> BodyLayout:
+def _layout(
+    table: Table, header: OcfHeader, body_format: BodyFormat = BodyFormat.DELTA_IN
+) -> BodyLayout:
     try:
         writer_schema = json.loads(header.schema_text)
     except ValueError as exc:
         raise BadChunkError(f"the body's header holds no readable schema: {exc}") from None
-    return check_writer_schema(table, writer_schema, header.codec)
+    return check_writer_schema(table, writer_schema, header.codec, body_format)
 
 
 def read_body_layout(
-    table: Table, data: bytes | None, limits: OcfLimits | None = None
+    table: Table,
+    data: bytes | None,
+    limits: OcfLimits | None = None,
+    body_format: BodyFormat = BodyFormat.DELTA_IN,
 ) -> BodyLayout | None:
     """The early check: read only the OCF header and check its writer schema.
 
     Returns None for an empty body (zero bytes or null: no records, nothing to check).
     """
-    return _layout(table, _open(data, limits or OcfLimits())) if data else None
+    return _layout(table, _open(data, limits or OcfLimits()), body_format) if data else None
 
 
 def decode_body(
@@ -165,6 +198,7 @@ def decode_body(
     *,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     limits: OcfLimits | None = None,
+    body_format: BodyFormat = BodyFormat.DELTA_IN,
 ) -> Iterator[pa.RecordBatch]:
     """Decode a chunk body into Arrow batches typed as `arrow_schema(table)`.
 
@@ -175,7 +209,7 @@ def decode_body(
         return
     limits = limits or OcfLimits()
     header = _open(data, limits)
-    layout = _layout(table, header)
+    layout = _layout(table, header, body_format)
     schema = arrow_schema(table)
     pending: list[bytes] = []
     pending_rows = 0

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 import fastavro
 from pydantic import ValidationError
 
-from protocol.avro_schemas import parsed_schema
+from protocol.avro_schemas import parsed_schema, schema_json
 from protocol.errors import MessageDecodeError
 from protocol.messages import DeltaInKey, WireModel
 from protocol.ocf import ContainerError, OcfLimits, iter_blocks, read_header
@@ -52,7 +52,7 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     if count != 1:
         raise MessageDecodeError(f"{schema_name}: holds {count} records, expected 1")
     try:
-        writer = fastavro.parse_schema(json.loads(header.schema_text))
+        writer = fastavro.parse_schema(as_reader_named(json.loads(header.schema_text), schema_name))
         record = fastavro.schemaless_reader(
             io.BytesIO(blocks[0].payload), writer, parsed_schema(schema_name)
         )
@@ -61,6 +61,46 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise MessageDecodeError(f"{schema_name}: the record is not a record")
     return record
+
+
+def as_reader_named(writer_schema: Any, schema_name: str) -> Any:
+    """The writer's top-level record under the reader's name: fields resolve by the Avro
+    rules, but record names and namespaces are never compared (Prostore's backup writer
+    names its key record `topicA`, its rows `row`)."""
+    if isinstance(writer_schema, dict) and writer_schema.get("type") == "record":
+        reader = schema_json(schema_name)
+        renamed = {k: v for k, v in writer_schema.items() if k not in ("namespace", "aliases")}
+        renamed["name"] = f"{reader.get('namespace', '')}.{reader['name']}".lstrip(".")
+        return renamed
+    return writer_schema
+
+
+def read_records_of(
+    data: bytes | None, schema_name: str, limits: OcfLimits, max_records: int
+) -> list[dict[str, Any]]:
+    """Every record of an OCF (at most `max_records`, within `limits`), resolved against the
+    shipped schema `schema_name`; `MessageDecodeError` if it cannot be read."""
+    if not data:
+        return []
+    try:
+        header = read_header(data, limits)
+        writer = fastavro.parse_schema(as_reader_named(json.loads(header.schema_text), schema_name))
+        reader = parsed_schema(schema_name)
+        records: list[dict[str, Any]] = []
+        for block in iter_blocks(data, header, limits):
+            if len(records) + block.count > max_records:
+                raise MessageDecodeError(f"{schema_name}: more than {max_records} records")
+            payload = io.BytesIO(block.payload)
+            for _ in range(block.count):
+                record = fastavro.schemaless_reader(payload, writer, reader)
+                if not isinstance(record, dict):
+                    raise MessageDecodeError(f"{schema_name}: a record is not a record")
+                records.append(record)
+    except MessageDecodeError:
+        raise
+    except Exception as exc:  # ContainerError, bad JSON, fastavro's many error types
+        raise MessageDecodeError(f"{schema_name}: not readable Avro records: {exc}") from None
+    return records
 
 
 def encode_message(message: WireModel, codec: Codec = "null") -> bytes:

@@ -31,6 +31,8 @@ class ProtocolError(PoddError):
     """A rejection the replica reports on the wire with `code`."""
 
     code: ErrorCode = ErrorCode.BAD_CHUNK
+    #: Where a row error was found, when known: (table name, chunk number in its stream).
+    chunk: tuple[str, int] | None = None
 
     def __init__(self, message: str, *, code: ErrorCode | None = None) -> None:
         super().__init__(message)

@@ -7,11 +7,11 @@ aliases. Timestamps are timezone-aware UTC datetimes; naive ones are taken as UT
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 INT64_MIN = -(2**63)
@@ -27,6 +27,26 @@ def _as_utc(value: datetime) -> datetime:
 
 
 UtcTimestamp = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def from_micros(micros: int) -> datetime:
+    """Microseconds since the epoch as a UTC datetime (ValueError beyond year 9999)."""
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+
+
+def _micros_or_datetime(value: Any) -> Any:
+    """A `timestamp-micros` read as a plain long (its logical type on the field, not the
+    type, as Prostore's backup writer puts it) is still microseconds since the epoch."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return from_micros(value)
+        except OverflowError:
+            raise ValueError(f"{value} microseconds is not a timestamp") from None
+    return value
+
+
+#: A timestamp that also accepts a plain long of microseconds (BACKUP.md, keys).
+MicrosTimestamp = Annotated[datetime, BeforeValidator(_micros_or_datetime), AfterValidator(_as_utc)]
 
 
 def to_micros(value: datetime) -> int:

@@ -140,7 +140,7 @@ class LogicalSchema(_SchemaModel):
 
     def to_ddl(self) -> str:
         """Prostore DDL that `protocol.ddl.parse_schema` reads back to an equal schema."""
-        return "\n".join(_table_ddl(self.datamart, t) for t in self.tables)
+        return "\n".join(table_ddl(self.datamart, t) for t in self.tables)
 
 
 def _ddl_ident(name: str) -> str:
@@ -148,7 +148,8 @@ def _ddl_ident(name: str) -> str:
     return name if plain else quote_ident(name)
 
 
-def _table_ddl(datamart: str, table: Table) -> str:
+def table_ddl(datamart: str, table: Table) -> str:
+    """One table's `CREATE TABLE` statement, as `to_ddl` writes it."""
     lines = [
         f"  {_ddl_ident(c.name)} {c.type.to_prostore()}{' NOT NULL' if c.not_null else ''},"
         for c in table.columns
