@@ -235,6 +235,7 @@ class DeltaLoader:
                 targets,
                 self.settings.body_limits(),
                 self.settings.fault_fail_first_task_attempt,
+                transfer.manifest.body_format,
             )
         except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
             raise _classify_spark_error(exc) from None

@@ -19,7 +19,7 @@ through the JVM and back into Python twice and took 3x longer than decoding.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
-from protocol.body import decode_body
+from protocol.body import BodyFormat, decode_body
 from protocol.errors import ErrorCode, ProtocolError, error_for
 from protocol.ocf import OcfLimits
 from protocol.schema import Table
@@ -84,6 +84,16 @@ class SliceRefusal:
     table: int
     code: ErrorCode
     message: str
+    chunk: int | None = None
+
+
+class _ChunkRefused(Exception):
+    """A protocol error, and the chunk number it was found in."""
+
+    def __init__(self, error: ProtocolError, chunk: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.chunk = chunk
 
 
 def plan_tasks(
@@ -162,6 +172,7 @@ def _stage_slice(
     tables: Sequence[Table],
     target: StagingTarget,
     limits: OcfLimits,
+    body_format: BodyFormat,
 ) -> SliceCounts:
     """Decode, filter, keep the last row per key, COPY: one slice.
 
@@ -175,10 +186,10 @@ def _stage_slice(
     keys: list[pa.Array] = []
     rows: list[pa.Array] = []
     received = 0
-    for _, path in task.chunks:
+    for number, path in task.chunks:
         with open(path, "rb") as handle:
             body = handle.read()
-        for decoded in decode_body(table, body, limits=limits):
+        for decoded in _chunk_batches(table, body, number, limits, body_format):
             key = tuples_array(kinds, decoded.select(positions))
             mask = _in_slice(key, task)
             batch = decoded if mask is None else decoded.filter(mask)
@@ -203,6 +214,16 @@ def _stage_slice(
     return SliceCounts(task.table, count, received)
 
 
+def _chunk_batches(
+    table: Table, body: bytes, number: int, limits: OcfLimits, body_format: BodyFormat
+) -> Iterator[pa.RecordBatch]:
+    """The chunk's batches, one at a time; a protocol error names the chunk."""
+    try:
+        yield from decode_body(table, body, limits=limits, body_format=body_format)
+    except ProtocolError as exc:
+        raise _ChunkRefused(exc, number) from None
+
+
 def run_task(
     task: StagingTask,
     tables: Sequence[Table],
@@ -210,6 +231,7 @@ def run_task(
     targets: dict[int, StagingTarget],
     limits: OcfLimits,
     fail_first_attempt: bool = False,
+    body_format: BodyFormat = BodyFormat.DELTA_IN,
 ) -> list[SliceCounts | SliceRefusal]:
     """One Spark task: its slices in turn, committed together at the end; at the first
     refused slice, nothing of the task is staged and the refusal is its result.
@@ -219,7 +241,12 @@ def run_task(
     with psycopg.connect(dsn) as conn:
         for piece in task.slices:
             try:
-                done.append(_stage_slice(conn, piece, tables, targets[piece.table], limits))
+                target = targets[piece.table]
+                done.append(_stage_slice(conn, piece, tables, target, limits, body_format))
+            except _ChunkRefused as refused:
+                conn.rollback()
+                error = refused.error
+                return [SliceRefusal(piece.table, error.code, error.message, refused.chunk)]
             except ProtocolError as exc:
                 conn.rollback()
                 return [SliceRefusal(piece.table, exc.code, exc.message)]
@@ -237,6 +264,7 @@ def stage_slices(
     targets: dict[int, StagingTarget],
     limits: OcfLimits,
     fail_first_attempt: bool = False,
+    body_format: BodyFormat = BodyFormat.DELTA_IN,
 ) -> dict[int, tuple[int, int]]:
     """Run every task, one Spark partition each; (staged, received) per table position.
 
@@ -245,12 +273,15 @@ def stage_slices(
         return {}
     jobs = spark.sparkContext.parallelize(list(tasks), len(tasks))
     results = jobs.flatMap(
-        lambda task: run_task(task, tables, dsn, targets, limits, fail_first_attempt)
+        lambda task: run_task(task, tables, dsn, targets, limits, fail_first_attempt, body_format)
     ).collect()
     refusals = [r for r in results if isinstance(r, SliceRefusal)]
     if refusals:
-        first = min(refusals, key=lambda r: r.table)
-        raise error_for(first.code, first.message)
+        first = min(refusals, key=lambda r: (r.table, r.chunk or 0))
+        error = error_for(first.code, first.message)
+        if first.chunk is not None:
+            error.chunk = (tables[first.table].name, first.chunk)
+        raise error
     totals: dict[int, tuple[int, int]] = {}
     for r in results:
         assert isinstance(r, SliceCounts)

@@ -23,6 +23,7 @@ from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, Table
 from spark_loader.errors import StoreMismatchError
 from spark_loader.store_sql import (
+    MAX_IDENTIFIER_BYTES,
     META_DDL,
     META_SCHEMA,
     create_staging_sql,
@@ -116,6 +117,67 @@ class ReplicaStore:
                 return []
             rows = conn.execute(f"SELECT datamart FROM {q(META_SCHEMA)}.datamart ORDER BY id")
             return [str(r[0]) for r in rows]
+
+    # --- schema history (a restore from a backup's changelog) ------------------------------
+    def retire_table(self, datamart: str, table: str, before_delta: int) -> list[str]:
+        """A dropped table stops being applied; its replica tables are kept, renamed to
+        `<t>_dropped_before_<n>_actual` (and `_history`), never deleted. Idempotent: a
+        table already retired (or never created) is left alone. Returns the new names."""
+        renamed: list[str] = []
+        with self.connect() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
+            conn.execute(META_DDL)
+            for kind in ("actual", "history"):
+                old = f"{table}_{kind}"
+                new = f"{table}_dropped_before_{before_delta}_{kind}"
+                if len(new.encode()) > MAX_IDENTIFIER_BYTES:
+                    raise StoreMismatchError(
+                        f"cannot keep dropped table {datamart}.{old}: {new} is longer than "
+                        f"PostgreSQL's {MAX_IDENTIFIER_BYTES}-byte names"
+                    )
+                exists = conn.execute(
+                    "SELECT to_regclass(%s)", (f"{q(datamart)}.{q(old)}",)
+                ).fetchone()
+                if exists is None or exists[0] is None:
+                    continue
+                conn.execute(f"ALTER TABLE {q(datamart)}.{q(old)} RENAME TO {q(new)}")
+                conn.execute(
+                    f"INSERT INTO {q(META_SCHEMA)}.retired_table "
+                    "(datamart, table_name, kind, renamed_to, before_delta) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    (datamart, table, kind, new, before_delta),
+                )
+                renamed.append(f"{datamart}.{new}")
+            conn.execute(f"DROP FUNCTION IF EXISTS {q(datamart)}.{q(f'{table}_as_of')}(bigint)")
+            conn.execute(
+                f"DELETE FROM {q(META_SCHEMA)}.catalog WHERE datamart = %s AND table_name = %s",
+                (datamart, table),
+            )
+        return renamed
+
+    def record_views(self, datamart: str, views: list[tuple[str, bool, str, int]]) -> None:
+        """The datamart's views now: (name, materialized, Prostore SQL, changeNum) each.
+        They are recorded, not created: their SQL is Prostore's dialect and holds no data."""
+        with self.connect() as conn, conn.transaction():
+            conn.execute(META_DDL)
+            conn.execute(f"DELETE FROM {q(META_SCHEMA)}.view WHERE datamart = %s", (datamart,))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"INSERT INTO {q(META_SCHEMA)}.view VALUES (%s, %s, %s, %s, %s)",
+                    [(datamart, *view) for view in views],
+                )
+
+    def views(self, datamart: str) -> list[tuple[str, bool, str, int]]:
+        with self.connect() as conn:
+            exists = conn.execute("SELECT to_regclass(%s)", (f"{META_SCHEMA}.view",)).fetchone()
+            if not exists or exists[0] is None:
+                return []
+            rows = conn.execute(
+                f"SELECT view_name, materialized, query, change_num FROM {q(META_SCHEMA)}.view "
+                "WHERE datamart = %s ORDER BY change_num",
+                (datamart,),
+            ).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
 
     # --- the registry ----------------------------------------------------------------------
     def registry(self, datamart: str) -> list[RegistryEntry]:

@@ -66,7 +66,27 @@ CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.delta_registry (
     applied_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (datamart, delta_num)
 );
+CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.retired_table (
+    datamart text NOT NULL,
+    table_name text NOT NULL,
+    kind text NOT NULL,
+    renamed_to text NOT NULL,
+    before_delta bigint NOT NULL,
+    retired_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (datamart, renamed_to)
+);
+CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.view (
+    datamart text NOT NULL,
+    view_name text NOT NULL,
+    materialized boolean NOT NULL,
+    query text NOT NULL,
+    change_num bigint NOT NULL,
+    PRIMARY KEY (datamart, view_name)
+);
 """
+
+#: PostgreSQL's longest identifier (bytes); longer ones are cut, which could merge names.
+MAX_IDENTIFIER_BYTES = 63
 
 
 def _columns_sql(table: Table) -> list[str]:

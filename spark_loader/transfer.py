@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from podd_runtime.files import durable_write
+from protocol.body import BodyFormat
 from protocol.chunk_files import ChunkFile
 from protocol.messages import Long, UtcTimestamp
 from spark_loader.errors import StagedTransferError
@@ -48,6 +49,8 @@ class TransferManifest(BaseModel):
     delta_date: UtcTimestamp
     request_id: str
     streams: tuple[StreamManifest, ...]
+    #: Who wrote the chunk bodies: `delta.in` senders, or a Prostore backup (a restore).
+    body_format: BodyFormat = BodyFormat.DELTA_IN
 
 
 @dataclass(frozen=True)
