@@ -21,6 +21,7 @@ LEVELS = {
     "podd_kafka": 2,
     "spark_loader": 2,
     "replica_agent": 3,
+    "podd_restore": 3,
     "origin": 3,
     "conformance": 4,
     "bench": 5,

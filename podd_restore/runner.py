@@ -1,0 +1,301 @@
+"""`check` and `run`: one scan of the topic, then a report, or the deltas applied in order.
+
+A run applies, from the replica's next expected delta, each delta's chosen increment as
+one delta with its original number and date, through the same staged-transfer seam and
+loader as `delta.in`: the registry row and every table in one transaction. It stops at the
+first delta it cannot apply, saying why; the replica then holds the delta before it. Run
+again after any interruption (kill -9 included), it scans the topic again and applies only
+what the registry lacks: the registry, never this process, is the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from podd_kafka.broker import embedded_broker
+from podd_restore.errors import RestoreError, RestoreStopped
+from podd_restore.plan import BackupChunk, BackupIndex, DeltaPlan, Increment
+from podd_restore.report import CheckReport, build_report
+from podd_restore.restore_staging import RestoreStaging
+from podd_restore.scan import scan_topic
+from podd_restore.settings import RestoreSettings
+from podd_restore.topic_index import TopicIndex
+from protocol.body import BodyFormat, read_body_layout
+from protocol.changelog import SchemaHistory
+from protocol.errors import ProtocolError
+from protocol.schema import LogicalSchema
+from protocol.sequence import expected_next
+from spark_loader.embedded_pg import replica_for
+from spark_loader.store import ReplicaStore
+
+if TYPE_CHECKING:
+    from spark_loader.loader import DeltaLoader
+
+log = structlog.get_logger("podd_restore")
+
+#: At most this many bytes of a body are read on the driver to check its writer schema.
+HEADER_READ_BYTES = 2**20
+
+
+@contextmanager
+def _bootstrap(settings: RestoreSettings, data_dir: Path) -> Iterator[list[str]]:
+    if settings.broker is None:
+        with embedded_broker(log_file=data_dir / "tansu.log") as address:
+            yield [address]
+    else:
+        yield settings.bootstrap_servers()
+
+
+def _scan(settings: RestoreSettings, bootstrap: list[str], topic_index: TopicIndex) -> float:
+    if not settings.topic or not settings.datamart:
+        raise RestoreError("give --topic TOPIC and --datamart NAME")
+    started = time.perf_counter()
+    read = asyncio.run(
+        scan_topic(
+            settings, bootstrap, settings.topic, topic_index.on_message,
+            stall_timeout=settings.stall_timeout_seconds,
+        )
+    )  # fmt: skip
+    log.info("topic scanned", topic=settings.topic, messages=read, datamart=settings.datamart)
+    return time.perf_counter() - started
+
+
+def history_before(topic_index: TopicIndex, first: int) -> SchemaHistory:
+    """The schema history up to (not including) delta `first`, from the increments the
+    topic holds for earlier deltas (the replica's own tables are checked against what it
+    becomes by the store)."""
+    history = SchemaHistory(topic_index.datamart)
+    for number in topic_index.index.deltas():
+        if number >= first:
+            break
+        chosen = topic_index.index.delta(number).chosen
+        if chosen is not None:
+            history = history.replay(topic_index.changes(chosen))
+    return history
+
+
+def check(settings: RestoreSettings) -> CheckReport:
+    """Read the topic, change nothing, and say what a run would do."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with replica_for(settings) as dsn, _bootstrap(settings, settings.data_dir) as bootstrap:
+        last = ReplicaStore(dsn).last_applied(settings.datamart)
+        first = expected_next(None if last is None else last.delta_num)
+        index = BackupIndex(settings.datamart, max_messages=settings.max_messages)
+        topic_index = TopicIndex(
+            settings.datamart, index, max_changelog_records=settings.max_changelog_records
+        )
+        _scan(settings, bootstrap, topic_index)
+    return build_report(topic_index, first, settings.to_delta, settings.increment_id)
+
+
+@dataclass
+class RunOutcome:
+    applied: list[int]
+    rows: int
+    seconds: float
+    stop: DeltaPlan | None
+    next_expected: int
+    #: From the first message read to the last delta's commit.
+    read_to_commit_seconds: float = 0.0
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "applied": self.applied,
+            "rows": self.rows,
+            "seconds": round(self.seconds, 3),
+            "read_to_commit_seconds": round(self.read_to_commit_seconds, 3),
+            "next_expected": self.next_expected,
+            "stopped_before": None if self.stop is None else self.stop.delta_num,
+            "stop_reason": None if self.stop is None else self.stop.refusal,
+        }
+
+
+Progress = Callable[[int, int, int, float], None]  # deltas done, total, rows, seconds
+
+
+def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutcome:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with replica_for(settings) as dsn, _bootstrap(settings, settings.data_dir) as bootstrap:
+        store = ReplicaStore(dsn)
+        last = store.last_applied(settings.datamart)
+        first = expected_next(None if last is None else last.delta_num)
+        staging = RestoreStaging(settings.staging_path, settings.datamart)
+        staging.clear()  # a scan stages everything it needs again
+        index = BackupIndex(settings.datamart, max_messages=settings.max_messages)
+        topic_index = TopicIndex(
+            settings.datamart, index, staging, first, settings.to_delta,
+            settings.max_changelog_records,
+        )  # fmt: skip
+        _scan(settings, bootstrap, topic_index)
+        plans, stop = index.restorable(
+            first, to_delta=settings.to_delta, increment_id=settings.increment_id
+        )
+        if not plans:
+            staging.clear()
+            return RunOutcome([], 0, time.perf_counter() - started, stop, first)
+        # Spark and the loader are imported here: `check` stays light.
+        from spark_loader.loader import DeltaLoader  # noqa: PLC0415
+        from spark_loader.session import build_session  # noqa: PLC0415
+
+        spark = build_session(settings)
+        try:
+            loader = DeltaLoader(store, spark, settings)
+            applier = _Applier(topic_index, store, loader, staging)
+            applier.last_data = _last_data(plans)
+            applier.history = history_before(topic_index, first)
+            applied: list[int] = []
+            for plan in plans:
+                assert plan.chosen is not None
+                applier.rows += applier.apply(plan.chosen)
+                applied.append(plan.chosen.delta_num)
+                if progress is not None:
+                    progress(len(applied), len(plans), applier.rows, time.perf_counter() - started)
+            committed = time.perf_counter()
+        finally:
+            spark.stop()
+        staging.clear()
+    first_read = topic_index.first_message_at or started
+    return RunOutcome(
+        applied, applier.rows, time.perf_counter() - started, stop, applied[-1] + 1,
+        committed - first_read,
+    )  # fmt: skip
+
+
+class _Applier:
+    """Applies chosen increments one after the other, evolving the schema as it goes."""
+
+    def __init__(
+        self,
+        topic_index: TopicIndex,
+        store: ReplicaStore,
+        loader: DeltaLoader,
+        staging: RestoreStaging,
+    ) -> None:
+        self.topic_index = topic_index
+        self.store = store
+        self.loader = loader
+        self.staging = staging
+        self.history = SchemaHistory(topic_index.datamart)
+        self.schema: LogicalSchema | None = None
+        self.views: list[tuple[str, bool, str, int]] | None = None
+        self.retired: set[tuple[str, int]] = set()
+        self.rows = 0
+        #: The last delta of the run whose increment carries data of each table.
+        self.last_data: dict[str, int] = {}
+
+    def apply(self, increment: Increment) -> int:
+        """Apply one delta; the rows it carried."""
+        number = increment.delta_num
+        self.history = self.history.replay(self.topic_index.changes(increment))
+        schema = self._evolve(increment)
+        tables = increment.tables()
+        self._check_bodies(increment, schema, tables)
+        transfer = self.staging.assemble(increment, schema, tables)
+        try:
+            result = self.loader.load(transfer)
+        except ProtocolError as exc:
+            raise RestoreError(_located(exc, increment, tables)) from None
+        self.staging.applied(increment)
+        rows = sum(t.rows_received for t in result.tables)
+        log.info(
+            "delta restored" if not result.already_applied else "delta already applied",
+            deltaNum=number, run=increment.increment_id, rows=rows,
+        )  # fmt: skip
+        return rows
+
+    def _evolve(self, increment: Increment) -> LogicalSchema:
+        datamart = self.topic_index.datamart
+        postponed = []
+        for dropped in self.history.dropped:
+            mark = (dropped.table.name, dropped.change_num)
+            if mark in self.retired:
+                continue
+            if self.last_data.get(dropped.table.name, -1) >= increment.delta_num:
+                # A later increment still carries its data: the writer put the whole history
+                # into every increment; the table lives until its data ends.
+                if self.history.table(dropped.table.name) is None:
+                    postponed.append(dropped.table)
+                continue
+            renamed = self.store.retire_table(datamart, dropped.table.name, increment.delta_num)
+            self.retired.add(mark)
+            log.warning(
+                "table dropped by the changelog: no longer applied, its replica tables kept",
+                table=dropped.table.name, changeNum=dropped.change_num, renamedTo=renamed,
+            )  # fmt: skip
+        schema = self.history.logical_schema()
+        if postponed:
+            tables = (*(schema.tables if schema else ()), *postponed)
+            schema = LogicalSchema(datamart=datamart, tables=tables)
+        if schema is None:
+            raise RestoreError(
+                f"delta {increment.delta_num} (run {increment.increment_id}): the changelog up "
+                "to it creates no table"
+            )
+        if schema != self.schema:
+            self.loader.register(schema)
+            self.schema = schema
+        views = [(v.name, v.materialized, v.query, v.change_num) for v in self.history.views]
+        if views != self.views:
+            self.store.record_views(datamart, views)
+            self.views = views
+        return schema
+
+    def _check_bodies(
+        self, increment: Increment, schema: LogicalSchema, tables: dict[str, list[BackupChunk]]
+    ) -> None:
+        """Before any work: every data message names a table of the schema at this delta,
+        and its body's writer schema fits it. Errors name the message."""
+        limits = self.loader.settings.body_limits()
+        for name, chunks in tables.items():
+            table = schema.table(name) if schema.has_table(name) else None
+            for chunk in chunks:
+                where = f"delta {increment.delta_num} (run {increment.increment_id}), {chunk.place}"
+                if table is None:
+                    raise RestoreError(
+                        f"{where}: UNKNOWN_TABLE: table {name!r} is not in the "
+                        "datamart's schema at this delta"
+                    )
+                assert chunk.path is not None
+                with open(chunk.path, "rb") as handle:
+                    head = handle.read(HEADER_READ_BYTES)
+                try:
+                    read_body_layout(table, head, limits, BodyFormat.BACKUP)
+                except ProtocolError as exc:
+                    raise RestoreError(f"{where}: {exc}") from None
+
+
+def _last_data(plans: list[DeltaPlan]) -> dict[str, int]:
+    last: dict[str, int] = {}
+    for plan in plans:
+        assert plan.chosen is not None
+        for table in plan.chosen.tables():
+            last[table] = plan.delta_num
+    return last
+
+
+def _located(exc: ProtocolError, increment: Increment, tables: dict[str, list[BackupChunk]]) -> str:
+    where = f"delta {increment.delta_num} (run {increment.increment_id})"
+    if exc.chunk is not None:
+        table, number = exc.chunk
+        chunks = tables.get(table, [])
+        if 1 <= number <= len(chunks):
+            where += f", {chunks[number - 1].place}"
+    return f"{where}: {exc}; nothing of this delta was applied"
+
+
+def stopped(outcome: RunOutcome) -> RestoreStopped | None:
+    if outcome.stop is None or outcome.stop.refusal is None:
+        return None
+    return RestoreStopped(
+        f"stopped before delta {outcome.stop.delta_num}: {outcome.stop.refusal}; the replica "
+        f"holds every delta before it (next expected {outcome.next_expected})"
+    )

@@ -1,0 +1,32 @@
+"""`podd-restore` settings: flags and `PODD_*` variables, as for `replica-agent`.
+
+The loader's settings (replica DSN, data directory, staging, Spark) and the Kafka connection
+settings are inherited, so one set of variables configures the agent and a restore."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from podd_kafka.settings import KafkaSettings
+from spark_loader.settings import LoaderSettings
+
+
+class RestoreSettings(LoaderSettings, KafkaSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="PODD_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
+
+    #: The backup topic and the datamart to restore from it.
+    topic: str = ""
+    datamart: str = ""
+    #: Stop after this delta (None: the last complete one the topic holds).
+    to_delta: int | None = Field(default=None, ge=0)
+    #: The run (incrementId) to use where several wrote delta 0 (two snapshots).
+    increment_id: str | None = None
+    #: Bounds on what the topic may make this process hold.
+    max_messages: int = Field(default=10_000_000, ge=1)
+    max_changelog_records: int = Field(default=100_000, ge=1)
+    #: How long the scan waits for the broker to deliver up to the end offsets it reported.
+    stall_timeout_seconds: float = Field(default=60.0, gt=0)
+    log_format: str = "auto"
