@@ -38,9 +38,22 @@ log = structlog.get_logger("replica_agent")
 STATUS_FILE = "agent-status.json"
 
 
-def read_schemas(settings: AgentSettings) -> list[LogicalSchema]:
+def read_schemas(
+    settings: AgentSettings, stored: Callable[[str], LogicalSchema | None]
+) -> list[LogicalSchema]:
+    """The datamarts' schemas: from --schema files, or else from the replica's catalog."""
     if not settings.datamart:
         raise AgentError("no datamart to serve: give --datamart NAME --schema FILE.sql")
+    if not settings.schema_file:
+        found = []
+        for name in settings.datamart:
+            schema = stored(name)
+            if schema is None:
+                raise AgentError(
+                    f"datamart {name} has no store in the replica yet: give --schema FILE.sql"
+                )
+            found.append(schema)
+        return found
     schemas = []
     for name, path in zip(settings.datamart, settings.schema_file, strict=True):
         try:
@@ -56,7 +69,8 @@ def read_schemas(settings: AgentSettings) -> list[LogicalSchema]:
 
 def run_agent(settings: AgentSettings) -> int:
     config = configure_logging(settings.log_format, settings.log_level)
-    schemas = read_schemas(settings)
+    if settings.schema_file:
+        read_schemas(settings, lambda _: None)  # bad schema files fail before anything starts
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         embedded = None
@@ -77,6 +91,7 @@ def run_agent(settings: AgentSettings) -> int:
         spark = build_session(settings)
         stack.callback(spark.stop)
         store = ReplicaStore(dsn)
+        schemas = read_schemas(settings, store.stored_schema)
         loader = DeltaLoader(store, spark, settings)
         for schema in schemas:
             loader.register(schema)

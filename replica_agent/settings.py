@@ -25,7 +25,8 @@ class AgentSettings(LoaderSettings, KafkaSettings):
         env_prefix="PODD_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
     )
 
-    #: Datamarts served, each with its logical schema (Prostore DDL), paired in order.
+    #: Datamarts served, each with its logical schema (Prostore DDL), paired in order; with
+    #: no schema file at all, the schemas stored in the replica's catalog.
     datamart: Annotated[list[str], NoDecode] = Field(default_factory=list)
     schema_file: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias="PODD_SCHEMA"
@@ -60,7 +61,9 @@ class AgentSettings(LoaderSettings, KafkaSettings):
 
     @model_validator(mode="after")
     def _paired(self) -> AgentSettings:
-        if len(self.datamart) != len(self.schema_file):
+        # No --schema at all: every datamart's schema is the one the replica's catalog holds
+        # (a replica created by `podd-restore`, or by an earlier run of the agent).
+        if self.schema_file and len(self.datamart) != len(self.schema_file):
             raise ValueError(
                 f"{len(self.datamart)} datamart(s) and {len(self.schema_file)} schema file(s): "
                 "give one --schema per --datamart"

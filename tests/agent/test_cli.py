@@ -28,8 +28,8 @@ def _agent(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-def test_a_datamart_without_a_schema_is_refused_clearly() -> None:
-    done = _agent("run", "--datamart", "marketing")
+def test_datamarts_and_schemas_that_do_not_pair_are_refused_clearly() -> None:
+    done = _agent("run", "--datamart", "a", "--datamart", "b", "--schema", "a.sql")
     assert done.returncode == 2
     assert "give one --schema per --datamart" in done.stderr
 
