@@ -1,0 +1,79 @@
+"""The pure planning of a restore: increments, completeness, duplicates, runs, gaps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from podd_restore.plan import BackupChunk, BackupIndex, Place
+from protocol.backup import BackupKey, BackupMessageType
+
+DATE = datetime(2026, 1, 1, tzinfo=UTC)
+_offsets = iter(range(10**6))
+
+
+def chunk(
+    delta: int, stream: int, number: int, last: bool, *, run: str = "r1", total: int = 2,
+    datamart: str = "m", table: str | None = "t",
+) -> BackupChunk:  # fmt: skip
+    key = BackupKey(
+        increment_id=run, message_type=BackupMessageType.TABLE_DATA, datamart=datamart,
+        delta_num=delta, delta_date=DATE, table_name=table, stream_number=stream,
+        stream_total=total, chunk_number=number, is_last_chunk=last,
+    )  # fmt: skip
+    return BackupChunk(key, Place("t", 0, next(_offsets)), 10)
+
+
+def complete(index: BackupIndex, delta: int, run: str = "r1") -> None:
+    for c in (chunk(delta, 1, 1, False, run=run), chunk(delta, 1, 2, True, run=run),
+              chunk(delta, 2, 1, True, run=run)):  # fmt: skip
+        index.add(c)
+
+
+def test_an_increment_is_complete_with_every_streams_last_chunk_and_all_below() -> None:
+    index = BackupIndex("m")
+    index.add(chunk(0, 1, 2, True))
+    index.add(chunk(0, 2, 1, True))
+    plan = index.delta(0)
+    assert plan.chosen is None
+    assert plan.refusal == "no complete increment: run r1 lacks stream 1 chunks 1-1"
+    index.add(chunk(0, 1, 1, False))
+    index.add(chunk(0, 1, 1, False))  # a writer's retry
+    assert index.delta(0).chosen is not None
+    assert index.increments[("r1", 0)].duplicates == 1
+
+
+def test_the_latest_complete_run_of_a_delta_is_used_and_gaps_stop_the_plan() -> None:
+    index = BackupIndex("m")
+    for delta in (0, 1, 2, 4):
+        complete(index, delta)
+    complete(index, 1, run="r2")  # written again later
+    index.add(chunk(2, 1, 1, False, run="r3"))  # an incomplete third run
+    plans, stop = index.restorable(0)
+    assert [(p.delta_num, p.chosen.increment_id) for p in plans] == [  # type: ignore[union-attr]
+        (0, "r1"), (1, "r2"), (2, "r1"),
+    ]  # fmt: skip
+    assert stop is not None
+    assert (stop.delta_num, stop.refusal) == (3, "no increment of it is in the topic")
+    assert index.restorable(4)[0][0].delta_num == 4
+    assert index.restorable(1, to_delta=1)[1] is None
+
+
+def test_delta_zero_from_two_runs_needs_a_named_run() -> None:
+    index = BackupIndex("m")
+    complete(index, 0, run="snap-a")
+    complete(index, 0, run="snap-b")
+    refused = index.delta(0)
+    assert refused.chosen is None
+    assert "written by 2 runs" in (refused.refusal or "")
+    assert index.delta(0, increment_id="snap-a").chosen.increment_id == "snap-a"  # type: ignore[union-attr]
+
+
+def test_other_datamarts_are_counted_not_indexed_and_inconsistent_chunks_are_problems() -> None:
+    index = BackupIndex("m")
+    index.add(chunk(0, 1, 1, True, datamart="other", total=1))
+    assert index.other_datamarts == {"other": 1}
+    assert index.increments == {}
+    index.add(chunk(0, 1, 1, True, total=1))
+    index.add(chunk(0, 3, 1, True, total=1))  # stream 3 of 1
+    assert index.delta(0).chosen is None
+    assert "out of range" in (index.delta(0).refusal or "")
