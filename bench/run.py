@@ -10,7 +10,8 @@ one `replica-agent run` child process per scaling point). Data is generated and 
 before any clock starts. The headline point (`--rows`) also measures, on the same messages:
 floor (a) consume + fastavro decode, floor (b) COPY into unlogged tables, and the peer.
 Then the headline delta and the latency series run again with the loader on a standalone
-Spark cluster (a master and one worker started from the installed pyspark).
+Spark cluster (a master and one worker started from the installed pyspark), and a backup
+topic of the same kind of rows is restored beside the same rows sent as `delta.in` deltas.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
 from bench.memory import TreeMemory
 from bench.peer import create_peer_tables, live_rows, run_peer
 from bench.report import write_report
+from bench.restore_bench import restore_beside_delta_in
 from origin.client import OriginClient
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
@@ -173,6 +175,13 @@ class Bench:
         out: dict[str, Any] = {"points": points}
         if self.args.cluster:
             out["cluster"] = await self.on_cluster()
+        if self.args.restore_rows:
+            out["restore"] = await restore_beside_delta_in(
+                self.kafka, self.kafka.bootstrap_servers()[0], self.dsn, self.root,
+                rows=self.args.restore_rows, deltas=self.args.restore_deltas,
+                tables=self.args.tables, chunk_rows=self.args.chunk_rows,
+                spark_master=self.args.spark_master,
+            )  # fmt: skip
         return out
 
     async def on_cluster(self) -> dict[str, Any]:
@@ -243,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip the headline delta on a standalone Spark cluster",
     )  # fmt: skip
     parser.add_argument("--cluster-cores", type=int, default=2, help="the cluster worker's cores")
+    parser.add_argument(
+        "--restore-rows", type=int, default=1_000_000,
+        help="rows of the backup restored beside delta.in (0: skip)",
+    )  # fmt: skip
+    parser.add_argument("--restore-deltas", type=int, default=20)
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("."), help="where BENCHMARKS.md goes")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: the temp dir)")
@@ -258,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.smoke:
         args.rows, args.preload, args.scale, args.latency_deltas = 2000, 2000, [1000], 3
+        args.restore_rows, args.restore_deltas = min(args.restore_rows, 2000), 2
         args.chunk_rows = min(args.chunk_rows, 100)
     log_to_stderr()
     results = run(args)

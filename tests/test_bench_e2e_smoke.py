@@ -38,8 +38,17 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     assert {"stage_s", "apply_s"} <= set(cluster["agent_phases"])
     assert cluster["latency"]["deltas"] == 3
 
+    # The restore beside delta.in saw the same rows on both paths.
+    restore = results["restore"]
+    assert restore["rows"] == 2000
+    assert restore["restore_seconds"] > 0
+    assert restore["delta_in_seconds"] > 0
+
     report = (out / "BENCHMARKS.md").read_text()
-    headings = ("## End to end: a 2,000-row delta", "## Latency", "## Scaling", "## On a Spark")
+    headings = (
+        "## End to end: a 2,000-row delta", "## Latency", "## Scaling", "## On a Spark",
+        "## Restore from a backup topic",
+    )  # fmt: skip
     for heading in headings:
         assert heading in report
     assert "headline ratio" in report
