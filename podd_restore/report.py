@@ -32,8 +32,18 @@ class CheckReport:
             f"the replica expects delta {d['next_expected']}"
         ]
         for delta in d["deltas"]:
-            lines.append(f"delta {delta['delta']}: {delta['status']}")
-            for run in delta["runs"]:
+            runs = delta["runs"]
+            if len(runs) == 1 and runs[0]["increment_id"] == delta.get("uses"):
+                run = runs[0]
+                dup = f", {run['duplicates']} duplicate(s)" if run["duplicates"] else ""
+                lines.append(
+                    f"delta {delta['delta']}: {delta['status']}: {run['messages']} "
+                    f"message(s){dup}, {run['delta_date'][:19]}"
+                )
+                runs = []
+            else:
+                lines.append(f"delta {delta['delta']}: {delta['status']}")
+            for run in runs:
                 state = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["lacks"])
                 dup = f", {run['duplicates']} duplicate(s)" if run["duplicates"] else ""
                 used = " <- used" if run["increment_id"] == delta.get("uses") else ""

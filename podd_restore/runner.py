@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from podd_kafka.broker import embedded_broker
 from podd_restore.errors import RestoreError, RestoreStopped
 from podd_restore.plan import BackupChunk, BackupIndex, DeltaPlan, Increment
 from podd_restore.report import CheckReport, build_report
@@ -47,11 +46,15 @@ HEADER_READ_BYTES = 2**20
 
 @contextmanager
 def _bootstrap(settings: RestoreSettings, data_dir: Path) -> Iterator[list[str]]:
+    """The broker that holds the backup topic. Unlike the agent's, it has no embedded
+    default: a broker started here would be empty."""
+    del data_dir
     if settings.broker is None:
-        with embedded_broker(log_file=data_dir / "tansu.log") as address:
-            yield [address]
-    else:
-        yield settings.bootstrap_servers()
+        raise RestoreError(
+            "give --broker kafka://HOST:PORT: the broker that holds the backup topic "
+            "(`podd-broker` runs the embedded one in the foreground for trying things)"
+        )
+    yield settings.bootstrap_servers()
 
 
 def _scan(settings: RestoreSettings, bootstrap: list[str], topic_index: TopicIndex) -> float:
