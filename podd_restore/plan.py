@@ -43,6 +43,14 @@ class BackupChunk:
     path: str | None = None
 
 
+#: The most writer streams an increment may declare (Prostore's `--threadsCount`); more is
+#: refused, so a hostile `streamTotal` never drives a loop.
+MAX_STREAMS = 4096
+#: Other datamarts counted by name at most; the rest are counted together.
+MAX_OTHER_DATAMARTS = 100
+OTHERS = "(other names)"
+
+
 @dataclass
 class Increment:
     increment_id: str
@@ -57,6 +65,11 @@ class Increment:
 
     def add(self, chunk: BackupChunk) -> None:
         key = chunk.key
+        if not 1 <= key.stream_total <= MAX_STREAMS:
+            self.problems.append(
+                f"{chunk.place}: streamTotal {key.stream_total} is not within 1..{MAX_STREAMS}"
+            )
+            return
         if key.delta_date != self.delta_date or key.stream_total != self.stream_total:
             self.problems.append(
                 f"{chunk.place}: deltaDate/streamTotal differ from the increment's first message"
@@ -82,10 +95,14 @@ class Increment:
         self.end = max(self.end, (chunk.place.offset, chunk.place.partition))
 
     def gaps(self) -> list[Gap]:
+        if not 1 <= self.stream_total <= MAX_STREAMS:
+            return [Gap(1)]  # unusable: its problems say why
+        numbers: dict[int, list[int]] = {}
+        for stream, number in self.chunks:
+            numbers.setdefault(stream, []).append(number)
         found: list[Gap] = []
         for stream in range(1, self.stream_total + 1):
-            numbers = [c for s, c in self.chunks if s == stream]
-            found += stream_gaps(stream, numbers, self.last.get(stream))
+            found += stream_gaps(stream, numbers.get(stream, []), self.last.get(stream))
         return found
 
     @property
@@ -129,6 +146,7 @@ class BackupIndex:
         self.datamart = datamart
         self.max_messages = max_messages
         self.increments: dict[tuple[str, int], Increment] = {}
+        self.by_delta: dict[int, list[Increment]] = {}
         self.messages = 0
         self.other_datamarts: Counter[str] = Counter()
         self.undecodable: list[tuple[Place, str]] = []
@@ -136,7 +154,13 @@ class BackupIndex:
     def add(self, chunk: BackupChunk) -> None:
         key = chunk.key
         if key.datamart != self.datamart:
-            self.other_datamarts[key.datamart] += 1
+            name = key.datamart
+            if (
+                name not in self.other_datamarts
+                and len(self.other_datamarts) >= MAX_OTHER_DATAMARTS
+            ):
+                name = OTHERS
+            self.other_datamarts[name] += 1
             return
         self.messages += 1
         if self.messages > self.max_messages:
@@ -150,6 +174,7 @@ class BackupIndex:
                 key.increment_id, key.delta_num, key.delta_date, int(key.stream_total)
             )
             self.increments[ident] = increment
+            self.by_delta.setdefault(key.delta_num, []).append(increment)
         increment.add(chunk)
 
     def refuse_key(self, place: Place, error: str) -> None:
@@ -158,15 +183,10 @@ class BackupIndex:
             self.undecodable.append((place, error))
 
     def deltas(self) -> list[int]:
-        return sorted({d for _, d in self.increments})
+        return sorted(self.by_delta)
 
     def delta(self, delta_num: int, *, increment_id: str | None = None) -> DeltaPlan:
-        found = tuple(
-            sorted(
-                (i for (_, d), i in self.increments.items() if d == delta_num),
-                key=lambda i: i.end,
-            )
-        )
+        found = tuple(sorted(self.by_delta.get(delta_num, ()), key=lambda i: i.end))
         complete = [i for i in found if i.complete]
         if increment_id is not None:
             named = [i for i in complete if i.increment_id == increment_id]

@@ -77,3 +77,17 @@ def test_other_datamarts_are_counted_not_indexed_and_inconsistent_chunks_are_pro
     index.add(chunk(0, 3, 1, True, total=1))  # stream 3 of 1
     assert index.delta(0).chosen is None
     assert "out of range" in (index.delta(0).refusal or "")
+
+
+def test_what_a_hostile_key_claims_drives_no_loop() -> None:
+    index = BackupIndex("m")
+    index.add(chunk(0, 1, 1, True, total=2**62))  # a stream total no writer has
+    index.add(chunk(2**62, 1, 2**62, True, total=1))  # a far delta and chunk number
+    assert "streamTotal" in (index.delta(0).refusal or "")
+    plans, stop = index.restorable(0)
+    assert plans == []
+    assert stop is not None
+    assert stop.delta_num == 0
+    for n in range(200):
+        index.add(chunk(0, 1, 1, True, datamart=f"other-{n}", total=1))
+    assert len(index.other_datamarts) == 101  # 100 by name, the rest together
