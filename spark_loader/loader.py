@@ -4,7 +4,8 @@ Steps of a load, each numbered in the logs:
 1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
 2. in order? The delta must be the one the registry expects, and later than the last;
 3. under the datamart's lock: empty its staging tables, then one Spark job decodes each
-   table slice's chunks, keeps the last row per key and COPYs into staging;
+   table slice's chunks, keeps the last row per key and COPYs into staging (a small delta:
+   the driver runs the same slice function itself, no job);
 4. in ONE transaction: apply every table, insert the registry row, commit.
 Transient failures (lost connections, serialisation failures, executor errors) retry the
 load with backoff and end as `LOAD_FAILED`; row errors end as `SCHEMA_MISMATCH`/`BAD_CHUNK`.
@@ -37,7 +38,7 @@ from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.executor_probe import probe_executors
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_slices
+from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
 from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
 from spark_loader.store_sql import META_SCHEMA, copy_statement, q
 from spark_loader.transfer import StagedTransfer
@@ -225,6 +226,14 @@ class DeltaLoader:
             for t in tables
         }
         slice_bytes = int(self.settings.max_slice_mib * 2**20)
+        total_bytes = sum(size for *_, size in chunks)
+        if total_bytes <= self.settings.in_driver_max_mib * 2**20:
+            tasks = plan_tasks(chunks, 1, slice_bytes)
+            counts = stage_in_driver(
+                datamart.schema.tables, tasks, self._executor_dsn(), targets,
+                self.settings.body_limits(), transfer.manifest.body_format,
+            )  # fmt: skip
+            return self._received(datamart, tables, staging, counts, conn)
         tasks = plan_tasks(chunks, self.spark.sparkContext.defaultParallelism, slice_bytes)
         try:
             counts = stage_slices(
@@ -241,10 +250,19 @@ class DeltaLoader:
             raise _classify_spark_error(exc) from None
         except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
             raise LoadFailedError(f"Spark refused the load: {exc}") from None
-        received = {t.name: counts.get(datamart.position(t.name), (0, 0))[1] for t in tables}
+        return self._received(datamart, tables, staging, counts, conn)
+
+    def _received(
+        self,
+        datamart: Datamart,
+        tables: list[Table],
+        staging: dict[str, str],
+        counts: dict[int, tuple[int, int]],
+        conn: psycopg.Connection,
+    ) -> dict[str, int]:
         for name in staging.values():
             conn.execute(f"ANALYZE {name}")
-        return received
+        return {t.name: counts.get(datamart.position(t.name), (0, 0))[1] for t in tables}
 
     def _apply(
         self,

@@ -50,6 +50,7 @@ def agent(
         broker, replica_dsn, tmp_path_factory.mktemp("cluster-agent") / "var",
         [renamed(marketing) for _ in range(4)], incomplete_timeout=6,
         spark_master=spark_cluster, relative_data_dir=True,
+        extra_env={"PODD_IN_DRIVER_MAX_MIB": "0"},  # every delta, however small, on the cluster
     ).start()  # fmt: skip
     yield process
     assert process.stop() == 0, process.log_tail()

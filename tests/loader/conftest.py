@@ -1,7 +1,8 @@
 """Real parts for the loader tests: a SparkSession (local, or on the standalone cluster of
 ../conftest) and PostgreSQL (../conftest).
 
-A module whose tests also run on the cluster says so with `RUN_ON_CLUSTER = True`.
+A module whose tests also run on the cluster, and with staging in the driver, says so with
+`RUN_ON_CLUSTER = True`.
 
 A process holds one SparkContext: `SparkSessions` keeps the current one and starts the other
 kind only when a test asks for it (pytest runs a module's tests grouped by that parameter).
@@ -29,7 +30,9 @@ NewLoader = Callable[..., DeltaLoader]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests of a `RUN_ON_CLUSTER` module that use Spark run in local mode and on the cluster."""
     if getattr(metafunc.module, "RUN_ON_CLUSTER", False) and "spark_where" in metafunc.fixturenames:
-        metafunc.parametrize("spark_where", ["local", "cluster"], indirect=True, scope="module")
+        metafunc.parametrize(
+            "spark_where", ["local", "cluster", "driver"], indirect=True, scope="module"
+        )
 
 
 class SparkSessions:
@@ -71,7 +74,7 @@ def spark_where(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def spark(spark_sessions: SparkSessions, spark_where: str) -> SparkSession:
-    return spark_sessions.get(spark_where)
+    return spark_sessions.get("cluster" if spark_where == "cluster" else "local")
 
 
 def unique(schema: LogicalSchema) -> LogicalSchema:
@@ -80,7 +83,13 @@ def unique(schema: LogicalSchema) -> LogicalSchema:
 
 
 @pytest.fixture
-def new_loader(replica_dsn: str, spark: SparkSession, tmp_path: Path) -> NewLoader:
+def new_loader(
+    replica_dsn: str, spark: SparkSession, spark_where: str, tmp_path: Path
+) -> NewLoader:
+    """Loaders whose staging runs in Spark (local or cluster: every delta, however small),
+    or in the driver ("driver": every delta, however large): one slice function, two
+    places to run it, the same tests."""
+
     def make(
         schema: LogicalSchema,
         *,
@@ -97,6 +106,7 @@ def new_loader(replica_dsn: str, spark: SparkSession, tmp_path: Path) -> NewLoad
             data_dir=tmp_path / "var",
             staging_dir=tmp_path / "staging",
             fault_fail_first_task_attempt=fail_first_attempt,
+            in_driver_max_mib=2**20 if spark_where == "driver" else 0,
         )
         loader = DeltaLoader(
             ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables

@@ -233,7 +233,10 @@ def test_no_password_reaches_the_executors(
     staging_root: Path,
     replica_dsn: str,
     monkeypatch: pytest.MonkeyPatch,
+    spark_where: str,
 ) -> None:
+    if spark_where == "driver":
+        pytest.skip("staging in the driver ships no closure")
     password = conninfo_to_dict(replica_dsn).get("password")
     if not password:
         pytest.skip("the replica's DSN has no password (the embedded one has)")
@@ -253,8 +256,14 @@ def test_no_password_reaches_the_executors(
 
 
 def test_a_task_retried_after_its_copy_leaves_exactly_one_copy_of_its_rows(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
+    spark_where: str,
 ) -> None:
+    if spark_where == "driver":
+        pytest.skip("the driver runs no Spark task: nothing is retried")
     # Every staging task commits its COPY, then its first attempt fails: Spark runs it again.
     model, transfers = _two_deltas(schema, staging_root)
     for transfer in transfers:
