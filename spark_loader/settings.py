@@ -27,8 +27,8 @@ class LoaderSettings(BaseSettings):
     #: A table whose chunk files exceed this many MiB is staged in several key slices, so
     #: the rows a Spark task holds at once stay bounded as deltas grow.
     max_slice_mib: float = Field(default=16, gt=0)
-    #: A delta whose chunk files take at most this many MiB is decoded and staged by the
-    #: driver itself, with the very function the executors run: no Spark job (0: always
+    #: A delta whose chunks decode to at most this many MiB (file sizes where the agent did
+    #: not measure) is decoded and staged by the driver itself, with the very function the executors run: no Spark job (0: always
     #: Spark). Measured crossover: see BENCHMARKS.md.
     in_driver_max_mib: float = Field(default=1.0, ge=0)
     #: Most bytes one block / one chunk body may decompress to (more is BAD_CHUNK).
