@@ -28,8 +28,9 @@ class LoaderSettings(BaseSettings):
     #: the rows a Spark task holds at once stay bounded as deltas grow.
     max_slice_mib: float = Field(default=16, gt=0)
     #: A delta whose chunks decode to at most this many MiB (file sizes where the agent did
-    #: not measure) is decoded and staged by the driver itself, with the very function the executors run: no Spark job (0: always
-    #: Spark). Measured crossover: see BENCHMARKS.md.
+    #: not measure) is decoded and staged by the driver itself, with the very function the
+    #: executors run: no Spark job (0: always Spark). A first guess, not yet a measured
+    #: crossover.
     in_driver_max_mib: float = Field(default=1.0, ge=0)
     #: Most bytes one block / one chunk body may decompress to (more is BAD_CHUNK).
     max_block_decoded_mib: float = Field(default=64, gt=0)
