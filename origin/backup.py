@@ -15,11 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from origin.errors import OriginError
 from origin.sources import DeltaSource, SourceDelta
-from podd_kafka.client import aiokafka_options
+from podd_kafka.client import aiokafka_options, partition_count
 from podd_kafka.settings import KafkaSettings
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta, last_row_per_key
 from protocol.backup import ChangelogRecord
@@ -115,15 +114,8 @@ async def produce(
     messages: Iterator[BackupMessage],
 ) -> int:
     """Send every message to its partition (creating the topic if needed); how many."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_options(settings))
-    await admin.start()
-    try:
-        if topic not in set(await admin.list_topics()):
-            await admin.create_topics([NewTopic(topic, partitions, 1)])
-        described = await admin.describe_topics([topic])
-    finally:
-        await admin.close()
-    existing = max(1, len(described[0].get("partitions", ())) if described else partitions)
+    existing = await partition_count(settings, bootstrap, topic, create_with=partitions)
+    existing = existing or partitions
     producer = AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         max_request_size=16 * 2**20,

@@ -65,3 +65,22 @@ async def ensure_topics(settings: KafkaSettings, bootstrap: list[str]) -> list[s
         return [t.name for t in missing]
     finally:
         await admin.close()
+
+
+async def partition_count(
+    settings: KafkaSettings, bootstrap: list[str], topic: str, *, create_with: int | None = None
+) -> int | None:
+    """How many partitions `topic` has (None: it does not exist). With `create_with`, a
+    missing topic is first created with that many partitions (never auto-created)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_options(settings))
+    await admin.start()
+    try:
+        if create_with is not None and topic not in set(await admin.list_topics()):
+            await admin.create_topics(
+                [NewTopic(topic, create_with, settings.topic_replication_factor)]
+            )
+        described = await admin.describe_topics([topic])
+    finally:
+        await admin.close()
+    found = [t for t in described if t.get("topic") == topic and not t.get("error_code")]
+    return len(found[0]["partitions"]) if found and found[0].get("partitions") else None

@@ -177,6 +177,12 @@ class BackupIndex:
             self.by_delta.setdefault(key.delta_num, []).append(increment)
         increment.add(chunk)
 
+    def knows(self, key: BackupKey) -> bool:
+        """Whether this chunk of this increment is already indexed (a later copy is a
+        writer's retry: its body is neither staged nor read again)."""
+        increment = self.increments.get((key.increment_id, key.delta_num))
+        return increment is not None and (key.stream_number, key.chunk_number) in increment.chunks
+
     def refuse_key(self, place: Place, error: str) -> None:
         """A message whose key cannot be read: which increment it belongs to is unknown."""
         if len(self.undecodable) < 1000:

@@ -35,22 +35,17 @@ class CheckReport:
             runs = delta["runs"]
             if len(runs) == 1 and runs[0]["increment_id"] == delta.get("uses"):
                 run = runs[0]
-                dup = f", {run['duplicates']} duplicate(s)" if run["duplicates"] else ""
                 lines.append(
-                    f"delta {delta['delta']}: {delta['status']}: {run['messages']} "
-                    f"message(s){dup}, {run['delta_date'][:19]}"
+                    f"delta {delta['delta']}: {delta['status']}: {_messages(run)}, "
+                    f"{run['delta_date'][:19]}"
                 )
                 runs = []
             else:
                 lines.append(f"delta {delta['delta']}: {delta['status']}")
             for run in runs:
                 state = "complete" if run["complete"] else "INCOMPLETE: " + "; ".join(run["lacks"])
-                dup = f", {run['duplicates']} duplicate(s)" if run["duplicates"] else ""
                 used = " <- used" if run["increment_id"] == delta.get("uses") else ""
-                lines.append(
-                    f"    run {run['increment_id']}: {run['messages']} message(s){dup}, "
-                    f"{state}{used}"
-                )
+                lines.append(f"    run {run['increment_id']}: {_messages(run)}, {state}{used}")
             for change in delta["schema_changes"]:
                 lines.append(f"    schema: {change}")
         for place, error in d["undecodable_keys"]:
@@ -64,6 +59,11 @@ class CheckReport:
         if d["stops_at"] is not None:
             lines.append(f"a restore stops before delta {d['stops_at']}: {d['stop_reason']}")
         return "\n".join(lines)
+
+
+def _messages(run: dict[str, Any]) -> str:
+    dup = f", {run['duplicates']} duplicate(s)" if run["duplicates"] else ""
+    return f"{run['messages']} message(s){dup}"
 
 
 def _run(increment: Increment) -> dict[str, Any]:

@@ -42,8 +42,14 @@ class RestoreStaging:
         self.chunks = self.root / "chunks"
         self.transfers = self.root / "transfers"
 
+    def _chunk_dir(self, increment_id: str, delta_num: int) -> Path:
+        return self.chunks / f"{run_tag(increment_id)}-d{delta_num}"
+
+    def _transfer_dir(self, increment: Increment) -> Path:
+        return self.transfers / f"d{increment.delta_num}-{run_tag(increment.increment_id)}"
+
     def chunk_path(self, key: BackupKey) -> Path:
-        directory = self.chunks / f"{run_tag(key.increment_id)}-d{key.delta_num}"
+        directory = self._chunk_dir(key.increment_id, key.delta_num)
         return directory / f"s{key.stream_number:06d}-c{key.chunk_number:09d}.avro"
 
     def stage(self, key: BackupKey, body: bytes | None) -> str:
@@ -56,7 +62,7 @@ class RestoreStaging:
         self, increment: Increment, schema: LogicalSchema, tables: dict[str, list[BackupChunk]]
     ) -> StagedTransfer:
         """The increment as a staged transfer: tables in schema order, one stream each."""
-        directory = self.transfers / f"d{increment.delta_num}-{run_tag(increment.increment_id)}"
+        directory = self._transfer_dir(increment)
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
@@ -82,9 +88,9 @@ class RestoreStaging:
 
     def applied(self, increment: Increment) -> None:
         """A delta is in the replica: its staged files go."""
-        tag = f"{run_tag(increment.increment_id)}"
-        shutil.rmtree(self.chunks / f"{tag}-d{increment.delta_num}", ignore_errors=True)
-        shutil.rmtree(self.transfers / f"d{increment.delta_num}-{tag}", ignore_errors=True)
+        chunks = self._chunk_dir(increment.increment_id, increment.delta_num)
+        shutil.rmtree(chunks, ignore_errors=True)
+        shutil.rmtree(self._transfer_dir(increment), ignore_errors=True)
 
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

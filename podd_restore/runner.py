@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -27,7 +25,6 @@ from podd_restore.restore_staging import RestoreStaging
 from podd_restore.scan import scan_topic
 from podd_restore.settings import RestoreSettings
 from podd_restore.topic_index import TopicIndex
-from protocol.body import BodyFormat, read_body_layout
 from protocol.changelog import SchemaHistory
 from protocol.errors import ProtocolError
 from protocol.schema import LogicalSchema
@@ -40,27 +37,21 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("podd_restore")
 
-#: At most this many bytes of a body are read on the driver to check its writer schema.
-HEADER_READ_BYTES = 2**20
 
-
-@contextmanager
-def _bootstrap(settings: RestoreSettings, data_dir: Path) -> Iterator[list[str]]:
+def _bootstrap(settings: RestoreSettings) -> list[str]:
     """The broker that holds the backup topic. Unlike the agent's, it has no embedded
     default: a broker started here would be empty."""
-    del data_dir
     if settings.broker is None:
         raise RestoreError(
             "give --broker kafka://HOST:PORT: the broker that holds the backup topic "
             "(`podd-broker` runs the embedded one in the foreground for trying things)"
         )
-    yield settings.bootstrap_servers()
+    return settings.bootstrap_servers()
 
 
-def _scan(settings: RestoreSettings, bootstrap: list[str], topic_index: TopicIndex) -> float:
+def _scan(settings: RestoreSettings, bootstrap: list[str], topic_index: TopicIndex) -> None:
     if not settings.topic or not settings.datamart:
         raise RestoreError("give --topic TOPIC and --datamart NAME")
-    started = time.perf_counter()
     read = asyncio.run(
         scan_topic(
             settings, bootstrap, settings.topic, topic_index.on_message,
@@ -68,7 +59,6 @@ def _scan(settings: RestoreSettings, bootstrap: list[str], topic_index: TopicInd
         )
     )  # fmt: skip
     log.info("topic scanned", topic=settings.topic, messages=read, datamart=settings.datamart)
-    return time.perf_counter() - started
 
 
 def history_before(topic_index: TopicIndex, first: int) -> SchemaHistory:
@@ -88,7 +78,8 @@ def history_before(topic_index: TopicIndex, first: int) -> SchemaHistory:
 def check(settings: RestoreSettings) -> CheckReport:
     """Read the topic, change nothing, and say what a run would do."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    with replica_for(settings) as dsn, _bootstrap(settings, settings.data_dir) as bootstrap:
+    bootstrap = _bootstrap(settings)
+    with replica_for(settings) as dsn:
         last = ReplicaStore(dsn).last_applied(settings.datamart)
         first = expected_next(None if last is None else last.delta_num)
         index = BackupIndex(settings.datamart, max_messages=settings.max_messages)
@@ -127,7 +118,8 @@ Progress = Callable[[int, int, int, float], None]  # deltas done, total, rows, s
 def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutcome:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    with replica_for(settings) as dsn, _bootstrap(settings, settings.data_dir) as bootstrap:
+    bootstrap = _bootstrap(settings)
+    with replica_for(settings) as dsn:
         store = ReplicaStore(dsn)
         last = store.last_applied(settings.datamart)
         first = expected_next(None if last is None else last.delta_num)
@@ -152,9 +144,10 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         spark = build_session(settings)
         try:
             loader = DeltaLoader(store, spark, settings)
-            applier = _Applier(topic_index, store, loader, staging)
-            applier.last_data = _last_data(plans)
-            applier.history = history_before(topic_index, first)
+            applier = _Applier(
+                topic_index, store, loader, staging,
+                history=history_before(topic_index, first), last_data=_last_data(plans),
+            )  # fmt: skip
             applied: list[int] = []
             for plan in plans:
                 assert plan.chosen is not None
@@ -182,18 +175,22 @@ class _Applier:
         store: ReplicaStore,
         loader: DeltaLoader,
         staging: RestoreStaging,
+        *,
+        history: SchemaHistory,
+        last_data: dict[str, int],
     ) -> None:
         self.topic_index = topic_index
         self.store = store
         self.loader = loader
         self.staging = staging
-        self.history = SchemaHistory(topic_index.datamart)
+        #: The schema history up to the delta before the next one applied.
+        self.history = history
+        #: The last delta of the run whose increment carries data of each table.
+        self.last_data = last_data
         self.schema: LogicalSchema | None = None
         self.views: list[tuple[str, bool, str, int]] | None = None
         self.retired: set[tuple[str, int]] = set()
         self.rows = 0
-        #: The last delta of the run whose increment carries data of each table.
-        self.last_data: dict[str, int] = {}
 
     def apply(self, increment: Increment) -> int:
         """Apply one delta; the rows it carried."""
@@ -201,7 +198,7 @@ class _Applier:
         self.history = self.history.replay(self.topic_index.changes(increment))
         schema = self._evolve(increment)
         tables = increment.tables()
-        self._check_bodies(increment, schema, tables)
+        self._check_tables(increment, schema, tables)
         transfer = self.staging.assemble(increment, schema, tables)
         try:
             result = self.loader.load(transfer)
@@ -252,28 +249,19 @@ class _Applier:
             self.views = views
         return schema
 
-    def _check_bodies(
+    def _check_tables(
         self, increment: Increment, schema: LogicalSchema, tables: dict[str, list[BackupChunk]]
     ) -> None:
-        """Before any work: every data message names a table of the schema at this delta,
-        and its body's writer schema fits it. Errors name the message."""
-        limits = self.loader.settings.body_limits()
+        """Before any work: every data message names a table of the schema at this delta.
+        (A body that does not fit its table is found while decoding, and named by its
+        chunk: `_located`.)"""
         for name, chunks in tables.items():
-            table = schema.table(name) if schema.has_table(name) else None
-            for chunk in chunks:
-                where = f"delta {increment.delta_num} (run {increment.increment_id}), {chunk.place}"
-                if table is None:
-                    raise RestoreError(
-                        f"{where}: UNKNOWN_TABLE: table {name!r} is not in the "
-                        "datamart's schema at this delta"
-                    )
-                assert chunk.path is not None
-                with open(chunk.path, "rb") as handle:
-                    head = handle.read(HEADER_READ_BYTES)
-                try:
-                    read_body_layout(table, head, limits, BodyFormat.BACKUP)
-                except ProtocolError as exc:
-                    raise RestoreError(f"{where}: {exc}") from None
+            if not schema.has_table(name):
+                raise RestoreError(
+                    f"delta {increment.delta_num} (run {increment.increment_id}), "
+                    f"{chunks[0].place}: UNKNOWN_TABLE: table {name!r} is not in the "
+                    "datamart's schema at this delta"
+                )
 
 
 def _last_data(plans: list[DeltaPlan]) -> dict[str, int]:

@@ -17,29 +17,14 @@ import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
-from podd_kafka.client import aiokafka_options
+from podd_kafka.client import aiokafka_options, partition_count
 from podd_kafka.settings import KafkaSettings
 from podd_restore.errors import RestoreError
 from podd_restore.plan import Place
 
 #: Called with each message: where it is, its key and its value (either may be None).
 OnMessage = Callable[[Place, bytes | None, bytes | None], None]
-
-
-async def topic_partitions(settings: KafkaSettings, bootstrap: list[str], topic: str) -> int:
-    """How many partitions `topic` has; `RestoreError` if it does not exist."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_options(settings))
-    await admin.start()
-    try:
-        described = await admin.describe_topics([topic])
-    finally:
-        await admin.close()
-    found = [t for t in described if t.get("topic") == topic and not t.get("error_code")]
-    if not found or not found[0].get("partitions"):
-        raise RestoreError(f"topic {topic} does not exist on {','.join(bootstrap)}")
-    return len(found[0]["partitions"])
 
 
 async def scan_topic(
@@ -51,7 +36,9 @@ async def scan_topic(
     stall_timeout: float = 60.0,
 ) -> int:
     """Every message of `topic` up to its end offsets at the start; returns how many."""
-    partitions = await topic_partitions(settings, bootstrap, topic)
+    partitions = await partition_count(settings, bootstrap, topic)
+    if partitions is None:
+        raise RestoreError(f"topic {topic} does not exist on {','.join(bootstrap)}")
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,

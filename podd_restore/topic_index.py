@@ -40,7 +40,6 @@ class TopicIndex:
     stage_to: int | None = None
     max_changelog_records: int = 100_000
     changelog: dict[ChunkId, list[ChangelogRecord]] = field(default_factory=dict)
-    staged: set[ChunkId] = field(default_factory=set)
     #: When the first message was read (time.perf_counter()).
     first_message_at: float | None = None
 
@@ -52,31 +51,27 @@ class TopicIndex:
         except MessageDecodeError as exc:
             self.index.refuse_key(place, str(exc))
             return
+        first_copy = key.datamart == self.datamart and not self.index.knows(key)
         path = None
-        ident = chunk_id(key)
-        mine = key.datamart == self.datamart
-        if mine and key.message_type is BackupMessageType.TABLE_DATA and self._stages(key):
-            if ident not in self.staged:
-                path = self.staging.stage(key, value) if self.staging else None
-                self.staged.add(ident)
-            else:
-                path = str(self.staging.chunk_path(key)) if self.staging else None
+        if first_copy and key.message_type is BackupMessageType.TABLE_DATA:
+            path = self._stage(key, value)
         try:
             self.index.add(BackupChunk(key, place, len(value or b""), path))
         except OverflowError as exc:
             raise RestoreError(f"{place}: {exc}") from None
-        if mine and key.message_type is BackupMessageType.CHANGELOG:
+        if first_copy and key.message_type is BackupMessageType.CHANGELOG:
             self._read_changelog(key, place, value)
 
-    def _stages(self, key: BackupKey) -> bool:
+    def _stage(self, key: BackupKey, value: bytes | None) -> str | None:
+        """The staged body's path, for the deltas this run applies."""
         if self.staging is None or key.delta_num < self.stage_from:
-            return False
-        return self.stage_to is None or key.delta_num <= self.stage_to
+            return None
+        if self.stage_to is not None and key.delta_num > self.stage_to:
+            return None
+        return self.staging.stage(key, value)
 
     def _read_changelog(self, key: BackupKey, place: Place, value: bytes | None) -> None:
         ident = chunk_id(key)
-        if ident in self.changelog:
-            return
         try:
             records = read_records_of(
                 value, "ChangelogRecord", CHANGELOG_LIMITS, self.max_changelog_records
