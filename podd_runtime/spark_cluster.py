@@ -59,8 +59,13 @@ class StandaloneCluster:
         self.workers = workers
         self.worker_wrapper = tuple(worker_wrapper)
         self.ready_timeout = ready_timeout
+        # Two ports free now and distinct from each other (a released port can come back
+        # from the next free_port() call); the workers' UIs take ephemeral ports (0), so
+        # none of them can take the master's before it binds.
         self.port = free_port()
         self.ui_port = free_port()
+        while self.ui_port == self.port:
+            self.ui_port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self._processes: list[subprocess.Popen[bytes]] = []
 
@@ -95,7 +100,7 @@ class StandaloneCluster:
                 self._spawn(
                     f"worker-{number}", "org.apache.spark.deploy.worker.Worker", self.master_url,
                     "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                    "--work-dir", str(worker_dir / str(number)), "--webui-port", str(free_port()),
+                    "--work-dir", str(worker_dir / str(number)), "--webui-port", "0",
                     wrapper=self.worker_wrapper,
                 )  # fmt: skip
             self._wait_ready()
