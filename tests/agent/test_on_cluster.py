@@ -62,7 +62,12 @@ def schema(agent: AgentProcess) -> LogicalSchema:
 
 
 def _refused_start(
-    master: str, broker: str, dsn: str, marketing: LogicalSchema, data_dir: Path
+    master: str,
+    broker: str,
+    dsn: str,
+    marketing: LogicalSchema,
+    data_dir: Path,
+    probe_timeout: float,
 ) -> str:
     """Start an agent on `master`: it must exit 2 before consuming; its log."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +77,7 @@ def _refused_start(
         {marketing.datamart: schema_file}, bootstrap=broker, dsn=dsn, data_dir=data_dir,
         metrics_port=free_port(), group_id=f"refused-{data_dir.name}", spark_master=master,
     )  # fmt: skip
-    env["PODD_EXECUTOR_PROBE_TIMEOUT_SECONDS"] = "8"
+    env["PODD_EXECUTOR_PROBE_TIMEOUT_SECONDS"] = f"{probe_timeout:g}"
     child = AgentChild(env, data_dir / "agent.log", int(env["PODD_METRICS_PORT"]))
     assert child.process.wait(180) == 2, (data_dir / "agent.log").read_text()
     log = (data_dir / "agent.log").read_text()
@@ -85,7 +90,7 @@ def test_a_master_without_executors_is_refused_at_start(
     broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path
 ) -> None:
     with StandaloneCluster(tmp_path / "lonely", workers=0) as master:
-        log = _refused_start(master, broker, replica_dsn, marketing, tmp_path / "var")
+        log = _refused_start(master, broker, replica_dsn, marketing, tmp_path / "var", 8)
     assert "no executor ran the start-up probe within 8 s" in log
 
 
@@ -111,6 +116,7 @@ def test_a_worker_without_the_staging_mount_is_refused_at_start(
     staging.mkdir(parents=True)
     hide = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"', str(staging)]
     with StandaloneCluster(tmp_path / "unshared", worker_wrapper=hide) as master:
-        log = _refused_start(master, broker, replica_dsn, marketing, data_dir)
+        # Executors do start here: a slow machine must not turn this into a probe timeout.
+        log = _refused_start(master, broker, replica_dsn, marketing, data_dir, 120)
     assert f"cannot read the staging directory {staging}" in log
     assert "mount it at the same absolute path" in log
