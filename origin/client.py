@@ -61,6 +61,7 @@ class OriginClient:
                 group_id=None,
                 auto_offset_reset="earliest",
                 enable_auto_commit=False,
+                fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
                 **options,
             )
             await reader.start()

@@ -20,7 +20,7 @@ import structlog
 from podd_runtime.files import durable_write
 from protocol.codec import encode_datamart_key, encode_message
 from protocol.messages import DeltaInResult
-from replica_agent.kafka_client import faust_credentials
+from replica_agent.kafka_client import consumer_transport, faust_credentials
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import FatalAgentError, ReplicaService
 from replica_agent.settings import AgentSettings
@@ -67,6 +67,7 @@ def build_app(
         topic_replication_factor=settings.topic_replication_factor,
         producer_acks=-1,
     )
+    app.transport = consumer_transport(settings.fetch_max_wait_ms)(app.conf.broker_consumer, app)
 
     def raw_topic(name: str) -> faust.TopicT:
         return app.topic(

@@ -1,8 +1,12 @@
-"""Faust's broker credentials from the shared Kafka settings."""
+"""Faust's Kafka side: broker credentials, and a consumer whose fetch wait is a setting."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import aiokafka
 import faust
+from faust.transport.drivers import aiokafka as faust_kafka
 
 from podd_kafka.client import sasl_login, ssl_context
 from replica_agent.settings import AgentSettings
@@ -19,3 +23,28 @@ def faust_credentials(settings: AgentSettings) -> faust.types.auth.CredentialsT 
     if context is not None:
         return faust.SSLCredentials(context)
     return None
+
+
+def consumer_transport(fetch_max_wait_ms: int) -> type[faust_kafka.Transport]:
+    """Faust's aiokafka transport, its consumer's fetch wait set to `fetch_max_wait_ms`.
+
+    Faust builds its consumer with `fetch_max_wait_ms=1500` and no setting to change it;
+    a delta's chunks then waited up to that long on the way in. The value is replaced on
+    the consumer before it starts (it builds its fetcher from it at start)."""
+
+    class ConsumerThread(faust_kafka.AIOKafkaConsumerThread):
+        def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
+            consumer = super()._create_worker_consumer(transport)
+            if not hasattr(consumer, "_fetch_max_wait_ms"):  # an aiokafka that moved it
+                raise RuntimeError("this aiokafka keeps no _fetch_max_wait_ms to set")
+            consumer._fetch_max_wait_ms = fetch_max_wait_ms
+            return consumer
+
+    class FetchWaitConsumer(faust_kafka.Consumer):
+        def _new_consumer_thread(self) -> faust_kafka.AIOKafkaConsumerThread:
+            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    class Transport(faust_kafka.Transport):
+        Consumer = FetchWaitConsumer
+
+    return Transport

@@ -130,3 +130,27 @@ async def test_an_undecodable_key_is_skipped(tmp_path: Path, marketing: LogicalS
     async with receive.test_context() as agent:
         await agent.put(key=b"\x00garbage", value=b"")
     assert 'podd_undecodable_messages_total{topic="delta.in"} 1.0' in metrics.render().decode()
+
+
+async def test_the_chunk_consumer_fetches_with_the_configured_wait(
+    tmp_path: Path, marketing: LogicalSchema
+) -> None:
+    """Faust fixes its consumer's fetch wait at 1,500 ms; the agent's is a setting."""
+    settings = AgentSettings(fetch_max_wait_ms=35)
+    loader = RecordingLoader()
+
+    def make_service(send: SendResult) -> ReplicaService:
+        return ReplicaService(
+            tracker=TransferTracker({marketing.datamart: marketing}, {marketing.datamart: {}}),
+            staging=TransferStaging(tmp_path / "staging"),
+            loader=loader,
+            registry=lambda datamart, n: None,
+            send_result=send,
+            metrics=AgentMetrics(),
+            incomplete_timeout=600,
+        )
+
+    app, _ = build_app(settings, ["127.0.0.1:9"], AgentMetrics(), make_service)
+    thread = app.consumer._thread  # type: ignore[attr-defined]
+    consumer = thread._create_worker_consumer(app.transport)
+    assert consumer._fetch_max_wait_ms == 35
