@@ -20,7 +20,6 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -39,7 +38,14 @@ from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailed
 from spark_loader.executor_probe import probe_executors
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
-from spark_loader.store import Datamart, RegistryEntry, ReplicaStore, encode_counts
+from spark_loader.store import (
+    Datamart,
+    RegistryEntry,
+    ReplicaStore,
+    empty_staging,
+    encode_counts,
+    registry_entry,
+)
 from spark_loader.store_sql import META_SCHEMA, copy_statement, q
 from spark_loader.transfer import StagedTransfer
 
@@ -134,10 +140,6 @@ class DeltaLoader:
         last_error = ""
         for attempt in range(1, self.settings.load_attempts + 1):
             try:
-                stored = self._check_sequence(transfer)  # steps 1-2
-                if stored is not None:
-                    bound.info("delta already applied", step=1)
-                    return LoadResult.from_registry(stored, already_applied=True)
                 return self._attempt(datamart, transfer, tables, bound)
             except _Transient as exc:
                 last_error = str(exc)
@@ -150,15 +152,13 @@ class DeltaLoader:
         )
 
     # --- steps ---------------------------------------------------------------------------
-    def _check_sequence(self, transfer: StagedTransfer) -> RegistryEntry | None:
-        """Steps 1-2: the stored entry of an applied delta, None for the expected one.
-        A registry that cannot be read is transient, like any other lost connection."""
+    def _check_sequence(
+        self, conn: psycopg.Connection, transfer: StagedTransfer
+    ) -> RegistryEntry | None:
+        """Steps 1-2: the stored entry of an applied delta, None for the expected one."""
         manifest = transfer.manifest
-        try:
-            stored = self.store.applied(manifest.datamart, manifest.delta_num)
-            entry = None if stored is not None else self.store.last_applied(manifest.datamart)
-        except psycopg.OperationalError as exc:
-            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        stored = registry_entry(conn, manifest.datamart, manifest.delta_num)
+        entry = None if stored is not None else registry_entry(conn, manifest.datamart, None)
         last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
         refusal = check_sequence(
             manifest.delta_num,
@@ -177,17 +177,23 @@ class DeltaLoader:
         tables: list[Table],
         bound: structlog.typing.FilteringBoundLogger,
     ) -> LoadResult:
+        """One connection for the whole load (a connection costs 10 ms): the sequence
+        checks, the datamart's lock (held by the session), staging, and the apply."""
         started = time.perf_counter()
         try:
-            with self.store.connect(autocommit=True) as lock_conn:
-                lock_conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(datamart.name),))
-                stored = self.store.applied(datamart.name, transfer.manifest.delta_num)
+            with self.store.connect(autocommit=True) as conn:
+                stored = self._check_sequence(conn, transfer)  # steps 1-2
+                if stored is not None:
+                    bound.info("delta already applied", step=1)
+                    return LoadResult.from_registry(stored, already_applied=True)
+                conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(datamart.name),))
+                stored = registry_entry(conn, datamart.name, transfer.manifest.delta_num)
                 if stored is not None:  # applied meanwhile (another loader, or our own retry)
                     return LoadResult.from_registry(stored, already_applied=True)
-                received = self._stage(datamart, transfer, tables, lock_conn)
+                received = self._stage(datamart, transfer, tables, conn)
                 staged_at = time.perf_counter()
                 bound.info("staged", step=3, seconds=round(staged_at - started, 3))
-                result = self._apply(datamart, transfer, tables, received)
+                result = self._apply(conn, datamart, transfer, tables, received)
                 bound.info(
                     "applied",
                     step=4,
@@ -206,16 +212,15 @@ class DeltaLoader:
         transfer: StagedTransfer,
         tables: list[Table],
         conn: psycopg.Connection,
-    ) -> dict[str, int]:
-        """Step 3: fill every table's staging table; returns rows received per table."""
+    ) -> dict[str, tuple[int, int]]:
+        """Step 3: fill every table's staging table; (staged, received) rows per table."""
         staging = {t.name: datamart.staging(t.name) for t in tables}
-        if staging:
-            conn.execute(f"TRUNCATE {', '.join(staging.values())}")
+        empty_staging(conn, list(staging.values()))
 
         chunks = [
             (datamart.position(t.name), number, str(path.absolute()), size)
             for t in tables
-            for number, path, size in _sized_chunks(transfer, t.name)
+            for number, path, size in transfer.sized_chunks(t.name)
         ]
         targets = {
             datamart.position(t.name): StagingTarget(
@@ -230,8 +235,8 @@ class DeltaLoader:
         if total_bytes <= self.settings.in_driver_max_mib * 2**20:
             tasks = plan_tasks(chunks, 1, slice_bytes)
             counts = stage_in_driver(
-                datamart.schema.tables, tasks, self._executor_dsn(), targets,
-                self.settings.body_limits(), transfer.manifest.body_format,
+                conn, datamart.schema.tables, tasks, targets, self.settings.body_limits(),
+                transfer.manifest.body_format,
             )  # fmt: skip
             return self._received(datamart, tables, staging, counts, conn)
         tasks = plan_tasks(chunks, self.spark.sparkContext.defaultParallelism, slice_bytes)
@@ -259,31 +264,39 @@ class DeltaLoader:
         staging: dict[str, str],
         counts: dict[int, tuple[int, int]],
         conn: psycopg.Connection,
-    ) -> dict[str, int]:
-        for name in staging.values():
-            conn.execute(f"ANALYZE {name}")
-        return {t.name: counts.get(datamart.position(t.name), (0, 0))[1] for t in tables}
+    ) -> dict[str, tuple[int, int]]:
+        """(staged, received) rows per table; staging tables that got rows are analysed."""
+        out = {t.name: counts.get(datamart.position(t.name), (0, 0)) for t in tables}
+        for name, (staged, _) in out.items():
+            if staged:
+                conn.execute(f"ANALYZE {staging[name]}")
+        return out
 
     def _apply(
         self,
+        conn: psycopg.Connection,
         datamart: Datamart,
         transfer: StagedTransfer,
         tables: list[Table],
-        received: dict[str, int],
+        received: dict[str, tuple[int, int]],
     ) -> LoadResult:
-        """Step 4: every table and the registry row, in one transaction."""
+        """Step 4: every table and the registry row, in one transaction. A table with no
+        staged row is left alone (its four statements would change nothing)."""
         manifest = transfer.manifest
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
-        conn = psycopg.connect(self.store.dsn, autocommit=False)
+        conn.autocommit = False  # the session's advisory lock outlives the transaction
         try:
             for table in tables:
-                sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
-                deleted = conn.execute(sql.close_deleted, params).rowcount
-                conn.execute(sql.close_updated, params)
-                conn.execute(sql.remove_current)
-                upserted = conn.execute(sql.open_versions, params).rowcount
-                counts.append(TableCounts(table.name, received[table.name], upserted, deleted))
+                staged, rows = received[table.name]
+                upserted = deleted = 0
+                if staged:
+                    sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
+                    deleted = conn.execute(sql.close_deleted, params).rowcount
+                    conn.execute(sql.close_updated, params)
+                    conn.execute(sql.remove_current)
+                    upserted = conn.execute(sql.open_versions, params).rowcount
+                counts.append(TableCounts(table.name, rows, upserted, deleted))
                 if self.between_tables is not None:
                     self.between_tables(conn, table.name)
             row = conn.execute(
@@ -374,20 +387,6 @@ class DeltaLoader:
 
 class _PendingCommit(Exception):
     """The backend that received a COMMIT has not ended yet."""
-
-
-def _sized_chunks(transfer: StagedTransfer, table: str) -> list[tuple[int, Path, int]]:
-    """(chunk number, file, size) of a table's stream; sizes share what the stream's bodies
-    decompress to (recorded by the agent), else they are file sizes."""
-    chunks = transfer.chunks_of(table)
-    files = [(n, p, p.stat().st_size) for n, p in chunks]
-    decoded = next(
-        (s.decoded_bytes for s in transfer.manifest.streams if s.table_name == table), None
-    )
-    raw = sum(size for _, _, size in files)
-    if decoded is None or raw == 0:
-        return files
-    return [(n, p, size * decoded // raw) for n, p, size in files]
 
 
 def _classify_spark_error(exc: Exception) -> Exception:

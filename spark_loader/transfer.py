@@ -73,6 +73,18 @@ class StagedTransfer:
                 ]
         return []
 
+    def sized_chunks(self, table_name: str) -> list[tuple[int, Path, int]]:
+        """(chunk number, file, size) of a table's stream; sizes share what the stream's
+        bodies decompress to (recorded by the agent), else they are file sizes."""
+        files = [(n, p, p.stat().st_size) for n, p in self.chunks_of(table_name)]
+        decoded = next(
+            (s.decoded_bytes for s in self.manifest.streams if s.table_name == table_name), None
+        )
+        raw = sum(size for _, _, size in files)
+        if decoded is None or raw == 0:
+            return files
+        return [(n, p, size * decoded // raw) for n, p, size in files]
+
     @classmethod
     def write(cls, directory: Path, manifest: TransferManifest) -> StagedTransfer:
         """Seal a transfer whose chunk files are already written: the manifest goes last."""
