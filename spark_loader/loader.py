@@ -292,10 +292,9 @@ class DeltaLoader:
                 upserted = deleted = 0
                 if staged:
                     sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
-                    deleted = conn.execute(sql.close_deleted, params).rowcount
-                    conn.execute(sql.close_updated, params)
-                    conn.execute(sql.remove_current)
-                    upserted = conn.execute(sql.open_versions, params).rowcount
+                    applied = conn.execute(sql, params).fetchone()
+                    assert applied is not None
+                    deleted, upserted = applied
                 counts.append(TableCounts(table.name, rows, upserted, deleted))
                 if self.between_tables is not None:
                     self.between_tables(conn, table.name)
