@@ -142,8 +142,8 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         from spark_loader.session import build_session  # noqa: PLC0415
 
         spark = build_session(settings)
+        loader = DeltaLoader(store, spark, settings)
         try:
-            loader = DeltaLoader(store, spark, settings)
             applier = _Applier(
                 topic_index, store, loader, staging,
                 history=history_before(topic_index, first), last_data=_last_data(plans),
@@ -157,6 +157,7 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
                     progress(len(applied), len(plans), applier.rows, time.perf_counter() - started)
             committed = time.perf_counter()
         finally:
+            loader.close()
             spark.stop()
         staging.clear()
     first_read = topic_index.first_message_at or started

@@ -93,6 +93,7 @@ def run_agent(settings: AgentSettings) -> int:
         store = ReplicaStore(dsn)
         schemas = read_schemas(settings, store.stored_schema)
         loader = DeltaLoader(store, spark, settings)
+        stack.callback(loader.close)
         for schema in schemas:
             loader.register(schema)
         # The driver reached the replica; now the executors must reach it and staging.

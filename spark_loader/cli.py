@@ -66,9 +66,12 @@ def _apply(args: argparse.Namespace) -> int:
         spark = build_session(settings)
         try:
             loader = DeltaLoader(store, spark, settings)
-            loader.register(schema)
-            loader.probe_executors()
-            result = loader.load(transfer)
+            try:
+                loader.register(schema)
+                loader.probe_executors()
+                result = loader.load(transfer)
+            finally:
+                loader.close()
         finally:
             spark.stop()
     status = "already applied" if result.already_applied else "applied"

@@ -34,6 +34,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
 from protocol.sequence import AppliedDelta, check_sequence
 from spark_loader.apply_sql import table_apply_sql
+from spark_loader.connections import LoaderConnections, Session
 from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
 from spark_loader.executor_probe import probe_executors
 from spark_loader.settings import LoaderSettings
@@ -77,6 +78,12 @@ class _Transient(Exception):
     """A failure worth another attempt."""
 
 
+#: Staging tables with fewer rows are not analysed (2 ms each). A truncated table's size is
+#: estimated from its pages, and a small one is joined by key through t_actual's index with
+#: or without statistics.
+ANALYZE_MIN_ROWS = 10_000
+
+
 def _lock_key(datamart: str) -> int:
     digest = hashlib.sha256(f"podd-replica:{datamart}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
@@ -100,6 +107,7 @@ class DeltaLoader:
         self.between_tables = between_tables
         self.commit = commit
         self._executor_dsn_cache: str | None = None
+        self.connections = LoaderConnections(store.dsn)
         self._datamarts: dict[str, Datamart] = {}
 
     def _executor_dsn(self) -> str:
@@ -109,6 +117,10 @@ class DeltaLoader:
             passfile = self.settings.executor_passfile
             self._executor_dsn_cache = with_passfile(self.store.dsn, passfile)
         return self._executor_dsn_cache
+
+    def close(self) -> None:
+        """Close the connections kept between loads."""
+        self.connections.close()
 
     def probe_executors(self) -> None:
         """Before the first load: the executors read the staging directory and reach the
@@ -177,11 +189,12 @@ class DeltaLoader:
         tables: list[Table],
         bound: structlog.typing.FilteringBoundLogger,
     ) -> LoadResult:
-        """One connection for the whole load (a connection costs 10 ms): the sequence
-        checks, the datamart's lock (held by the session), staging, and the apply."""
+        """One connection for the whole load, kept for the next (`LoaderConnections`): the
+        sequence checks, the datamart's lock (held by the session), staging, the apply."""
         started = time.perf_counter()
         try:
-            with self.store.connect(autocommit=True) as conn:
+            with self.connections.session() as session:
+                conn = session.conn
                 stored = self._check_sequence(conn, transfer)  # steps 1-2
                 if stored is not None:
                     bound.info("delta already applied", step=1)
@@ -193,7 +206,7 @@ class DeltaLoader:
                 received = self._stage(datamart, transfer, tables, conn)
                 staged_at = time.perf_counter()
                 bound.info("staged", step=3, seconds=round(staged_at - started, 3))
-                result = self._apply(conn, datamart, transfer, tables, received)
+                result = self._apply(session, datamart, transfer, tables, received)
                 bound.info(
                     "applied",
                     step=4,
@@ -265,16 +278,17 @@ class DeltaLoader:
         counts: dict[int, tuple[int, int]],
         conn: psycopg.Connection,
     ) -> dict[str, tuple[int, int]]:
-        """(staged, received) rows per table; staging tables that got rows are analysed."""
+        """(staged, received) rows per table; staging tables that got many rows are
+        analysed (`ANALYZE_MIN_ROWS`)."""
         out = {t.name: counts.get(datamart.position(t.name), (0, 0)) for t in tables}
         for name, (staged, _) in out.items():
-            if staged:
+            if staged >= ANALYZE_MIN_ROWS:
                 conn.execute(f"ANALYZE {staging[name]}")
         return out
 
     def _apply(
         self,
-        conn: psycopg.Connection,
+        session: Session,
         datamart: Datamart,
         transfer: StagedTransfer,
         tables: list[Table],
@@ -285,6 +299,7 @@ class DeltaLoader:
         manifest = transfer.manifest
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
+        conn = session.conn
         conn.autocommit = False  # the session's advisory lock outlives the transaction
         try:
             for table in tables:
@@ -311,20 +326,16 @@ class DeltaLoader:
                 ),
             ).fetchone()
             assert row is not None
-            backend = conn.execute(
-                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
-            ).fetchone()
             try:
                 self.commit(conn)
             except psycopg.OperationalError as exc:
                 conn.close()
-                return self._after_lost_commit(transfer, exc, backend)
+                return self._after_lost_commit(transfer, exc, session.backend)
+            conn.autocommit = True
         except BaseException:
             if not conn.closed:
                 conn.rollback()
             raise
-        finally:
-            conn.close()
         return LoadResult(
             datamart.name,
             manifest.delta_num,
