@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import fastavro
@@ -23,6 +24,17 @@ _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def _field_name(name: str, position: int) -> str:
     # Names are never compared by the reader; an invalid Avro name gets a positional one.
     return name if _AVRO_NAME.match(name) else f"c{position}"
+
+
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+def _micros(value: datetime) -> int:
+    """A timestamp's microseconds since the epoch; a naive one is read as UTC, whatever the
+    machine's zone (fastavro would read it as local time, and take 3x longer)."""
+    return (value - (_EPOCH if value.tzinfo is None else _EPOCH_UTC)) // _MICRO
 
 
 def body_schema(table: Table, *, all_nullable: bool = True) -> dict[str, Any]:
@@ -59,11 +71,16 @@ def encode_body(
     schema = body_schema(table, all_nullable=all_nullable)
     names = [f["name"] for f in schema["fields"]]
     width = len(names)
+    stamps = [i for i, c in enumerate(table.columns) if c.type.avro.logical == "timestamp-micros"]
 
     def records() -> Iterable[dict[str, Any]]:
         for row in rows:
             if len(row) != width:
                 raise ValueError(f"row has {len(row)} values, table {table.name} needs {width}")
-            yield dict(zip(names, row, strict=True))
+            values = list(row)
+            for i in stamps:
+                if isinstance(values[i], datetime):
+                    values[i] = _micros(values[i])
+            yield dict(zip(names, values, strict=True))
 
     return write_ocf(fastavro.parse_schema(schema), records(), codec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import time as clock
 from datetime import date, datetime, time
 from typing import Any
 
@@ -67,6 +68,20 @@ def test_every_type_with_edge_values_survives(codec: Any, all_nullable: bool) ->
     # signed zero and the exact float32 value survive, not just compare equal
     assert math.copysign(1.0, table.column("f")[3].as_py()) == -1.0
     assert table.column("f")[5].as_py() == F32_TINY
+
+
+def test_naive_timestamps_are_written_as_utc_whatever_the_machines_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fastavro writes a naive datetime as local time; the writer reads it as UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    clock.tzset()
+    try:
+        data = encode_body(ALL_TYPES, EDGE_ROWS, codec="null")
+    finally:
+        monkeypatch.delenv("TZ")
+        clock.tzset()
+    assert normalise(_decoded_rows(ALL_TYPES, data)) == normalise(EDGE_ROWS)
 
 
 def test_arrow_types_follow_replica_md() -> None:
