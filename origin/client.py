@@ -51,7 +51,7 @@ class OriginClient:
     async def __aenter__(self) -> Self:
         options = aiokafka_options(self.settings)
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, **options
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0, **options
         )
         await self._producer.start()
         for topic in (self.settings.topic_delta_in_rs, self.settings.topic_delta_rs):

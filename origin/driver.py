@@ -73,6 +73,12 @@ class DriverOptions:
     retry_backoff: float = 2.0
 
 
+@dataclass(frozen=True)
+class _Framed:
+    delta: SourceDelta
+    framing: tuple[str, list[Chunk]]  # requestId, chunks
+
+
 class _Resync(Exception):
     """The replica expects another delta than the one in flight."""
 
@@ -114,16 +120,33 @@ class OriginDriver:
 
     async def run(self, count: int | None = None) -> list[DeltaOutcome]:
         """Send up to `count` deltas (None: until the source ends), from what the replica
-        expects. Raises ReplicaRefused or NoAnswer when it cannot go on."""
+        expects. Raises ReplicaRefused or NoAnswer when it cannot go on.
+
+        While the replica applies delta N, delta N + 1 is read and framed in a thread, so
+        the next send does not wait for it (still one delta in flight, as the protocol
+        requires)."""
         outcomes: list[DeltaOutcome] = []
         expected = (await self.state()).expected_delta_num
+        ahead: tuple[int, asyncio.Task[_Framed | None]] | None = None
         while count is None or len(outcomes) < count:
-            delta = self.source.delta(expected)
-            if delta is None:
+            framed = None
+            if ahead is not None:  # always awaited: the source is never read by two threads
+                framed = await ahead[1] if ahead[0] == expected else None
+                if ahead[0] != expected and not ahead[1].done():
+                    await asyncio.wait([ahead[1]])
+                ahead = None
+            framed = framed or self._prepare(expected)
+            if framed is None:
                 log.info("source has no more deltas", next=expected)
                 break
+
+            def read_ahead(number: int = expected + 1) -> None:
+                nonlocal ahead
+                if count is None or len(outcomes) + 1 < count:
+                    ahead = (number, asyncio.create_task(asyncio.to_thread(self._prepare, number)))
+
             try:
-                outcome = await self.transfer(delta)
+                outcome = await self.transfer(framed.delta, framed.framing, on_sent=read_ahead)
             except _Resync:
                 expected = (await self.state()).expected_delta_num
                 log.info("resuming from the replica's state", expected=expected)
@@ -131,14 +154,29 @@ class OriginDriver:
             outcomes.append(outcome)
             self.on_delta(outcome)
             expected += 1
+        if ahead is not None:
+            await asyncio.wait([ahead[1]])
         return outcomes
 
-    async def transfer(self, delta: SourceDelta) -> DeltaOutcome:
-        """Send one delta until the replica applied it."""
+    def _prepare(self, number: int) -> _Framed | None:
+        delta = self.source.delta(number)
+        return None if delta is None else _Framed(delta, self._frame(delta))
+
+    async def transfer(
+        self,
+        delta: SourceDelta,
+        framing: tuple[str, list[Chunk]] | None = None,
+        *,
+        on_sent: Callable[[], None] | None = None,
+    ) -> DeltaOutcome:
+        """Send one delta until the replica applied it (`framing`: its requestId and
+        chunks, when already framed); `on_sent` runs once its chunks are acknowledged."""
         started = time.perf_counter()
         resends = load_failures = 0
-        request_id, chunks = self._frame(delta)
+        request_id, chunks = framing or self._frame(delta)
         sent = await self.client.send_chunks(chunks)
+        if on_sent is not None:
+            on_sent()
         seen = 0  # answers of this requestId already handled
         while True:
             result = await self.client.result(request_id, self.options.answer_timeout, after=seen)
