@@ -4,20 +4,18 @@
   timed from the first chunk produced to the answer received.
 * `one_row_latency`: produce every chunk of a 1-row delta but the last, wait for the acks,
   then time from producing the last chunk to the answer.
-* `consume_and_decode`: floor (a), the same `delta.in` messages consumed from the broker and
-  every row decoded with fastavro, in this one process.
+* `delta_records`: a sent delta's messages read again from the broker (the floors,
+  `bench.floors`, and the peer).
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import fastavro
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from bench.e2e_data import PreparedDelta, delta_in_messages
@@ -137,22 +135,3 @@ async def delta_records(
         yield records()
     finally:
         await consumer.stop()
-
-
-async def consume_and_decode(
-    settings: KafkaSettings, bootstrap: list[str], sent: Sent
-) -> tuple[float, int]:
-    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded."""
-    rows = messages = 0
-    async with delta_records(settings, bootstrap, sent) as records:
-        started = time.perf_counter()
-        async for record in records:
-            messages += 1
-            for _ in fastavro.reader(io.BytesIO(record.key or b"")):
-                pass
-            if record.value:
-                rows += sum(1 for _ in fastavro.reader(io.BytesIO(record.value)))
-        seconds = time.perf_counter() - started
-    if messages != sent.messages:
-        raise BenchError(f"floor (a) read {messages} messages, {sent.messages} were sent")
-    return seconds, rows

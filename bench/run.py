@@ -8,7 +8,8 @@ and the peer baseline, written to BENCHMARKS.md (a table and a chart).
 Everything it needs starts here (the embedded Tansu broker and PostgreSQL unless given, and
 one `replica-agent run` child process per scaling point). Data is generated and encoded
 before any clock starts. The headline point (`--rows`) also measures, on the same messages:
-floor (a) consume + fastavro decode, floor (b) COPY into unlogged tables, and the peer.
+floor (a) consume + decode, floor (b) a keyed COPY into logged tables, and the peer.
+A catch-up series (many small deltas sent by the reference origin) runs last.
 Then the headline delta and the latency series run again with the loader on a standalone
 Spark cluster (a master and one worker started from the installed pyspark), and a backup
 topic of the same kind of rows is restored beside the same rows sent as `delta.in` deltas.
@@ -34,10 +35,11 @@ from typing import Any
 import psutil
 
 from bench.agent_run import AgentConfig, phases, running_agent
-from bench.bench_apply import copy_floor
+from bench.catch_up import catch_up
 from bench.datagen import bench_schema
-from bench.e2e import Sent, consume_and_decode, one_row_latency, send_and_wait
+from bench.e2e import Sent, one_row_latency, send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
+from bench.floors import consume_and_decode, keyed_copy_floor
 from bench.memory import TreeMemory
 from bench.peer import create_peer_tables, live_rows, run_peer
 from bench.report import write_report
@@ -114,7 +116,7 @@ class Bench:
         # Read once the agent has stopped: it logs "answered" after the answer is sent.
         out["agent_phases"] = phases(agent.log_path, timed.result.request_id)
         if headline:
-            out["floors"] = await self.floors(timed.sent, delta)
+            out["floors"] = await self.floors(timed.sent, schema, preload, delta)
             out["peer"] = await self.peer(timed.sent, schema)
         shutil.rmtree(agent_dir, ignore_errors=True)
         shutil.rmtree(preload.directory, ignore_errors=True)
@@ -135,18 +137,20 @@ class Bench:
             "all_seconds": [round(s, 3) for s in seconds],
         }
 
-    async def floors(self, sent: Sent, delta: PreparedDelta) -> dict[str, Any]:
-        print("floor (a): consume the same messages and decode every row with fastavro")
+    async def floors(
+        self, sent: Sent, schema: LogicalSchema, preload: PreparedDelta, delta: PreparedDelta
+    ) -> dict[str, Any]:
+        print("floor (a): consume the same messages and decode every row (decode_body)")
         seconds_a, rows_a = await consume_and_decode(
-            self.kafka, self.kafka.bootstrap_servers(), sent
+            self.kafka, self.kafka.bootstrap_servers(), sent, schema
         )
-        print("floor (b): COPY the same rows into empty unlogged tables", flush=True)
-        seconds_b, rows_b = copy_floor(self.dsn, delta.transfer)
+        print("floor (b): COPY the kept rows into keyed, logged, pre-loaded tables", flush=True)
+        seconds_b, rows_b = keyed_copy_floor(self.dsn, preload.transfer, delta.transfer)
         return {
             "consume_decode_seconds": round(seconds_a, 3),
             "consume_decode_rows": rows_a,
-            "copy_seconds": round(seconds_b, 3),
-            "copy_rows": rows_b,
+            "keyed_copy_seconds": round(seconds_b, 3),
+            "keyed_copy_rows": rows_b,
         }
 
     async def peer(self, sent: Sent, schema: LogicalSchema) -> dict[str, Any]:
@@ -173,6 +177,11 @@ class Bench:
             result = await self.point(rows, headline=rows == self.args.rows)
             points.append(result)
         out: dict[str, Any] = {"points": points}
+        if self.args.catch_up_deltas:
+            out["catch_up"] = await catch_up(
+                self.kafka, self.agent, self.root, datamart=f"bench_{self.run_id}_catch_up",
+                deltas=self.args.catch_up_deltas, rows=self.args.catch_up_rows, tables=3,
+            )  # fmt: skip
         if self.args.cluster:
             out["cluster"] = await self.on_cluster()
         if self.args.restore_rows:
@@ -257,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows of the backup restored beside delta.in (0: skip)",
     )  # fmt: skip
     parser.add_argument("--restore-deltas", type=int, default=20)
+    parser.add_argument(
+        "--catch-up-deltas", type=int, default=1000,
+        help="deltas the reference origin sends one at a time (0: skip)",
+    )  # fmt: skip
+    parser.add_argument("--catch-up-rows", type=int, default=1000, help="rows per catch-up delta")
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("."), help="where BENCHMARKS.md goes")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: the temp dir)")
@@ -273,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.rows, args.preload, args.scale, args.latency_deltas = 2000, 2000, [1000], 3
         args.restore_rows, args.restore_deltas = min(args.restore_rows, 2000), 2
+        args.catch_up_deltas = min(args.catch_up_deltas, 5)
         args.chunk_rows = min(args.chunk_rows, 100)
     log_to_stderr()
     results = run(args)

@@ -1,0 +1,111 @@
+"""The honest floors of the end-to-end figure (issue 16).
+
+* (a) `consume_and_decode`: the same `delta.in` messages fetched from the broker, and every
+  row decoded by this project's fastest decoder (`protocol.body.decode_body`, Arrow
+  batches), in one process: the least work that reads the delta.
+* (b) `keyed_copy_floor`: the rows the replica keeps (the last row per key of each table)
+  COPYed, binary, into logged tables with the replica's primary key (key, `sys_from`) that
+  already hold the pre-load, in one transaction: the least work that makes the rows durable
+  and keyed. Decoding and encoding happen before the clock starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+
+import numpy as np
+import psycopg
+import pyarrow as pa
+
+from bench.datagen import bench_schema
+from bench.e2e import BenchError, Sent, delta_records
+from podd_kafka.settings import KafkaSettings
+from protocol.body import arrow_schema, decode_body
+from protocol.codec import decode_delta_in_key
+from protocol.schema import LogicalSchema, Table
+from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
+from spark_loader.store_sql import q
+from spark_loader.transfer import StagedTransfer
+
+
+async def consume_and_decode(
+    settings: KafkaSettings, bootstrap: list[str], sent: Sent, schema: LogicalSchema
+) -> tuple[float, int]:
+    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded."""
+    rows = messages = 0
+    tables = {t.name: t for t in schema}
+    async with delta_records(settings, bootstrap, sent) as records:
+        started = time.perf_counter()
+        async for record in records:
+            messages += 1
+            key = decode_delta_in_key(record.key)
+            if record.value:
+                for batch in decode_body(tables[key.table_name], record.value):
+                    rows += batch.num_rows
+        seconds = time.perf_counter() - started
+    if messages != sent.messages:
+        raise BenchError(f"floor (a) read {messages} messages, {sent.messages} were sent")
+    return seconds, rows
+
+
+def _last_per_key(table: Table, transfer: StagedTransfer) -> pa.Table:
+    batches = [
+        batch
+        for _, path in transfer.chunks_of(table.name)
+        for batch in decode_body(table, path.read_bytes())
+    ]
+    if not batches:
+        return pa.Table.from_batches([], schema=arrow_schema(table))
+    rows = pa.Table.from_batches(batches)
+    keys = [rows.schema.names[i] for i in table.key_positions]
+    indexed = rows.append_column("podd_i", pa.array(np.arange(rows.num_rows)))
+    last = indexed.group_by(keys, use_threads=False).aggregate([("podd_i", "max")])
+    keep = np.sort(last.column("podd_i_max").to_numpy())
+    return rows.take(pa.array(keep))
+
+
+def _copy_data(table: Table, rows: pa.Table) -> bytes:
+    kinds = copy_kinds(table)
+    return b"".join([HEADER, *(encode_batch(kinds, b) for b in rows.to_batches()), TRAILER])
+
+
+def keyed_copy_floor(dsn: str, preload: StagedTransfer, delta: StagedTransfer) -> tuple[float, int]:
+    """Floor (b): seconds of one transaction COPYing the delta's kept rows into keyed,
+    logged tables holding the pre-load (set up untimed); rows COPYed."""
+    schema = bench_schema(delta.manifest.datamart, len(delta.manifest.streams))
+    floor_schema = f"keyed_floor_{uuid.uuid4().hex[:8]}"
+    data: dict[str, bytes] = {}
+    rows = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {q(floor_schema)}")
+        for table in schema:
+            target = f"{q(floor_schema)}.{q(table.name)}"
+            columns = [f"{q(c.name)} {c.type.to_postgres()}" for c in table.columns]
+            key = ", ".join(q(k) for k in (*table.primary_key, "sys_from"))
+            conn.execute(
+                f"CREATE TABLE {target} ({', '.join(columns)}, sys_op int, "
+                f"sys_from bigint NOT NULL DEFAULT 0, sys_to bigint, PRIMARY KEY ({key}))"
+            )
+            names = ", ".join([*(q(c.name) for c in table.columns), "sys_op"])
+            with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as cp:
+                cp.write(_copy_data(table, _last_per_key(table, preload)))
+            conn.execute(f"ALTER TABLE {target} ALTER sys_from SET DEFAULT 1")
+            kept = _last_per_key(table, delta)
+            rows += kept.num_rows
+            data[table.name] = _copy_data(table, kept)
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CHECKPOINT")  # the pre-load's writes are not the floor's
+        started = time.perf_counter()
+        with conn.transaction():
+            for table in schema:
+                target = f"{q(floor_schema)}.{q(table.name)}"
+                names = ", ".join([*(q(c.name) for c in table.columns), "sys_op"])
+                with conn.cursor().copy(
+                    f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+                    copy.write(data[table.name])
+        seconds = time.perf_counter() - started
+        conn.execute(f"DROP SCHEMA {q(floor_schema)} CASCADE")
+    return seconds, rows
