@@ -82,6 +82,9 @@ class _Transient(Exception):
 #: estimated from its pages, and a small one is joined by key through t_actual's index with
 #: or without statistics.
 ANALYZE_MIN_ROWS = 10_000
+#: ANALYZE samples 300 rows per unit of target (PostgreSQL's default target, 100: 30,000
+#: rows). The apply's plans need little more than the size and that keys are distinct.
+ANALYZE_STATISTICS_TARGET = 10
 
 
 def _lock_key(datamart: str) -> int:
@@ -281,9 +284,12 @@ class DeltaLoader:
         """(staged, received) rows per table; staging tables that got many rows are
         analysed (`ANALYZE_MIN_ROWS`)."""
         out = {t.name: counts.get(datamart.position(t.name), (0, 0)) for t in tables}
-        for name, (staged, _) in out.items():
-            if staged >= ANALYZE_MIN_ROWS:
-                conn.execute(f"ANALYZE {staging[name]}")
+        big = [staging[name] for name, (staged, _) in out.items() if staged >= ANALYZE_MIN_ROWS]
+        if big:
+            conn.execute(f"SET default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
+            for name in big:
+                conn.execute(f"ANALYZE {name}")
+            conn.execute("RESET default_statistics_target")
         return out
 
     def _apply(
