@@ -9,7 +9,8 @@ Everything it needs starts here (the embedded Tansu broker and PostgreSQL unless
 one `replica-agent run` child process per scaling point). Data is generated and encoded
 before any clock starts. The headline point (`--rows`) also measures, on the same messages:
 floor (a) consume + decode, floor (b) a keyed COPY into logged tables, and the peer.
-A catch-up series (many small deltas sent by the reference origin) runs last.
+A catch-up series (many small deltas sent by the reference origin) runs first, on an idle
+replica, as a replica catching up after an outage would be.
 Then the headline delta and the latency series run again with the loader on a standalone
 Spark cluster (a master and one worker started from the installed pyspark), and a backup
 topic of the same kind of rows is restored beside the same rows sent as `delta.in` deltas.
@@ -171,17 +172,20 @@ class Bench:
 
     async def run(self) -> dict[str, Any]:
         await ensure_topics(self.kafka, self.kafka.bootstrap_servers())
+        catch_up_result = None
+        if self.args.catch_up_deltas:  # first: a catch-up meets an idle replica
+            catch_up_result = await catch_up(
+                self.kafka, self.agent, self.root, datamart=f"bench_{self.run_id}_catch_up",
+                deltas=self.args.catch_up_deltas, rows=self.args.catch_up_rows, tables=3,
+            )  # fmt: skip
         sizes = sorted(set(self.args.scale) | {self.args.rows})
         points = []
         for rows in sizes:
             result = await self.point(rows, headline=rows == self.args.rows)
             points.append(result)
         out: dict[str, Any] = {"points": points}
-        if self.args.catch_up_deltas:
-            out["catch_up"] = await catch_up(
-                self.kafka, self.agent, self.root, datamart=f"bench_{self.run_id}_catch_up",
-                deltas=self.args.catch_up_deltas, rows=self.args.catch_up_rows, tables=3,
-            )  # fmt: skip
+        if catch_up_result is not None:
+            out["catch_up"] = catch_up_result
         if self.args.cluster:
             out["cluster"] = await self.on_cluster()
         if self.args.restore_rows:

@@ -1,9 +1,9 @@
 """Apply a complete staged transfer to the replica: the loader's one job.
 
-Steps of a load, each numbered in the logs:
+Steps of a load, each numbered in the logs, all under the datamart's advisory lock:
 1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
 2. in order? The delta must be the one the registry expects, and later than the last;
-3. under the datamart's lock: empty its staging tables, then one Spark job decodes each
+3. empty its staging tables, then one Spark job decodes each
    table slice's chunks, keeps the last row per key and COPYs into staging (a small delta:
    the driver runs the same slice function itself, no job);
 4. in ONE transaction: apply every table, insert the registry row, commit.
@@ -172,8 +172,9 @@ class DeltaLoader:
     ) -> RegistryEntry | None:
         """Steps 1-2: the stored entry of an applied delta, None for the expected one."""
         manifest = transfer.manifest
-        stored = registry_entry(conn, manifest.datamart, manifest.delta_num)
-        entry = None if stored is not None else registry_entry(conn, manifest.datamart, None)
+        name, number = manifest.datamart, manifest.delta_num
+        stored = registry_entry(conn, name, number, exists=True)
+        entry = None if stored is not None else registry_entry(conn, name, None, exists=True)
         last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
         refusal = check_sequence(
             manifest.delta_num,
@@ -193,18 +194,17 @@ class DeltaLoader:
         bound: structlog.typing.FilteringBoundLogger,
     ) -> LoadResult:
         """One connection for the whole load, kept for the next (`LoaderConnections`): the
-        sequence checks, the datamart's lock (held by the session), staging, the apply."""
+        datamart's lock (held by the session), the sequence checks, staging, the apply."""
         started = time.perf_counter()
         try:
             with self.connections.session() as session:
                 conn = session.conn
+                # Under the datamart's lock: another loader (or our own retry) may have
+                # applied it meanwhile.
+                conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(datamart.name),))
                 stored = self._check_sequence(conn, transfer)  # steps 1-2
                 if stored is not None:
                     bound.info("delta already applied", step=1)
-                    return LoadResult.from_registry(stored, already_applied=True)
-                conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(datamart.name),))
-                stored = registry_entry(conn, datamart.name, transfer.manifest.delta_num)
-                if stored is not None:  # applied meanwhile (another loader, or our own retry)
                     return LoadResult.from_registry(stored, already_applied=True)
                 received = self._stage(datamart, transfer, tables, conn)
                 staged_at = time.perf_counter()

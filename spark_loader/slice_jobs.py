@@ -202,8 +202,10 @@ def _stage_slice(
     del keys
     count = sum(len(a) for a in staged)
     if count:
-        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (target.lock_key, task.slice))
-        conn.execute("SELECT set_config('podd.slice', %s, true)", (str(task.slice),))
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s), set_config('podd.slice', %s, true)",
+            (target.lock_key, task.slice, str(task.slice)),
+        )
         conn.execute(f"DELETE FROM {target.table} WHERE {SLICE_COLUMN} = %s", (task.slice,))
         with conn.cursor().copy(target.copy) as copy:
             copy.write(HEADER)

@@ -194,10 +194,13 @@ class ReplicaStore:
 
 
 def registry_entry(
-    conn: psycopg.Connection, datamart: str, delta_num: int | None
+    conn: psycopg.Connection, datamart: str, delta_num: int | None, *, exists: bool = False
 ) -> RegistryEntry | None:
-    """The registry's entry of `delta_num`, or with None its last entry."""
-    entries = read_registry(conn, datamart, delta_num=delta_num, last=delta_num is None)
+    """The registry's entry of `delta_num`, or with None its last entry (`exists`: the
+    caller knows the registry table exists, as after `ensure`)."""
+    entries = read_registry(
+        conn, datamart, delta_num=delta_num, last=delta_num is None, exists=exists
+    )
     return entries[0] if entries else None
 
 
@@ -215,7 +218,12 @@ def empty_staging(conn: psycopg.Connection, tables: list[str]) -> None:
 
 
 def read_registry(
-    conn: psycopg.Connection, datamart: str, *, delta_num: int | None = None, last: bool = False
+    conn: psycopg.Connection,
+    datamart: str,
+    *,
+    delta_num: int | None = None,
+    last: bool = False,
+    exists: bool = False,
 ) -> list[RegistryEntry]:
     query = (
         f"SELECT datamart, delta_num, delta_date, request_id, table_counts, applied_at "
@@ -226,9 +234,12 @@ def read_registry(
         query += " AND delta_num = %s"
         params.append(delta_num)
     query += " ORDER BY delta_num DESC LIMIT 1" if last else " ORDER BY delta_num"
-    exists = conn.execute("SELECT to_regclass(%s)", (f"{META_SCHEMA}.delta_registry",)).fetchone()
-    if not exists or exists[0] is None:
-        return []
+    if not exists:
+        found = conn.execute(
+            "SELECT to_regclass(%s)", (f"{META_SCHEMA}.delta_registry",)
+        ).fetchone()
+        if not found or found[0] is None:
+            return []
     rows = conn.execute(query, params).fetchall()
     return [
         RegistryEntry(
