@@ -17,7 +17,6 @@ from replica_agent.answers import error_result
 from replica_agent.errors import StagingError
 from replica_agent.staging import TRANSFER_FILE, TransferStaging
 from replica_agent.transfers import StreamState, Transfer
-from spark_loader.loader import _sized_chunks
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -143,5 +142,5 @@ def test_a_sealed_manifest_records_what_the_bodies_decompress_to(
     sealed = staging.seal(recovered)
     (stream,) = sealed.manifest.streams
     assert stream.decoded_bytes == decoded_size(body, OcfLimits()) > 3 * len(body)
-    sizes = [size for _, _, size in _sized_chunks(sealed, "sales")]
+    sizes = [size for _, _, size in sealed.sized_chunks("sales")]
     assert sum(sizes) == stream.decoded_bytes  # the loader plans slices from these
