@@ -15,17 +15,17 @@ import contextlib
 import time
 import uuid
 
-import numpy as np
 import psycopg
 import pyarrow as pa
 
 from bench.datagen import bench_schema
 from bench.e2e import BenchError, Sent, delta_records
 from podd_kafka.settings import KafkaSettings
-from protocol.body import arrow_schema, decode_body
+from protocol.body import decode_body
 from protocol.codec import decode_delta_in_key
 from protocol.schema import LogicalSchema, Table
-from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
+from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
+from spark_loader.slice_jobs import copy_tuples, last_per_key
 from spark_loader.store_sql import q
 from spark_loader.transfer import StagedTransfer
 
@@ -50,25 +50,19 @@ async def consume_and_decode(
     return seconds, rows
 
 
-def _last_per_key(table: Table, transfer: StagedTransfer) -> pa.Table:
-    batches = [
-        batch
-        for _, path in transfer.chunks_of(table.name)
-        for batch in decode_body(table, path.read_bytes())
-    ]
-    if not batches:
-        return pa.Table.from_batches([], schema=arrow_schema(table))
-    rows = pa.Table.from_batches(batches)
-    keys = [rows.schema.names[i] for i in table.key_positions]
-    indexed = rows.append_column("podd_i", pa.array(np.arange(rows.num_rows)))
-    last = indexed.group_by(keys, use_threads=False).aggregate([("podd_i", "max")])
-    keep = np.sort(last.column("podd_i_max").to_numpy())
-    return rows.take(pa.array(keep))
-
-
-def _copy_data(table: Table, rows: pa.Table) -> bytes:
-    kinds = copy_kinds(table)
-    return b"".join([HEADER, *(encode_batch(kinds, b) for b in rows.to_batches()), TRAILER])
+def _kept_copy_data(table: Table, transfer: StagedTransfer) -> tuple[bytes, int]:
+    """The binary COPY data of the table's rows the replica keeps (the last per key, by the
+    loader's own functions), and how many rows that is."""
+    positions, kinds, row_kinds = list(table.key_positions), key_kinds(table), copy_kinds(table)
+    keys: list[pa.Array] = []
+    rows: list[pa.Array] = []
+    for _, path in transfer.chunks_of(table.name):
+        for batch in decode_body(table, path.read_bytes()):
+            keys.append(tuples_array(kinds, batch.select(positions)))
+            rows.append(tuples_array(row_kinds, batch))
+    kept = last_per_key(keys, rows)
+    data = b"".join([HEADER, *(copy_tuples(a) for a in kept), TRAILER])
+    return data, sum(len(a) for a in kept)
 
 
 def keyed_copy_floor(dsn: str, preload: StagedTransfer, delta: StagedTransfer) -> tuple[float, int]:
@@ -76,7 +70,7 @@ def keyed_copy_floor(dsn: str, preload: StagedTransfer, delta: StagedTransfer) -
     logged tables holding the pre-load (set up untimed); rows COPYed."""
     schema = bench_schema(delta.manifest.datamart, len(delta.manifest.streams))
     floor_schema = f"keyed_floor_{uuid.uuid4().hex[:8]}"
-    data: dict[str, bytes] = {}
+    copies: list[tuple[str, bytes]] = []  # (COPY statement, data) per table
     rows = 0
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {q(floor_schema)}")
@@ -89,23 +83,20 @@ def keyed_copy_floor(dsn: str, preload: StagedTransfer, delta: StagedTransfer) -
                 f"sys_from bigint NOT NULL DEFAULT 0, sys_to bigint, PRIMARY KEY ({key}))"
             )
             names = ", ".join([*(q(c.name) for c in table.columns), "sys_op"])
-            with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as cp:
-                cp.write(_copy_data(table, _last_per_key(table, preload)))
+            statement = f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)"
+            with conn.cursor().copy(statement) as copy:
+                copy.write(_kept_copy_data(table, preload)[0])
             conn.execute(f"ALTER TABLE {target} ALTER sys_from SET DEFAULT 1")
-            kept = _last_per_key(table, delta)
-            rows += kept.num_rows
-            data[table.name] = _copy_data(table, kept)
+            data, kept = _kept_copy_data(table, delta)
+            rows += kept
+            copies.append((statement, data))
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
             conn.execute("CHECKPOINT")  # the pre-load's writes are not the floor's
         started = time.perf_counter()
         with conn.transaction():
-            for table in schema:
-                target = f"{q(floor_schema)}.{q(table.name)}"
-                names = ", ".join([*(q(c.name) for c in table.columns), "sys_op"])
-                with conn.cursor().copy(
-                    f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)"
-                ) as copy:
-                    copy.write(data[table.name])
+            for statement, data in copies:
+                with conn.cursor().copy(statement) as copy:
+                    copy.write(data)
         seconds = time.perf_counter() - started
         conn.execute(f"DROP SCHEMA {q(floor_schema)} CASCADE")
     return seconds, rows

@@ -142,6 +142,12 @@ def _binary_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, (np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8))
 
 
+def copy_tuples(array: pa.Array) -> memoryview:
+    """The binary COPY tuples an array of them holds (`tuples_array`), back to back."""
+    offsets, data = _binary_parts(array)
+    return data[offsets[0] : offsets[-1]].data
+
+
 def _in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
     """Which rows of the batch belong to the task's slice (None: all of them)."""
     if task.slices == 1:
@@ -153,7 +159,7 @@ def _in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
     return selected
 
 
-def _last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
+def last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
     """The rows to stage: per key, the last one (the arrays are in arrival order)."""
     n = sum(len(k) for k in keys)
     if n == 0:
@@ -198,7 +204,7 @@ def _stage_slice(
             if batch.num_rows:
                 keys.append(key)
                 rows.append(tuples_array(row_kinds, batch))
-    staged = _last_per_key(keys, rows)
+    staged = last_per_key(keys, rows)
     del keys
     count = sum(len(a) for a in staged)
     if count:
@@ -210,8 +216,7 @@ def _stage_slice(
         with conn.cursor().copy(target.copy) as copy:
             copy.write(HEADER)
             for array in staged:
-                offsets, data = _binary_parts(array)
-                copy.write(data[offsets[0] : offsets[-1]].data)
+                copy.write(copy_tuples(array))
             copy.write(TRAILER)
     return SliceCounts(task.table, count, received)
 
