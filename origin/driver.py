@@ -130,11 +130,11 @@ class OriginDriver:
         ahead: tuple[int, asyncio.Task[_Framed | None]] | None = None
         while count is None or len(outcomes) < count:
             framed = None
-            if ahead is not None:  # always awaited: the source is never read by two threads
-                framed = await ahead[1] if ahead[0] == expected else None
-                if ahead[0] != expected and not ahead[1].done():
-                    await asyncio.wait([ahead[1]])
-                ahead = None
+            if ahead is not None:  # always waited for: the source is never read by two threads
+                (number, task), ahead = ahead, None
+                await asyncio.wait([task])
+                if number == expected:  # else a resync made it useless
+                    framed = task.result()
             framed = framed or self._prepare(expected)
             if framed is None:
                 log.info("source has no more deltas", next=expected)
