@@ -7,6 +7,7 @@ outbox); the real loader is exercised in test_integration.py and tests/loader.
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,15 @@ APPLIED_AT = datetime(2026, 2, 1, tzinfo=UTC)
 
 
 class RecordingLoader:
-    def __init__(self) -> None:
+    """Records what it loads; with a `gate`, each load waits until the test opens it."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
         self.loaded: list[StagedTransfer] = []
+        self.gate = gate
 
     def load(self, transfer: StagedTransfer) -> RegistryEntry:
+        if self.gate is not None and not self.gate.wait(timeout=30):
+            raise AssertionError("the test never opened the loader's gate")
         self.loaded.append(transfer)
         m = transfer.manifest
         counts = tuple(
@@ -79,7 +85,9 @@ async def test_the_chunk_agent_stages_dedups_loads_and_answers(
     tmp_path: Path, marketing: LogicalSchema
 ) -> None:
     sent: list[DeltaInResult] = []
-    loader = RecordingLoader()
+    # The load waits for every duplicate: they all meet a transfer the loader holds.
+    gate = threading.Event()
+    loader = RecordingLoader(gate)
     staging = TransferStaging(tmp_path / "staging")
     metrics = AgentMetrics()
 
@@ -95,10 +103,13 @@ async def test_the_chunk_agent_stages_dedups_loads_and_answers(
     async with receive.test_context() as agent:
         for chunk in [*chunks, *chunks]:  # every chunk twice
             await agent.put(key=encode_delta_in_key(chunk.key), value=chunk.body)
+        gate.set()
         for _ in range(200):
             if sent:
                 break
             await asyncio.sleep(0.05)
+        # After the answer, a chunk of the transfer is dropped, not counted as a duplicate.
+        await agent.put(key=encode_delta_in_key(chunks[0].key), value=chunks[0].body)
     await service.stop()
 
     (result,) = sent
@@ -114,6 +125,7 @@ async def test_the_chunk_agent_stages_dedups_loads_and_answers(
     assert service.tracker.expected("marketing") == 1
     text = metrics.render().decode()
     assert f'podd_chunk_duplicates_total{{datamart="marketing"}} {len(chunks)}.0' in text
+    assert 'podd_chunks_dropped_total{reason="finished"} 1.0' in text
 
 
 async def test_an_undecodable_key_is_skipped(tmp_path: Path, marketing: LogicalSchema) -> None:
