@@ -12,7 +12,9 @@ from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from spark_loader.apply_sql import table_apply_sql
 from spark_loader.loader import ANALYZE_MIN_ROWS
+from spark_loader.store_sql import physical
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, stage
 
@@ -65,3 +67,67 @@ def test_big_staging_tables_are_analysed_and_the_session_is_left_clean(
     assert kept.conn.execute("SHOW default_statistics_target").fetchone() == ("100",)
     assert kept.conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
                              "AND pid = pg_backend_pid()").fetchone() == (0,)  # fmt: skip
+
+
+def _plan(conn: psycopg.Connection, schema: LogicalSchema, table: str, staging: str) -> str:
+    """The plan `conn` would run for the table's apply statement, with its current settings."""
+    sql = table_apply_sql(schema.datamart, schema.table(table), staging)
+    lines = conn.execute(f"EXPLAIN {sql}", {"delta": 1, "prev": 0}).fetchall()
+    return "\n".join(line for (line,) in lines)
+
+
+def test_a_small_staging_table_is_applied_by_key_lookups_whatever_the_statistics_say(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    loader = new_loader(schema)
+    with psycopg.connect(replica_dsn, autocommit=True) as conn:
+        for table in schema.tables:  # t_actual never analysed, as between autovacuum runs
+            actual = physical(schema.datamart, table.name, "actual")
+            conn.execute(f"ALTER TABLE {actual} SET (autovacuum_enabled = false)")
+    first = Workload(schema, WorkloadSpec(rows_per_delta=30_000, seed=11)).next_delta()
+    second = Workload(schema, WorkloadSpec(rows_per_delta=60, seed=12)).next_delta()
+    plans: dict[str, tuple[str, str]] = {}
+
+    def explain(conn: psycopg.Connection, table: str) -> None:
+        """The plan in the apply transaction, and the one a plain session would choose."""
+        staging = loader._datamarts[schema.datamart].staging(table)
+        with psycopg.connect(replica_dsn) as other:
+            plans[table] = _plan(conn, schema, table, staging), _plan(other, schema, table, staging)
+
+    loader.load(stage(staging_root, schema, 0, first, chunk_rows=5000))
+    loader.between_tables = explain
+    loader.load(stage(staging_root, schema, 1, second))
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), first)
+    model, _ = apply_delta(model, 1, delta_date(1), second)
+    assert_matches_model(replica_dsn, model)
+    assert set(plans) == {t.name for t in schema.tables if second.get(t.name)}
+    for name, (applied, unconstrained) in plans.items():
+        # The premise: without statistics, a seq scan of t_actual looks cheaper.
+        assert "Hash Join" in unconstrained or "Merge Join" in unconstrained, name
+        assert "Hash Join" not in applied, name
+        assert "Merge Join" not in applied, name
+        assert "Index Scan" in applied or "Index Only Scan" in applied, name
+
+
+def test_a_big_staging_table_beside_a_small_one_gets_the_planners_own_choice(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path
+) -> None:
+    rows = dict(Workload(schema, WorkloadSpec(rows_per_delta=ANALYZE_MIN_ROWS * 5, seed=4))
+                .next_delta())  # fmt: skip
+    big, small = sorted(rows, key=lambda name: len(rows[name]), reverse=True)[:2]
+    rows[small] = rows[small][:50]
+    settings: dict[str, tuple[str, str]] = {}
+
+    def record(conn: psycopg.Connection, table: str) -> None:
+        row = conn.execute(
+            "SELECT current_setting('enable_hashjoin'), current_setting('enable_mergejoin')"
+        ).fetchone()
+        assert row is not None
+        settings[table] = row
+
+    loader = new_loader(schema, between_tables=record)
+    loader.load(stage(staging_root, schema, 0, rows, chunk_rows=5000))
+    assert settings[big] == ("on", "on")
+    assert settings[small] == ("off", "off")
+    (kept,) = loader.connections._idle  # nothing of it outlives the transaction
+    assert kept.conn.execute("SHOW enable_hashjoin").fetchone() == ("on",)
