@@ -12,7 +12,7 @@ import pytest
 from podd_runtime.dsn import safe_dsn
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import PASSWORD_FILE, EmbeddedPostgres
+from spark_loader.embedded_pg import LOAD_SETTINGS, PASSWORD_FILE, EmbeddedPostgres
 from spark_loader.errors import EmbeddedPostgresError, StagedTransferError, StoreMismatchError
 from spark_loader.store import ReplicaStore
 from spark_loader.transfer import MANIFEST_NAME, StagedTransfer
@@ -125,6 +125,8 @@ def test_embedded_postgres_keeps_its_data_and_is_reused(tmp_path: Path) -> None:
         assert conn.execute("SELECT x FROM kept").fetchone() == (42,)
         assert again.dsn.startswith("postgresql://postgres:")  # with its password
         assert "@127.0.0.1:" in again.dsn
+        for name, value in LOAD_SETTINGS.items():  # the apply's server settings hold
+            assert conn.execute(f"SHOW {name}").fetchone() == (value,)
 
 
 def test_embedded_postgres_needs_its_password_over_tcp(tmp_path: Path) -> None:
