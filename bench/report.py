@@ -6,6 +6,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from bench.report_remaining import remaining_section
+
 CHART = "benchmarks-chart.svg"
 HEADLINE_TARGET = 2.0
 LATENCY_TARGET = 0.15
@@ -144,6 +146,7 @@ def render(results: dict[str, Any]) -> str:
         if "load_to_answer_s" in phases:
             parts.append(f"load start to answer {phases['load_to_answer_s']:.2f} s")
         lines += ["Where the end-to-end time went (the agent's log): " + "; ".join(parts) + ".", ""]
+        lines += remaining_section(main, s["chunk_rows"], BIG_DELTA_TARGET, HEADLINE_TARGET)
     if peer:
         lines += [
             f"The peer keeps only current rows ({peer['live_rows']:,} live rows at the end; "
