@@ -124,10 +124,9 @@ def _inflate(raw: bytes, budget: int) -> bytes:
     return out
 
 
-def iter_blocks(data: bytes, header: OcfHeader, limits: OcfLimits) -> Iterator[OcfBlock]:
-    """The container's blocks, decompressed within the limits, in order."""
+def _block_spans(data: bytes, header: OcfHeader) -> Iterator[tuple[int, int, int]]:
+    """Each block's record count and where its bytes start and end, checked for framing."""
     pos = header.data_start
-    total = 0
     while pos < len(data):
         count, pos = _read_long(data, pos)
         size, pos = _read_long(data, pos)
@@ -138,18 +137,61 @@ def iter_blocks(data: bytes, header: OcfHeader, limits: OcfLimits) -> Iterator[O
             raise ContainerError(f"a block of {size} bytes does not fit the container")
         if data[end : end + SYNC_SIZE] != header.sync:
             raise ContainerError("a block does not end with the header's sync marker")
+        yield count, pos, end
+        pos = end + SYNC_SIZE
+
+
+def iter_blocks(data: bytes, header: OcfHeader, limits: OcfLimits) -> Iterator[OcfBlock]:
+    """The container's blocks, decompressed within the limits, in order."""
+    total = 0
+    for count, start, end in _block_spans(data, header):
         budget = min(limits.max_block_bytes, limits.max_total_bytes - total)
         if header.codec == "deflate":
-            payload = _inflate(data[pos:end], budget)
-        elif size > budget:
+            payload = _inflate(data[start:end], budget)
+        elif end - start > budget:
             raise ContainerError(f"a block holds more than {budget} bytes")
         else:
-            payload = data[pos:end]
+            payload = data[start:end]
         total += len(payload)
-        pos = end + SYNC_SIZE
         yield OcfBlock(count, payload)
 
 
+#: How much `decoded_size` inflates at a time: what it holds, whatever a block's size.
+_MEASURE_PIECE = 1024 * 1024
+
+
+def _inflated_size(raw: bytes, budget: int) -> int:
+    """What `_inflate` would return the length of (same errors), holding one piece at a time."""
+    inflater = zlib.decompressobj(-15)
+    size = 0
+    tail = raw
+    try:
+        while not inflater.eof:
+            out = inflater.decompress(tail, _MEASURE_PIECE)
+            size += len(out)
+            if size > budget:
+                raise ContainerError(f"a block decompresses to more than {budget} bytes")
+            if not out and len(inflater.unconsumed_tail) == len(tail):
+                break  # no progress: the input ends before the block does
+            tail = inflater.unconsumed_tail
+    except zlib.error as exc:
+        raise ContainerError(f"a deflate block is corrupt: {exc}") from None
+    if not inflater.eof:
+        raise ContainerError("a deflate block is truncated")
+    return size
+
+
 def decoded_size(data: bytes, limits: OcfLimits) -> int:
-    """The bytes a container's blocks decompress to, checking every block on the way."""
-    return sum(len(b.payload) for b in iter_blocks(data, read_header(data, limits), limits))
+    """The bytes a container's blocks decompress to, checking every block on the way (as
+    `iter_blocks` does), without holding more than a piece of any block."""
+    header = read_header(data, limits)
+    total = 0
+    for _, start, end in _block_spans(data, header):
+        budget = min(limits.max_block_bytes, limits.max_total_bytes - total)
+        if header.codec == "deflate":
+            total += _inflated_size(data[start:end], budget)
+        elif end - start > budget:
+            raise ContainerError(f"a block holds more than {budget} bytes")
+        else:
+            total += end - start
+    return total
