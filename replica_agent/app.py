@@ -1,9 +1,10 @@
 """The Faust app: topics, two thin agents, timers and the metrics page.
 
 The agents only move bytes between Kafka and `ReplicaService`. A chunk's event is acked
-(its offset may be committed) only after `on_delta_in` returns, that is after the body and
-framing are on disk. Anything that leaves the agent unsure of its state ends the process at
-once, without committing more offsets: a restart recovers from staging and the registry.
+(its offset may be committed) only after the group it came in is handled, that is after
+its body and framing are on disk. Anything that leaves the agent unsure of its state ends
+the process at once, without committing more offsets: a restart recovers from staging and
+the registry.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import faust
 import structlog
@@ -22,7 +23,7 @@ from protocol.codec import encode_datamart_key, encode_message
 from protocol.messages import DeltaInResult
 from replica_agent.kafka_client import consumer_transport, faust_credentials
 from replica_agent.metrics import AgentMetrics
-from replica_agent.service import FatalAgentError, ReplicaService
+from replica_agent.service import ReplicaService
 from replica_agent.settings import AgentSettings
 
 log = structlog.get_logger("replica_agent")
@@ -30,11 +31,15 @@ log = structlog.get_logger("replica_agent")
 #: The exit code after a fatal error; a supervisor restarts the agent, which recovers.
 FATAL_EXIT = 70
 
+#: Most `delta.in` messages, and their bytes, handled (and staged) as one group.
+MAX_GROUP = 64
+MAX_GROUP_BYTES = 64 * 1024 * 1024
+
 #: Run before a fatal exit (stopping child processes the agent started).
 before_fatal_exit: list[Callable[[], None]] = []
 
 
-def fatal_exit(reason: str) -> None:
+def fatal_exit(reason: str) -> NoReturn:
     log.critical("agent stopping: a restart recovers from staging and the registry", error=reason)
     for hook in before_fatal_exit:
         try:
@@ -115,14 +120,26 @@ def build_app(
 
     @app.agent(delta_in)
     async def receive_chunks(stream: faust.StreamT[bytes]) -> None:
+        """Chunks in groups: every message already waiting (within bounds) is handled
+        together, and acked only after the group's files are durable."""
         await service.ready.wait()
-        async for event in stream.events():
+        manual = cast("faust.Stream[bytes]", stream).noack()  # acked below, once durable
+        group: list[Any] = []
+        size = 0
+        async for event in manual.events():
+            group.append(event)
+            size += len(event.value or b"")
+            if len(group) < MAX_GROUP and size < MAX_GROUP_BYTES and _more_waiting(manual):
+                continue
             try:
-                await service.on_delta_in(event.key, event.value)
-            except FatalAgentError as exc:
+                failures = await service.receive([(e.key, e.value) for e in group])
+            except Exception as exc:  # FatalAgentError, or a group whose files are unknown
                 fatal_exit(f"{type(exc).__name__}: {exc}")
-            except Exception as exc:
-                await skip_poison(event, exc)
+            for handled, failure in zip(group, failures, strict=True):
+                if failure is not None:
+                    await skip_poison(handled, failure)
+                await manual.ack(handled)
+            group, size = [], 0
 
     @app.agent(delta_rq)
     async def answer_state(stream: faust.StreamT[bytes]) -> None:
@@ -184,3 +201,9 @@ def _write_status(path: Path, service: ReplicaService, previous: bytes) -> bytes
     if data != previous:
         durable_write(path, data)
     return data
+
+
+def _more_waiting(stream: faust.StreamT[bytes]) -> bool:
+    """True when the stream's next message is already delivered (taking it will not wait)."""
+    queue = getattr(stream.channel, "queue", None)
+    return queue is not None and not queue.empty()

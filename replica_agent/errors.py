@@ -11,3 +11,7 @@ class AgentError(PoddError):
 
 class StagingError(AgentError):
     """The staging directory holds something the agent cannot read back."""
+
+
+class FatalAgentError(Exception):
+    """The agent must stop; a restart recovers from staging and the registry."""

@@ -28,6 +28,11 @@ class AgentMetrics:
         self.chunks = Counter(
             "podd_chunks", "delta.in chunks staged (first arrivals)", ["datamart"], registry=r
         )
+        self.staging_writes = Counter(
+            "podd_staging_writes",
+            "Group writes of chunk files to staging (podd_chunks_total / this: chunks per write)",
+            registry=r,
+        )
         self.duplicates = Counter(
             "podd_chunk_duplicates", "delta.in chunks that arrived again", ["datamart"], registry=r
         )

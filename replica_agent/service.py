@@ -1,7 +1,8 @@
 """The replica service: decoded messages in, answers out. Asyncio, but no Faust.
 
-Per chunk: bound and decode the key, let the tracker decide, measure and stage what it
-accepted (in a thread: fsync must not stall `delta.rq`), and act on a complete transfer.
+Chunks go through `ChunkIntake` (replica_agent.intake), in groups: each key bounded and
+decoded, admitted by the tracker, measured and staged (in threads: fsync must not stall
+`delta.rq`), and a complete transfer acted on.
 Loads run one at a time in a worker task, each in a thread, so the event loop keeps
 answering while Spark works.
 
@@ -22,25 +23,26 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import structlog
 
-from protocol.codec import decode_delta_in_key, decode_message
+from protocol.codec import decode_message
 from protocol.errors import ErrorCode, MessageDecodeError, ProtocolError
 from protocol.gaps import incomplete_message
-from protocol.messages import DeltaInKey, DeltaInResult, DeltaRequest, DeltaState
-from protocol.ocf import ContainerError, decoded_size
+from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
 from replica_agent.answers import (
     DatamartStatus,
     error_result,
     replica_state,
     result_from_registry,
 )
+from replica_agent.errors import FatalAgentError
+from replica_agent.intake import ChunkIntake, RawMessage
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
-from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+from replica_agent.tracker import Rejected, TransferTracker
 from replica_agent.transfers import Phase, Transfer
 from spark_loader.errors import CommitStateUnknownError
 from spark_loader.store import RegistryEntry
@@ -57,10 +59,6 @@ class Loader(Protocol):
 
 #: The exit code of an injected crash.
 CRASH_EXIT = 86
-
-
-class FatalAgentError(Exception):
-    """The agent must stop; a restart recovers from staging and the registry."""
 
 
 SendResult = Callable[[DeltaInResult], Awaitable[None]]
@@ -98,6 +96,7 @@ class ReplicaService:
         self.last_progress = time.time()
         #: Set once `start` has recovered; chunks are not consumed before.
         self.ready = asyncio.Event()
+        self.intake = ChunkIntake(self)
         for name in tracker.schemas:
             last = tracker.last_applied(name)
             if last is not None:
@@ -131,7 +130,7 @@ class ReplicaService:
                 complete=transfer.complete,
             )
             if transfer.complete:
-                await self._on_complete(transfer)
+                await self.complete(transfer)
         for name in self.tracker.schemas:
             await self._close_superseded(name)
         self.metrics.open_transfers.set(len(self.tracker.open))
@@ -163,77 +162,17 @@ class ReplicaService:
         }
 
     # --- delta.in --------------------------------------------------------------------------
+    async def receive(self, messages: Sequence[RawMessage]) -> list[Exception | None]:
+        """A group of `delta.in` messages, in order (see `ChunkIntake.receive`)."""
+        return await self.intake.receive(messages)
+
     async def on_delta_in(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
-        try:
-            key = decode_delta_in_key(raw_key)
-        except MessageDecodeError as exc:
-            self.metrics.undecodable.labels("delta.in").inc()
-            log.warning("delta.in message skipped: its key cannot be decoded", error=str(exc))
-            return
-        admission = self.tracker.admit(key, raw_value)
-        await self._answer_evicted()
-        if isinstance(admission, Dropped):
-            self.metrics.dropped.labels(admission.reason).inc()
-            if admission.reason == "oversize":
-                log.warning(
-                    "delta.in message dropped: names too long", requestId=admission.request_id
-                )
-            return
-        if isinstance(admission, Rejected):
-            await self._reject_key(admission)
-            return
-        await self._stage(key, raw_value, admission)
+        """One `delta.in` message; its unexpected error is raised."""
+        (failure,) = await self.intake.receive([(raw_key, raw_value)])
+        if failure is not None:
+            raise failure
 
-    async def _stage(self, key: DeltaInKey, body: bytes | None, accepted: Accepted) -> None:
-        transfer = accepted.transfer
-        rid = transfer.request_id
-        try:
-            if accepted.opened:
-                transfer.first_seen = time.perf_counter()
-                await asyncio.to_thread(self.staging.open_transfer, transfer)
-                transfer.arm(self.clock() + self.incomplete_timeout)
-                self.metrics.open_transfers.set(len(self.tracker.open))
-                log.info(
-                    "first chunk", **_ids(transfer), streamTotal=transfer.stream_total,
-                    subscription=transfer.subscription[:200],
-                )  # fmt: skip
-            if accepted.new:
-                stream = transfer.streams[key.stream_number]
-                size = await asyncio.to_thread(self._write_chunk, rid, key, body)
-                if stream.decoded_bytes is not None:
-                    stream.decoded_bytes += size
-                self.metrics.chunks.labels(transfer.datamart).inc()
-                if transfer.phase is Phase.REPORTED_INCOMPLETE:  # answered incomplete: re-arm
-                    transfer.arm(self.clock() + self.incomplete_timeout)
-            else:
-                self.metrics.duplicates.labels(transfer.datamart).inc()
-            if accepted.stream_changed:
-                stream = transfer.streams[key.stream_number]
-                await asyncio.to_thread(self.staging.write_stream, rid, key.stream_number, stream)
-        except ContainerError as exc:  # the body decompresses beyond its bound
-            await self._reject(transfer, ErrorCode.BAD_CHUNK, f"the body is refused: {exc}")
-            return
-        except BaseException:
-            await asyncio.to_thread(self._reload, transfer)  # the files are the truth
-            raise
-        if accepted.completed:
-            await self._on_complete(transfer)
-
-    def _write_chunk(self, request_id: str, key: DeltaInKey, body: bytes | None) -> int:
-        """Measure what the body decompresses to (within bounds), then stage it."""
-        size = decoded_size(body, self.tracker.limits.body) if body else 0
-        self.staging.write_chunk(request_id, key.stream_number, key.chunk_number, body)
-        return size
-
-    def _reload(self, transfer: Transfer) -> None:
-        """After a failed write: forget what memory holds of the transfer, re-read the disk."""
-        self.tracker.open.pop(transfer.request_id, None)
-        with contextlib.suppress(Exception):
-            recovered = self.staging.read_transfer(transfer.request_id)
-            recovered.arm(transfer.deadline)
-            self.tracker.restore(recovered)
-
-    async def _on_complete(self, transfer: Transfer) -> None:
+    async def complete(self, transfer: Transfer) -> None:
         await asyncio.to_thread(self.staging.seal, transfer)
         transfer.phase = Phase.SEALED
         log.info(
@@ -246,7 +185,7 @@ class ReplicaService:
         """Answer a transfer if it needs no load; True when it must be loaded."""
         decision = self.tracker.decide(transfer)
         if decision.action == "reject":
-            await self._reject(transfer, decision.code or ErrorCode.BAD_CHUNK, decision.message)
+            await self.reject(transfer, decision.code or ErrorCode.BAD_CHUNK, decision.message)
         elif decision.action == "answer-stored":
             entry = await self._applied(transfer)
             if entry is None:  # the registry lost a delta the tracker saw: never expected
@@ -265,8 +204,8 @@ class ReplicaService:
             log.info("delta applied under another requestId: closing", **_ids(transfer))
             await self._act_on(transfer, queue_load=False)
 
-    async def _answer_evicted(self) -> None:
-        for transfer in self.tracker.take_evicted():
+    async def answer_evicted(self, evicted: list[Transfer]) -> None:
+        for transfer in evicted:
             message = (
                 f"{incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)}; "
                 "removed to keep the replica's staging budget (open transfers or bytes): "
@@ -320,7 +259,7 @@ class ReplicaService:
                 await self._answer(result_from_registry(transfer, entry))
                 return
             self.status[transfer.datamart].failed = True
-            await self._reject(transfer, ErrorCode.LOAD_FAILED, _internal_error())
+            await self.reject(transfer, ErrorCode.LOAD_FAILED, _internal_error())
         except Exception as exc:
             raise FatalAgentError(
                 f"a transfer could not be answered after a fault: {exc!r}"
@@ -352,7 +291,7 @@ class ReplicaService:
                 entry, failure = applied, None
         if failure is not None:
             status.failed = failure[0] is ErrorCode.LOAD_FAILED
-            await self._reject(transfer, *failure)
+            await self.reject(transfer, *failure)
             return
         if self.crash_after_commit_of == entry.delta_num:
             log.warning("fault injection: exiting after the commit, before the answer")
@@ -372,12 +311,12 @@ class ReplicaService:
         await self._close_superseded(transfer.datamart)
 
     # --- answers ---------------------------------------------------------------------------
-    async def _reject_key(self, rejected: Rejected) -> None:
+    async def reject_key(self, rejected: Rejected) -> None:
         # The transfer's own framing (from its first chunk) when it has one.
         transfer = rejected.transfer or Transfer.opened_by(rejected.key)
-        await self._reject(transfer, rejected.code, rejected.message)
+        await self.reject(transfer, rejected.code, rejected.message)
 
-    async def _reject(self, transfer: Transfer, code: ErrorCode, message: str) -> None:
+    async def reject(self, transfer: Transfer, code: ErrorCode, message: str) -> None:
         self._record_error(transfer, code, message)
         await self._answer(error_result(transfer, code, message))
 

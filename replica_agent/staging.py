@@ -8,8 +8,9 @@
     <root>/outbox/<id>.sent.json               ... delivered: the transfer is finished
 
 `<id>` is a digest of the requestId, so any requestId makes a safe file name. Every file is
-written with `durable_write` (write, fsync, atomic rename, fsync of the directory) before the
-Kafka offset of the chunk that caused it can be committed. A body is written before its
+written with `durable_write` (write, fsync, atomic rename, fsync of the directory), or with
+the chunks that arrived with it by `write_group` (the same steps, the fsyncs side by side),
+before the Kafka offset of the chunk that caused it can be committed. A body is written before its
 stream file, so a stream file never names a chunk that is not on disk; a body without a
 stream file (a crash in between) is ignored and rewritten when Kafka redelivers the chunk.
 
@@ -28,16 +29,18 @@ import os
 import re
 import shutil
 from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from podd_runtime.files import durable_write, fsync_directory
+from podd_runtime.files import FileWrite, durable_write, durable_write_group, fsync_directory
 from protocol.chunk_files import ChunkFile
 from protocol.messages import DeltaInResult
-from protocol.ocf import OcfLimits, decoded_size
+from protocol.ocf import ContainerError, OcfLimits, decoded_size
 from replica_agent.errors import StagingError
 from replica_agent.transfers import StreamState, Transfer
 from spark_loader.transfer import MANIFEST_NAME, StagedTransfer, StreamManifest, TransferManifest
@@ -65,6 +68,16 @@ def stream_of_file(name: str) -> int | None:
 
 
 @dataclass
+class GroupWrite:
+    """What `write_group` did: per body, what it decompresses to, or why it was refused
+    (not written); and the files that could not be written."""
+
+    sizes: dict[Path, int] = field(default_factory=dict)
+    refused: dict[Path, ContainerError] = field(default_factory=dict)
+    failed: dict[Path, OSError] = field(default_factory=dict)
+
+
+@dataclass
 class Recovered:
     """What a restart finds on disk."""
 
@@ -84,6 +97,7 @@ class TransferStaging:
         keep_finished: int = 10_000,
         quarantine: Path | None = None,
         body_limits: OcfLimits | None = None,
+        parallel_fsyncs: int = 8,
     ) -> None:
         self.root = root
         self.transfers = root / "transfers"
@@ -92,6 +106,8 @@ class TransferStaging:
         self.keep_finished = keep_finished
         self.body_limits = body_limits or OcfLimits()
         self._sent: deque[Path] = deque()  # sent answers, oldest first
+        #: Runs the fsyncs of `write_group` side by side (its threads start when first used).
+        self._pool = ThreadPoolExecutor(parallel_fsyncs, thread_name_prefix="podd-fsync")
         self.transfers.mkdir(parents=True, exist_ok=True)
         self.outbox.mkdir(parents=True, exist_ok=True)
 
@@ -114,14 +130,41 @@ class TransferStaging:
 
     def write_chunk(self, request_id: str, stream: int, chunk: int, body: bytes | None) -> int:
         data = body or b""
-        durable_write(self.directory(request_id) / ChunkFile(stream, chunk).name, data)
+        durable_write(self.chunk_path(request_id, stream, chunk), data)
         return len(data)
 
     def write_stream(self, request_id: str, number: int, stream: StreamState) -> None:
+        durable_write(*self.stream_file(request_id, number, stream))
+
+    def chunk_path(self, request_id: str, stream: int, chunk: int) -> Path:
+        return self.directory(request_id) / ChunkFile(stream, chunk).name
+
+    def stream_file(self, request_id: str, number: int, stream: StreamState) -> FileWrite:
+        """The stream's file as it must be written now (its table, its last chunk)."""
         state = {"table_name": stream.table_name, "last_chunk": stream.last}
-        durable_write(
-            self.directory(request_id) / stream_file_name(number), json.dumps(state).encode()
-        )
+        return self.directory(request_id) / stream_file_name(number), json.dumps(state).encode()
+
+    def write_group(self, bodies: Sequence[FileWrite], streams: Sequence[FileWrite]) -> GroupWrite:
+        """Many chunk bodies, then their stream files, each as durable as `write_chunk`
+        makes it. First every body is measured (what it decompresses to, within the body
+        limits), side by side; a body beyond them is refused and not written. Then the
+        rest is written, the fsyncs side by side (`durable_write_group`)."""
+        measured = list(self._pool.map(self._measure, [data for _, data in bodies]))
+        done = GroupWrite()
+        for (path, _), outcome in zip(bodies, measured, strict=True):
+            if isinstance(outcome, ContainerError):
+                done.refused[path] = outcome
+            else:
+                done.sizes[path] = outcome
+        kept = [body for body in bodies if body[0] not in done.refused]
+        done.failed = durable_write_group([kept, streams], self._pool)
+        return done
+
+    def _measure(self, body: bytes) -> int | ContainerError:
+        try:
+            return decoded_size(body, self.body_limits) if body else 0
+        except ContainerError as exc:
+            return exc
 
     def seal(self, transfer: Transfer) -> StagedTransfer:
         """Write the manifest of a complete transfer: from now on the loader may take it.

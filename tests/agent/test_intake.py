@@ -1,0 +1,195 @@
+"""Chunks in groups (`ChunkIntake`): admitted one by one, staged together, on real files.
+
+The service runs without Faust or Kafka (answers are recorded; the loader is a stand-in);
+staging is the real `TransferStaging` on a temporary directory. The grouped path must decide
+exactly what the one-chunk-at-a-time path decides; what differs is how many fsync rounds
+the disk sees, which a recording subclass of the real staging counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from bench.ocf_forge import SYNC, header, zigzag
+from podd_runtime.files import FileWrite, temporary_path
+from protocol.body_writer import body_schema
+from protocol.codec import decode_delta_in_key, encode_delta_in_key
+from protocol.errors import ErrorCode
+from protocol.messages import DeltaInResult, DeltaStatus
+from protocol.ocf import OcfLimits, decoded_size
+from protocol.schema import LogicalSchema
+from protocol.workload import Workload, WorkloadSpec
+from replica_agent.intake import RawMessage
+from replica_agent.metrics import AgentMetrics
+from replica_agent.service import ReplicaService
+from replica_agent.staging import GroupWrite, TransferStaging
+from replica_agent.tracker import TransferTracker
+from tests.agent.kafka_io import chunks_of
+from tests.agent.test_faust_app import RecordingLoader
+
+MiB = 2**20
+
+
+class CountingStaging(TransferStaging):
+    """The real staging, counting the group writes and the bodies in each."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.groups: list[int] = []
+
+    def write_group(self, bodies: Sequence[FileWrite], streams: Sequence[FileWrite]) -> GroupWrite:
+        self.groups.append(len(bodies))
+        return super().write_group(bodies, streams)
+
+
+class Harness:
+    def __init__(self, schema: LogicalSchema, root: Path) -> None:
+        self.schema = schema
+        self.sent: list[DeltaInResult] = []
+        self.loader = RecordingLoader()
+        self.staging = CountingStaging(root / "staging")
+        self.metrics = AgentMetrics()
+        self.service = ReplicaService(
+            tracker=TransferTracker({schema.datamart: schema}, {schema.datamart: {}}),
+            staging=self.staging,
+            loader=self.loader,
+            registry=lambda datamart, n: None,
+            send_result=self.record,
+            metrics=self.metrics,
+            incomplete_timeout=600,
+        )
+
+    async def record(self, result: DeltaInResult) -> None:
+        self.sent.append(result)
+
+    async def answers(self, count: int) -> list[DeltaInResult]:
+        for _ in range(300):
+            if len(self.sent) >= count:
+                break
+            await asyncio.sleep(0.02)
+        return self.sent
+
+    def messages(self, n: int, *, rows: int = 20, chunk_rows: int = 3) -> list[RawMessage]:
+        workload = Workload(self.schema, WorkloadSpec(rows_per_delta=rows, seed=n))
+        chunks = chunks_of(self.schema, n, workload.next_delta(), chunk_rows=chunk_rows)
+        return [(encode_delta_in_key(c.key), c.body) for c in chunks]
+
+
+@pytest.fixture
+async def harness(marketing: LogicalSchema, tmp_path: Path) -> Harness:
+    made = Harness(marketing, tmp_path)
+    await made.service.start()
+    return made
+
+
+def metric(harness: Harness, line: str) -> bool:
+    return line in harness.metrics.render().decode()
+
+
+async def test_a_whole_delta_in_one_group_is_staged_in_one_write_and_loaded_once(
+    harness: Harness,
+) -> None:
+    messages = harness.messages(0)
+    failures = await harness.service.receive([*messages, *messages[:4]])  # 4 duplicates
+    assert failures == [None] * (len(messages) + 4)
+    (result,) = await harness.answers(1)
+    assert result.status is DeltaStatus.OK
+    # One group write for every body (the duplicates write nothing).
+    assert harness.staging.groups == [len(messages)]
+    (loaded,) = harness.loader.loaded
+    assert sum(s.chunk_count for s in loaded.manifest.streams) == len(messages)
+    # Each stream's decoded size is what its bodies decompress to, measured in the group.
+    by_stream: dict[int, int] = {}
+    for raw_key, body in messages:
+        number = decode_delta_in_key(raw_key).stream_number
+        by_stream[number] = by_stream.get(number, 0) + (
+            decoded_size(body, OcfLimits()) if body else 0
+        )
+    assert {s.stream_number: s.decoded_bytes for s in loaded.manifest.streams} == by_stream
+    assert sum(by_stream.values()) > 0
+    assert metric(harness, 'podd_chunk_duplicates_total{datamart="marketing"} 4.0')
+    assert metric(harness, "podd_staging_writes_total 1.0")
+    await harness.service.stop()
+
+
+async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stays_the_truth(
+    harness: Harness,
+) -> None:
+    messages = harness.messages(0)
+    assert await harness.service.receive(messages[:1]) == [None]  # opens the transfer
+    (transfer,) = harness.service.tracker.open.values()
+    rid = transfer.request_id
+    # Something in the way of the third chunk's body: it cannot be written.
+    third = decode_delta_in_key(messages[2][0])
+    blocker = temporary_path(
+        harness.staging.chunk_path(rid, third.stream_number, third.chunk_number)
+    )
+    blocker.mkdir()
+    (blocker / "in-the-way").write_text("x")
+
+    group = messages[1:-1]
+    failures = await harness.service.receive(group)
+    assert isinstance(failures[1], OSError)
+    # Besides the blocked chunk, only chunks that changed their stream's file can fail: the
+    # directory's later files (stream files) are not written once one of its files failed.
+    keys = [decode_delta_in_key(k) for k, _ in group]
+    changers = {
+        i for i, k in enumerate(keys)
+        if k.is_last_chunk or (k.chunk_number == 1 and k.stream_number != 1)
+    }  # fmt: skip
+    failed = {i for i, f in enumerate(failures) if f is not None}
+    assert 1 in failed
+    assert failed - {1} <= changers
+    # The tracker was read again from disk: what it holds is what the files hold.
+    reread = harness.service.tracker.open[rid]
+    assert third.chunk_number not in reread.streams[third.stream_number].chunks
+    on_disk = harness.staging.read_transfer(rid)
+    assert {n: s.chunks for n, s in reread.streams.items()} == {
+        n: s.chunks for n, s in on_disk.streams.items()
+    }
+
+    # Once the way is clear, the origin sends the delta again: it completes and loads.
+    (blocker / "in-the-way").unlink()
+    blocker.rmdir()
+    again = await harness.service.receive(messages)
+    assert again == [None] * len(messages)
+    (result,) = await harness.answers(1)
+    assert result.status is DeltaStatus.OK
+    await harness.service.stop()
+
+
+def bomb_body(schema: LogicalSchema, table: str) -> bytes:
+    """A body whose one block inflates past the 64 MiB block bound."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    raw = b"".join(packer.compress(bytes(MiB)) for _ in range(80)) + packer.flush()
+    schema_json = body_schema(schema.table(table))
+    return header(schema_json, "deflate") + zigzag(10) + zigzag(len(raw)) + raw + SYNC
+
+
+async def test_a_body_beyond_its_bounds_refuses_its_transfer_within_the_group(
+    harness: Harness,
+) -> None:
+    """Measured side by side in the group: the bomb's transfer is BAD_CHUNK, answered once,
+    its chunks after the bomb leave nothing on disk; the next delta then loads."""
+    bad = harness.messages(0)
+    key = decode_delta_in_key(bad[1][0])
+    bombed = (bad[1][0], bomb_body(harness.schema, key.table_name))
+    failures = await harness.service.receive([bad[0], bombed, *bad[2:]])
+    assert failures == [None] * len(bad)
+    (refused,) = await harness.answers(1)
+    assert refused.request_id == key.request_id
+    assert refused.error_code == ErrorCode.BAD_CHUNK.value
+    assert "decompresses to more than" in (refused.error_message or "")
+    assert not harness.staging.directory(key.request_id).exists()
+    assert harness.loader.loaded == []
+
+    good = harness.messages(0)  # delta 0 again, under a new requestId
+    assert await harness.service.receive(good) == [None] * len(good)
+    _, loaded = await harness.answers(2)
+    assert loaded.status is DeltaStatus.OK
+    await harness.service.stop()
