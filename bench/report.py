@@ -381,4 +381,8 @@ CHANGES = [
     "| embedded PostgreSQL: `wal_buffers` 64MB (default 16MB here: full 388 times in one"
     " table's apply) | loader alone, 1M-row delta, alternating runs: apply 7.2-8.3 s → 5.0-7.3"
     " s |",
+    "| chunks staged in groups: every delta.in message already delivered (up to 64) is"
+    " admitted in order, then written together, fsyncs side by side, one directory fsync per"
+    " transfer; bodies measured side by side | receiving the 1M-row delta (1,000 chunks):"
+    " 4.44 s → 2.22-2.85 s, alternating runs (produce 1.0-2.2 s) |",
 ]
