@@ -6,6 +6,7 @@ import bz2
 import contextlib
 import resource
 import time
+import tracemalloc
 import zlib
 
 import pytest
@@ -16,7 +17,7 @@ from bench.ocf_forge import SYNC, container, header, zigzag
 from protocol.avro_schemas import schema_json
 from protocol.body import decode_body
 from protocol.body_writer import body_schema, encode_body
-from protocol.codec import MAX_MESSAGE_BYTES, decode_delta_in_key
+from protocol.codec import MAX_MESSAGE_BYTES, Codec, decode_delta_in_key
 from protocol.errors import BadChunkError, MessageDecodeError
 from protocol.ocf import (
     ContainerError,
@@ -128,8 +129,6 @@ def test_random_headers_never_escape_as_other_errors(tail: bytes) -> None:
 def test_decoded_size_holds_a_piece_of_a_block_not_the_block(sales: Table) -> None:
     """Staging measures bodies side by side: each measure holds about one MiB, not the
     block it measures (up to 64 MiB), so memory does not grow with how many run at once."""
-    import tracemalloc
-
     body = with_raw_block(body_schema(sales), 10**6, deflate_bomb(48 * MiB), "deflate")
     tracemalloc.start()
     try:
@@ -148,7 +147,7 @@ def test_decoded_size_holds_a_piece_of_a_block_not_the_block(sales: Table) -> No
     cut=st.one_of(st.none(), st.integers(min_value=1, max_value=400)),
 )
 def test_decoded_size_agrees_with_the_blocks_it_measures(
-    marketing: LogicalSchema, rows: int, codec: str, cut: int | None
+    marketing: LogicalSchema, rows: int, codec: Codec, cut: int | None
 ) -> None:
     """Same size as the blocks `iter_blocks` inflates, and the same error where they fail
     (a container cut short anywhere)."""
