@@ -46,33 +46,38 @@ RawMessage = tuple[bytes | None, bytes | None]
 
 @dataclass(frozen=True)
 class _Owner:
-    """The message a pending file serves, its transfer, and (for a body) its stream."""
+    """The message a pending file serves (its place in the group), and its transfer."""
 
     index: int
     transfer: Transfer
-    stream: int | None = None
 
 
 @dataclass
 class _Pending:
-    """Files collected for one group write."""
+    """Files collected for one group write, each with the messages it serves."""
 
-    bodies: list[FileWrite] = field(default_factory=list)
-    streams: dict[Path, bytes] = field(default_factory=dict)  # a later state replaces one
-    owners: dict[Path, _Owner] = field(default_factory=dict)
+    #: A chunk body: its bytes, its message, its stream number.
+    bodies: dict[Path, tuple[bytes, _Owner, int]] = field(default_factory=dict)
+    #: A stream file: its latest state, and every message that changed it in this group.
+    streams: dict[Path, tuple[bytes, list[_Owner]]] = field(default_factory=dict)
 
-    def add_body(self, owner: _Owner, file: FileWrite) -> None:
-        self.bodies.append(file)
-        self.owners[file[0]] = owner
+    def add_body(self, owner: _Owner, stream: int, file: FileWrite) -> None:
+        self.bodies[file[0]] = (file[1], owner, stream)
 
     def add_stream(self, owner: _Owner, file: FileWrite) -> None:
-        self.streams[file[0]] = file[1]
-        self.owners[file[0]] = owner
+        _, owners = self.streams.get(file[0], (b"", []))
+        self.streams[file[0]] = (file[1], [*owners, owner])
 
-    def take(self) -> tuple[list[FileWrite], list[FileWrite], dict[Path, _Owner]]:
-        taken = self.bodies, list(self.streams.items()), self.owners
-        self.bodies, self.streams, self.owners = [], {}, {}
+    def take(self) -> _Pending:
+        """What is pending, moved out (this one is left empty)."""
+        taken = _Pending(self.bodies, self.streams)
+        self.bodies, self.streams = {}, {}
         return taken
+
+    def owners(self, path: Path) -> list[_Owner]:
+        if path in self.bodies:
+            return [self.bodies[path][1]]
+        return self.streams[path][1]
 
 
 class ChunkIntake:
@@ -157,7 +162,7 @@ class ChunkIntake:
             stream = transfer.streams[key.stream_number]
             if accepted.new:
                 path = self.staging.chunk_path(rid, key.stream_number, key.chunk_number)
-                pending.add_body(_Owner(index, transfer, key.stream_number), (path, body or b""))
+                pending.add_body(_Owner(index, transfer), key.stream_number, (path, body or b""))
                 self.metrics.chunks.labels(transfer.datamart).inc()
                 if transfer.phase is Phase.REPORTED_INCOMPLETE:  # answered incomplete: re-arm
                     transfer.arm(self.service.clock() + self.service.incomplete_timeout)
@@ -182,27 +187,30 @@ class ChunkIntake:
         """Write what is pending. A body beyond the limits gets its transfer refused
         (BAD_CHUNK); a file that could not be written fails its message, and its transfer
         is read again from disk."""
-        bodies, streams, owners = pending.take()
-        if not owners:
+        group = pending.take()
+        if not group.bodies and not group.streams:
             return
-        done = await asyncio.to_thread(self.staging.write_group, bodies, streams)
+        done = await asyncio.to_thread(
+            self.staging.write_group,
+            [(path, data) for path, (data, _, _) in group.bodies.items()],
+            [(path, data) for path, (data, _) in group.streams.items()],
+        )
         self.metrics.staging_writes.inc()
         for path, size in done.sizes.items():
-            owner = owners[path]
-            assert owner.stream is not None
-            counted = owner.transfer.streams[owner.stream]
+            _, owner, number = group.bodies[path]
+            counted = owner.transfer.streams[number]
             if counted.decoded_bytes is not None:
                 counted.decoded_bytes += size
         for path, refused in done.refused.items():
-            transfer = owners[path].transfer
+            transfer = group.bodies[path][1].transfer
             if self.tracker.open.get(transfer.request_id) is transfer:
                 message = f"the body is refused: {refused}"
                 await self.service.reject(transfer, ErrorCode.BAD_CHUNK, message)
         for path, error in done.failed.items():
-            owner = owners[path]
-            failures[owner.index] = failures[owner.index] or error
-            if self.tracker.open.get(owner.transfer.request_id) is owner.transfer:
-                await asyncio.to_thread(self._reload, owner.transfer)
+            for owner in group.owners(path):
+                failures[owner.index] = failures[owner.index] or error
+                if self.tracker.open.get(owner.transfer.request_id) is owner.transfer:
+                    await asyncio.to_thread(self._reload, owner.transfer)
 
     def _reload(self, transfer: Transfer) -> None:
         """After a failed write: forget what memory holds of the transfer, re-read the disk."""

@@ -135,7 +135,7 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     group = messages[1:-1]
     failures = await harness.service.receive(group)
     assert isinstance(failures[1], OSError)
-    # Besides the blocked chunk, only chunks that changed their stream's file can fail: the
+    # Besides the blocked chunk, every chunk that changed a stream's file fails: the
     # directory's later files (stream files) are not written once one of its files failed.
     keys = [decode_delta_in_key(k) for k, _ in group]
     changers = {
@@ -143,8 +143,8 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
         if k.is_last_chunk or (k.chunk_number == 1 and k.stream_number != 1)
     }  # fmt: skip
     failed = {i for i, f in enumerate(failures) if f is not None}
-    assert 1 in failed
-    assert failed - {1} <= changers
+    assert failed == {1} | changers
+    assert len(changers) >= 2
     # The tracker was read again from disk: what it holds is what the files hold.
     reread = harness.service.tracker.open[rid]
     assert third.chunk_number not in reread.streams[third.stream_number].chunks
