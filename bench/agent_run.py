@@ -76,11 +76,37 @@ def log_events(log_path: Path, request_id: str) -> list[dict[str, Any]]:
     return records
 
 
+def _event_times(records: list[dict[str, Any]]) -> dict[str, datetime]:
+    """When each event was logged; the loader's `applied` (step 4) as `apply end`."""
+    times = {r["event"]: datetime.fromisoformat(r["timestamp"]) for r in records}
+    for r in records:
+        if r["event"] == "applied" and r.get("step") == 4:
+            times["apply end"] = datetime.fromisoformat(r["timestamp"])
+    return times
+
+
+def phase_windows(log_path: Path, request_id: str) -> dict[str, tuple[float, float]]:
+    """Each phase of one transfer as (start, end) in seconds since the epoch: receiving
+    (first chunk to complete), staging (load start to staged), the apply transaction
+    (staged to its end)."""
+    times = _event_times(log_events(log_path, request_id))
+    bounds = {
+        "receive": ("first chunk", "complete"),
+        "stage": ("load start", "staged"),
+        "apply": ("staged", "apply end"),
+    }
+    return {
+        name: (times[a].timestamp(), times[b].timestamp())
+        for name, (a, b) in bounds.items()
+        if a in times and b in times
+    }
+
+
 def phases(log_path: Path, request_id: str) -> dict[str, float]:
     """Seconds the agent spent receiving (first chunk to complete), waiting for the loader,
     staging in Spark, applying in PostgreSQL, and from the commit to the answer."""
     records = log_events(log_path, request_id)
-    times = {r["event"]: datetime.fromisoformat(r["timestamp"]) for r in records}
+    times = _event_times(records)
     out: dict[str, float] = {}
 
     def span(name: str, start: str, end: str) -> None:

@@ -18,6 +18,7 @@ import uuid
 import psycopg
 import pyarrow as pa
 
+from bench.cpu import MachineCpu
 from bench.datagen import bench_schema
 from bench.e2e import BenchError, Sent, delta_records
 from podd_kafka.settings import KafkaSettings
@@ -32,22 +33,24 @@ from spark_loader.transfer import StagedTransfer
 
 async def consume_and_decode(
     settings: KafkaSettings, bootstrap: list[str], sent: Sent, schema: LogicalSchema
-) -> tuple[float, int]:
-    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded."""
+) -> tuple[float, int, dict[str, float]]:
+    """Floor (a): seconds to fetch the delta's messages and decode every row; rows decoded;
+    the machine's CPU seconds meanwhile (`bench.cpu`)."""
     rows = messages = 0
     tables = {t.name: t for t in schema}
     async with delta_records(settings, bootstrap, sent) as records:
-        started = time.perf_counter()
-        async for record in records:
-            messages += 1
-            key = decode_delta_in_key(record.key)
-            if record.value:
-                for batch in decode_body(tables[key.table_name], record.value):
-                    rows += batch.num_rows
-        seconds = time.perf_counter() - started
+        with MachineCpu(None) as cpu:
+            started = time.perf_counter()
+            async for record in records:
+                messages += 1
+                key = decode_delta_in_key(record.key)
+                if record.value:
+                    for batch in decode_body(tables[key.table_name], record.value):
+                        rows += batch.num_rows
+            seconds = time.perf_counter() - started
     if messages != sent.messages:
         raise BenchError(f"floor (a) read {messages} messages, {sent.messages} were sent")
-    return seconds, rows
+    return seconds, rows, cpu.timeline.whole()
 
 
 def _kept_copy_data(table: Table, transfer: StagedTransfer) -> tuple[bytes, int]:
@@ -65,9 +68,12 @@ def _kept_copy_data(table: Table, transfer: StagedTransfer) -> tuple[bytes, int]
     return data, sum(len(a) for a in kept)
 
 
-def keyed_copy_floor(dsn: str, preload: StagedTransfer, delta: StagedTransfer) -> tuple[float, int]:
+def keyed_copy_floor(
+    dsn: str, preload: StagedTransfer, delta: StagedTransfer
+) -> tuple[float, int, dict[str, float]]:
     """Floor (b): seconds of one transaction COPYing the delta's kept rows into keyed,
-    logged tables holding the pre-load (set up untimed); rows COPYed."""
+    logged tables holding the pre-load (set up untimed); rows COPYed; the machine's CPU
+    seconds meanwhile."""
     schema = bench_schema(delta.manifest.datamart, len(delta.manifest.streams))
     floor_schema = f"keyed_floor_{uuid.uuid4().hex[:8]}"
     copies: list[tuple[str, bytes]] = []  # (COPY statement, data) per table
@@ -92,11 +98,12 @@ def keyed_copy_floor(dsn: str, preload: StagedTransfer, delta: StagedTransfer) -
             copies.append((statement, data))
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
             conn.execute("CHECKPOINT")  # the pre-load's writes are not the floor's
-        started = time.perf_counter()
-        with conn.transaction():
-            for statement, data in copies:
-                with conn.cursor().copy(statement) as copy:
-                    copy.write(data)
-        seconds = time.perf_counter() - started
+        with MachineCpu(None) as cpu:
+            started = time.perf_counter()
+            with conn.transaction():
+                for statement, data in copies:
+                    with conn.cursor().copy(statement) as copy:
+                        copy.write(data)
+            seconds = time.perf_counter() - started
         conn.execute(f"DROP SCHEMA {q(floor_schema)} CASCADE")
-    return seconds, rows
+    return seconds, rows, cpu.timeline.whole()

@@ -7,10 +7,11 @@ executors), and the Python workers the JVM forks for the tasks (summed).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import psutil
+
+from bench.sampling import PeriodicSampler
 
 
 @dataclass
@@ -27,29 +28,13 @@ class Peaks:
         }
 
 
-class TreeMemory:
+class TreeMemory(PeriodicSampler):
     """`with TreeMemory(pid) as peak:` ... `peak.peaks` once the block has ended."""
 
     def __init__(self, pid: int, interval: float = 0.1) -> None:
+        super().__init__(interval)
         self.root = psutil.Process(pid)
-        self.interval = interval
         self.peaks = Peaks()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> TreeMemory:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._sample()
 
     def _sample(self) -> None:
         try:

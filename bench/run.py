@@ -35,8 +35,9 @@ from typing import Any
 
 import psutil
 
-from bench.agent_run import AgentConfig, phases, running_agent
+from bench.agent_run import AgentConfig, phase_windows, phases, running_agent
 from bench.catch_up import catch_up
+from bench.cpu import MachineCpu
 from bench.datagen import bench_schema
 from bench.e2e import Sent, one_row_latency, send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
@@ -106,7 +107,8 @@ class Bench:
                 loaded = await send_and_wait(client, preload, ANSWER_TIMEOUT)
                 out["preload_seconds"] = round(loaded.seconds, 3)
                 print(f"[{rows:,} rows] timed delta of {delta.rows:,} rows", flush=True)
-                with TreeMemory(agent.process.pid) as memory:
+                pid = agent.process.pid
+                with TreeMemory(pid) as memory, MachineCpu(pid) as cpu:
                     timed = await send_and_wait(client, delta, ANSWER_TIMEOUT)
                 out["e2e_seconds"] = round(timed.seconds, 3)
                 out["produce_seconds"] = round(timed.produce_seconds, 3)
@@ -116,6 +118,10 @@ class Bench:
                     out["latency"] = await self.latency(client, latency_deltas)
         # Read once the agent has stopped: it logs "answered" after the answer is sent.
         out["agent_phases"] = phases(agent.log_path, timed.result.request_id)
+        windows = phase_windows(agent.log_path, timed.result.request_id)
+        out["cpu"] = {"whole": cpu.timeline.whole()} | {
+            name: cpu.timeline.between(*window) for name, window in windows.items()
+        }
         if headline:
             out["floors"] = await self.floors(timed.sent, schema, preload, delta)
             out["peer"] = await self.peer(timed.sent, schema)
@@ -142,16 +148,17 @@ class Bench:
         self, sent: Sent, schema: LogicalSchema, preload: PreparedDelta, delta: PreparedDelta
     ) -> dict[str, Any]:
         print("floor (a): consume the same messages and decode every row (decode_body)")
-        seconds_a, rows_a = await consume_and_decode(
+        seconds_a, rows_a, cpu_a = await consume_and_decode(
             self.kafka, self.kafka.bootstrap_servers(), sent, schema
         )
         print("floor (b): COPY the kept rows into keyed, logged, pre-loaded tables", flush=True)
-        seconds_b, rows_b = keyed_copy_floor(self.dsn, preload.transfer, delta.transfer)
+        seconds_b, rows_b, cpu_b = keyed_copy_floor(self.dsn, preload.transfer, delta.transfer)
         return {
             "consume_decode_seconds": round(seconds_a, 3),
             "consume_decode_rows": rows_a,
             "keyed_copy_seconds": round(seconds_b, 3),
             "keyed_copy_rows": rows_b,
+            "cpu": {"consume_decode": cpu_a, "keyed_copy": cpu_b},
         }
 
     async def peer(self, sent: Sent, schema: LogicalSchema) -> dict[str, Any]:

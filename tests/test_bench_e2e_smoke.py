@@ -22,7 +22,12 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
         assert point["memory"]["python_mib"] > 0
         assert point["memory"]["jvm_mib"] > 0
         assert {"receive_s", "stage_s", "apply_s"} <= set(point["agent_phases"])
+        # CPU seconds per phase (clock ticks of 10 ms: a small phase may read 0).
+        assert {"receive", "stage", "apply", "whole"} <= set(point["cpu"])
+        assert point["cpu"]["whole"]["machine"] > 0
+        assert point["cpu"]["whole"]["postgres"] > 0
     main = points[2000]
+    assert {"consume_decode", "keyed_copy"} == set(main["floors"]["cpu"])
     # The floors and the peer saw exactly the timed delta's rows, from the broker.
     assert main["floors"]["consume_decode_rows"] == 2000
     assert 0 < main["floors"]["keyed_copy_rows"] <= 2000  # the last row per key

@@ -26,9 +26,51 @@ def test_a_missed_target_is_accounted_for_phase_by_phase() -> None:
     assert "at most 5.00 s" in text  # 2 x floor (b) is the tighter limit
     assert "**Receiving, 3.50 s** for about 1,000 chunks (3.5 ms each)" in text
     assert "2.20 times floor (b)" in text
-    assert "about 9.00 s (receiving plus the apply)" in text
+    # Without CPU readings, no bound and no verdict.
+    assert "Where the CPU went" not in text
+    assert "cannot be met" not in text
 
 
 def test_without_the_agents_phases_nothing_is_claimed() -> None:
     bare = point(11.1) | {"agent_phases": {}}
     assert remaining_section(bare, 1000, 7.0, 2.0) == []
+
+
+def _cpu(machine: float, wall: float, **groups: float) -> dict[str, float]:
+    return {"machine": machine, "wall": wall, "sampler": 0.0} | groups
+
+
+def with_cpu(e2e: float, receive: float, stage: float, apply: float) -> dict[str, Any]:
+    """A point whose phases used `receive`, `stage` and `apply` CPU seconds; the origin
+    spent 0.5 of the apply's waiting."""
+    cpu = {
+        "receive": _cpu(receive, 3.5, agent=1.5),
+        "stage": _cpu(stage, 2.1, spark_workers=2.0),
+        "apply": _cpu(apply, 5.5, postgres=5.2, origin=0.5),
+        "whole": _cpu(receive + stage + apply, e2e, sampler=0.2),
+    }
+    return point(e2e) | {"cpu": cpu}
+
+
+def test_the_cpu_table_shows_each_phase_and_the_machine() -> None:
+    text = "\n".join(remaining_section(with_cpu(11.1, 6.0, 4.0, 7.0), 1000, 7.0, 2.0))
+    assert "| CPU seconds | receive | stage | apply | end to end |" in text
+    assert "| **the machine, all CPUs** (/proc/stat) | **6.00** | **4.00** | **7.00** |" in text
+    assert "5.20 CPU seconds in the 5.50 s of the apply (95% of one core)" in text
+    # 10 CPU seconds on 2 cores: at least 5.00 s, against 5.60 s one after the other.
+    assert "in less than 5.00 s, against 5.60 s" in text
+    assert "could save at most 0.60 s" in text
+
+
+def test_a_target_below_the_cpu_bound_is_called_unreachable_and_only_then() -> None:
+    # (17 - 0.2 sampler - 0.5 waiting) / 2 cores = 8.15 s: above both limits (5.00 s, 7 s).
+    text = "\n".join(remaining_section(with_cpu(11.1, 6.0, 4.0, 7.0), 1000, 7.0, 2.0))
+    assert "needs 8.15 s of all 2 cores" in text
+    assert "**Target 4 (5.00 s) cannot be met on this machine with this work**" in text
+    assert "**Target 3 (7.00 s) cannot be met on this machine with this work**" in text
+    # (12 - 0.2 - 0.5) / 2 = 5.65 s: target 4 is out of reach, target 3 is not shown to be.
+    text = "\n".join(remaining_section(with_cpu(11.1, 4.0, 3.0, 5.0), 1000, 7.0, 2.0))
+    assert "**Target 4 (5.00 s) cannot be met" in text
+    assert "Target 3 (7.00 s) is above that bound (5.65 s)" in text
+    assert "does not show that it cannot be met" in text
+    assert "Target 3 (7.00 s) cannot" not in text

@@ -1,0 +1,54 @@
+"""The benchmark's CPU sampler (`bench.cpu`) on real processes: who used the CPU, when."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from bench.cpu import MachineCpu
+
+SPIN = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+
+
+def test_a_busy_child_of_the_agent_is_counted_as_its_and_the_machine_counts_it_too() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with MachineCpu(sleeper.pid) as cpu:
+            started = time.time()
+            # A child of the "agent" (not java): one of Spark's Python workers.
+            subprocess.run(
+                [sys.executable, "-c", f"import subprocess, sys\n{SPIN}"],
+                check=True,
+            )
+            spun = time.time()
+            time.sleep(0.3)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    whole = cpu.timeline.whole()
+    # The spinning process was this test's child, not the agent's: it is "other".
+    assert whole["other"] >= 0.45
+    assert whole["agent"] < 0.1
+    assert whole["spark_workers"] == 0.0
+    assert whole["machine"] >= whole["other"]
+    assert whole["wall"] >= 0.9
+    # The window after the spin holds almost none of it.
+    after = cpu.timeline.between(spun + 0.15, time.time())
+    assert after["other"] < 0.1
+    assert cpu.timeline.between(started, spun)["other"] >= 0.45
+
+
+def test_the_agents_descendants_are_its_workers() -> None:
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {SPIN!r}])",
+        ]
+    )
+    with MachineCpu(agent.pid) as cpu:
+        agent.wait(timeout=30)
+    whole = cpu.timeline.whole()
+    assert whole["spark_workers"] >= 0.45
+    assert whole["other"] < 0.2
