@@ -248,7 +248,7 @@ def _before_after(main: dict[str, Any], catch: dict[str, Any] | None) -> list[st
         "",
         "| measure | before | now |",
         "|---|---:|---:|",
-        *(f"| {name} | {before:g} | {now:g} |" for name, before, now in rows),
+        *(f"| {name} | {before:g} | {round(now, 2):g} |" for name, before, now in rows),
         "",
         *CHANGES,
         "",
