@@ -155,8 +155,7 @@ class ChunkIntake:
                 transfer.arm(self.service.clock() + self.service.incomplete_timeout)
                 self.metrics.open_transfers.set(len(self.tracker.open))
                 log.info(
-                    "first chunk", datamart=transfer.datamart, deltaNum=transfer.delta_num,
-                    requestId=rid, streamTotal=transfer.stream_total,
+                    "first chunk", **transfer.log_ids(), streamTotal=transfer.stream_total,
                     subscription=transfer.subscription[:200],
                 )  # fmt: skip
             stream = transfer.streams[key.stream_number]

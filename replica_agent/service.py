@@ -125,7 +125,7 @@ class ReplicaService:
             transfer.arm(self.clock() + self.incomplete_timeout)
             log.info(
                 "transfer recovered from staging",
-                **_ids(transfer),
+                **transfer.log_ids(),
                 chunks=transfer.chunks_received,
                 complete=transfer.complete,
             )
@@ -166,17 +166,11 @@ class ReplicaService:
         """A group of `delta.in` messages, in order (see `ChunkIntake.receive`)."""
         return await self.intake.receive(messages)
 
-    async def on_delta_in(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
-        """One `delta.in` message; its unexpected error is raised."""
-        (failure,) = await self.intake.receive([(raw_key, raw_value)])
-        if failure is not None:
-            raise failure
-
     async def complete(self, transfer: Transfer) -> None:
         await asyncio.to_thread(self.staging.seal, transfer)
         transfer.phase = Phase.SEALED
         log.info(
-            "complete", **_ids(transfer), chunks=transfer.chunks_received,
+            "complete", **transfer.log_ids(), chunks=transfer.chunks_received,
             seconds=_since_first(transfer),
         )  # fmt: skip
         await self._act_on(transfer, queue_load=True)
@@ -190,7 +184,7 @@ class ReplicaService:
             entry = await self._applied(transfer)
             if entry is None:  # the registry lost a delta the tracker saw: never expected
                 raise FatalAgentError(f"delta {transfer.delta_num} vanished from the registry")
-            log.info("already applied: answering the stored result", **_ids(transfer))
+            log.info("already applied: answering the stored result", **transfer.log_ids())
             await self._answer(result_from_registry(transfer, entry))
         else:
             if queue_load:
@@ -201,7 +195,7 @@ class ReplicaService:
     async def _close_superseded(self, datamart: str) -> None:
         """Transfers still receiving a delta that is now applied: answered as if complete."""
         for transfer in self.tracker.superseded(datamart):
-            log.info("delta applied under another requestId: closing", **_ids(transfer))
+            log.info("delta applied under another requestId: closing", **transfer.log_ids())
             await self._act_on(transfer, queue_load=False)
 
     async def answer_evicted(self, evicted: list[Transfer]) -> None:
@@ -272,7 +266,7 @@ class ReplicaService:
             raise FatalAgentError(f"transfer {transfer.request_id} was sealed, but not on disk")
         transfer.phase = Phase.LOADING
         started = time.perf_counter()
-        log.info("load start", **_ids(transfer))
+        log.info("load start", **transfer.log_ids())
         failure: tuple[ErrorCode, str] | None = None
         try:
             entry = await asyncio.to_thread(self.loader.load, staged)
@@ -281,7 +275,7 @@ class ReplicaService:
         except CommitStateUnknownError as exc:
             raise FatalAgentError(f"delta {transfer.delta_num}: {exc}") from exc
         except Exception:  # a bug or an environment fault: report, keep the replica
-            log.exception("load failed unexpectedly", **_ids(transfer))
+            log.exception("load failed unexpectedly", **transfer.log_ids())
             failure = ErrorCode.LOAD_FAILED, _internal_error()
         finally:
             transfer.phase = Phase.SEALED
@@ -302,7 +296,7 @@ class ReplicaService:
         self.metrics.count_applied(transfer.datamart, entry, seconds)
         log.info(
             "applied",
-            **_ids(transfer),
+            **transfer.log_ids(),
             seconds=round(seconds, 3),
             tables={c.table_name: [c.rows_received, c.rows_upserted, c.rows_deleted]
                     for c in entry.tables},
@@ -328,7 +322,7 @@ class ReplicaService:
         if served:
             self.status[transfer.datamart].last_error = (code.value, message, transfer.request_id)
         self.metrics.rejections.labels(transfer.datamart if served else "", code.value).inc()
-        log.warning(event, **_ids(transfer), errorCode=code.value, errorMessage=message[:2000])
+        log.warning(event, **transfer.log_ids(), errorCode=code.value, errorMessage=message[:2000])
 
     async def _answer(self, result: DeltaInResult) -> None:
         """The transfer's final answer: recorded once, then delivered."""
@@ -390,11 +384,3 @@ def _since_first(transfer: Transfer) -> float | None:
     """Seconds since the transfer's first chunk in this run (None if it came before)."""
     first = transfer.first_seen
     return None if first is None else round(time.perf_counter() - first, 3)
-
-
-def _ids(transfer: Transfer) -> dict[str, object]:
-    return {
-        "datamart": transfer.datamart,
-        "deltaNum": transfer.delta_num,
-        "requestId": transfer.request_id,
-    }

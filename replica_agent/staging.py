@@ -128,14 +128,6 @@ class TransferStaging:
         }
         durable_write(directory / TRANSFER_FILE, json.dumps(framing).encode())
 
-    def write_chunk(self, request_id: str, stream: int, chunk: int, body: bytes | None) -> int:
-        data = body or b""
-        durable_write(self.chunk_path(request_id, stream, chunk), data)
-        return len(data)
-
-    def write_stream(self, request_id: str, number: int, stream: StreamState) -> None:
-        durable_write(*self.stream_file(request_id, number, stream))
-
     def chunk_path(self, request_id: str, stream: int, chunk: int) -> Path:
         return self.directory(request_id) / ChunkFile(stream, chunk).name
 
@@ -145,7 +137,7 @@ class TransferStaging:
         return self.directory(request_id) / stream_file_name(number), json.dumps(state).encode()
 
     def write_group(self, bodies: Sequence[FileWrite], streams: Sequence[FileWrite]) -> GroupWrite:
-        """Many chunk bodies, then their stream files, each as durable as `write_chunk`
+        """Many chunk bodies, then their stream files, each as durable as `durable_write`
         makes it. First every body is measured (what it decompresses to, within the body
         limits), side by side; a body beyond them is refused and not written. Then the
         rest is written, the fsyncs side by side (`durable_write_group`)."""

@@ -68,6 +68,10 @@ class Transfer:
     def overdue(self, now: float) -> bool:
         return self.phase is Phase.RECEIVING and self.deadline <= now and not self.complete
 
+    def log_ids(self) -> dict[str, object]:
+        """What names this transfer in every log record about it."""
+        return {"datamart": self.datamart, "deltaNum": self.delta_num, "requestId": self.request_id}
+
     @classmethod
     def opened_by(cls, key: DeltaInKey) -> Transfer:
         return cls(

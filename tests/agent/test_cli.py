@@ -14,6 +14,7 @@ from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.transfers import StreamState, Transfer
 from tests.agent.conftest import renamed
+from tests.agent.staging_writes import write_chunk, write_stream
 from tests.loader.staging_helpers import delta_date
 
 
@@ -61,8 +62,8 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     staging = TransferStaging(settings.staging_path)
     transfer = Transfer("rq-7", schema.datamart, 0, delta_date(0), "SELECT 1", 3)
     staging.open_transfer(transfer)
-    staging.write_chunk("rq-7", 1, 1, b"")
-    staging.write_stream("rq-7", 1, StreamState("sales", {1}, None))
+    write_chunk(staging, "rq-7", 1, 1, b"")
+    write_stream(staging, "rq-7", 1, StreamState("sales", {1}, None))
     (tmp_path / "agent-status.json").write_text(
         json.dumps(
             {schema.datamart: {"loading": None, "last_error": {"code": "BAD_CHUNK",

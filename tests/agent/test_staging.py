@@ -17,6 +17,7 @@ from replica_agent.answers import error_result
 from replica_agent.errors import StagingError
 from replica_agent.staging import TRANSFER_FILE, TransferStaging
 from replica_agent.transfers import StreamState, Transfer
+from tests.agent.staging_writes import write_chunk, write_stream
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -29,11 +30,11 @@ def test_an_open_transfer_is_rebuilt_from_its_files(tmp_path: Path) -> None:
     staging = TransferStaging(tmp_path)
     t = transfer()
     staging.open_transfer(t)
-    staging.write_chunk(t.request_id, 1, 1, b"a")
-    staging.write_chunk(t.request_id, 1, 2, b"b")
-    staging.write_stream(t.request_id, 1, StreamState("sales", {1, 2}, last=2))
+    write_chunk(staging, t.request_id, 1, 1, b"a")
+    write_chunk(staging, t.request_id, 1, 2, b"b")
+    write_stream(staging, t.request_id, 1, StreamState("sales", {1, 2}, last=2))
     # A crash between a body and its stream's file: the body is ignored.
-    staging.write_chunk(t.request_id, 2, 1, b"c")
+    write_chunk(staging, t.request_id, 2, 1, b"c")
     (found,) = TransferStaging(tmp_path).recover().open
     assert (found.request_id, found.delta_date, found.stream_total) == (t.request_id, DATE, 2)
     assert found.streams == {1: StreamState("sales", {1, 2}, 2)}
@@ -46,8 +47,8 @@ def test_a_complete_transfer_seals_into_the_loader_hand_over(tmp_path: Path) -> 
     t.streams = {1: StreamState("sales", {1}, 1), 2: StreamState("stores", {1}, 1)}
     staging.open_transfer(t)
     for number in (1, 2):
-        staging.write_chunk(t.request_id, number, 1, None)
-        staging.write_stream(t.request_id, number, t.streams[number])
+        write_chunk(staging, t.request_id, number, 1, None)
+        write_stream(staging, t.request_id, number, t.streams[number])
     sealed = staging.seal(t)
     assert sealed.chunks_of("stores") == [
         (1, staging.directory(t.request_id) / ChunkFile(2, 1).name)
@@ -134,9 +135,9 @@ def test_a_sealed_manifest_records_what_the_bodies_decompress_to(
     staging = TransferStaging(tmp_path)
     t = Transfer("r", "marketing", 0, DATE, "SELECT 1", 1)
     staging.open_transfer(t)
-    staging.write_chunk("r", 1, 1, body)
-    staging.write_chunk("r", 1, 2, b"")  # an empty chunk: nothing to decode
-    staging.write_stream("r", 1, StreamState("sales", {1, 2}, last=2))
+    write_chunk(staging, "r", 1, 1, body)
+    write_chunk(staging, "r", 1, 2, b"")  # an empty chunk: nothing to decode
+    write_stream(staging, "r", 1, StreamState("sales", {1, 2}, last=2))
     (recovered,) = staging.recover().open  # decoded sizes unknown after a restart
     assert recovered.streams[1].decoded_bytes is None
     sealed = staging.seal(recovered)

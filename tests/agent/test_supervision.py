@@ -71,7 +71,8 @@ async def drive(
     for n in range(deltas):
         rows = workload.next_delta()
         for chunk in chunks_of(schema, n, rows):
-            await service.on_delta_in(encode_delta_in_key(chunk.key), chunk.body)
+            (failure,) = await service.receive([(encode_delta_in_key(chunk.key), chunk.body)])
+            assert failure is None
         for _ in range(200):
             if len(sent) > n:
                 break
