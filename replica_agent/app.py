@@ -61,6 +61,9 @@ def build_app(
         broker=[f"kafka://{b}" for b in bootstrap],
         broker_credentials=faust_credentials(settings),
         store="memory://",
+        # Faust makes this directory even with no table; the default is `<id>-data` in
+        # the working directory, which is not the agent's to write to.
+        datadir=str(settings.data_dir / "faust"),
         autodiscover=False,
         web_enabled=True,
         web_bind=settings.metrics_host,

@@ -61,6 +61,14 @@ def schema(agent: AgentProcess) -> LogicalSchema:
     return agent.take()
 
 
+def test_the_agent_writes_nothing_in_its_working_directory_but_its_data_dir(
+    agent: AgentProcess,
+) -> None:
+    working_directory = agent.data_dir.parent
+    assert sorted(p.name for p in working_directory.iterdir()) == [agent.data_dir.name]
+    assert (agent.data_dir / "faust").is_dir()
+
+
 def _refused_start(
     master: str,
     broker: str,
