@@ -3,11 +3,11 @@
 Steps of a load, each numbered in the logs, all under the datamart's advisory lock:
 1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
 2. in order? The delta must be the one the registry expects, and later than the last;
-3. empty its staging tables, then stage table after table: one Spark job per table decodes
-   its slices' chunks, keeps the last row per key and COPYs into staging (a small delta:
-   the driver runs the same slice function itself for every table, no job);
-4. in ONE transaction: apply each table as soon as it is staged, while the next one is
-   (`staging_steps`, `run_ahead`), insert the registry row, commit.
+3. empty its staging tables, then stage them, a few Spark jobs over consecutive tables:
+   each decodes its slices' chunks, keeps the last row per key and COPYs into staging (a
+   small delta: the driver runs the same slice function itself for every table, no job);
+4. in ONE transaction: apply each table as soon as its job has staged it, while the next
+   job stages (`staging_steps`, `run_ahead`), insert the registry row, commit.
 Transient failures (lost connections, serialisation failures, executor errors) retry the
 load with backoff and end as `LOAD_FAILED`; row errors end as `SCHEMA_MISMATCH`/`BAD_CHUNK`.
 A connection lost during COMMIT is resolved by reading the registry before anything else.
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from datetime import UTC
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -217,8 +218,10 @@ class DeltaLoader:
                     conn, datamart, transfer, tables, self.settings, self.spark,
                     self._executor_dsn,
                 )  # fmt: skip
+                if steps:
+                    steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
-                    result = self._apply(session, datamart, transfer, tables, staged, started)
+                    result = self._apply(session, datamart, transfer, tables, staged)
                 bound.info(
                     "applied",
                     step=4,
@@ -238,13 +241,12 @@ class DeltaLoader:
         transfer: StagedTransfer,
         tables: list[Table],
         received: Iterator[tuple[int, int]],
-        started: float,
     ) -> LoadResult:
         """Step 4: every table and the registry row, in one transaction, each table as soon
         as `received` hands over its (staged, received) rows, in table order. A table with
         no staged row is left alone (its statement would change nothing); one with many is
         analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups
-        (`KEYED_LOOKUP`). Logs step 3 (`staged`) when the last table is staged."""
+        (`KEYED_LOOKUP`)."""
         manifest = transfer.manifest
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
@@ -255,12 +257,8 @@ class DeltaLoader:
         try:
             for index, table in enumerate(tables):
                 staged, rows = next(received)
-                if index == len(tables) - 1:
-                    log.info(
-                        "staged", datamart=manifest.datamart, deltaNum=manifest.delta_num,
-                        requestId=manifest.request_id, step=3,
-                        seconds=round(time.perf_counter() - started, 3),
-                    )  # fmt: skip
+                if index == 0:
+                    self._apply_started = time.perf_counter()
                 upserted = deleted = 0
                 if staged >= ANALYZE_MIN_ROWS:
                     conn.execute(
@@ -358,6 +356,17 @@ class DeltaLoader:
                 if running is not None:
                     raise _PendingCommit
         return self.store.applied(datamart, delta_num)
+
+
+def _logged_when_done(
+    step: Callable[[], tuple[int, int]],
+    bound: structlog.typing.FilteringBoundLogger,
+    started: float,
+) -> tuple[int, int]:
+    """The last staging step, logging step 3 (`staged`) as it ends."""
+    result = step()
+    bound.info("staged", step=3, seconds=round(time.perf_counter() - started, 3))
+    return result
 
 
 class _PendingCommit(Exception):

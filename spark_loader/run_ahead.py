@@ -1,11 +1,12 @@
 """Steps run in order on a thread, their results taken in the same order by the caller.
 
-The loader stages table k + 1 in Spark while it applies table k in PostgreSQL: the apply is
-one backend's CPU, staging is the executors' and the COPY backends', so on a machine with
-two cores or more the two overlap. A step's exception is raised to the caller where its
-result would have been, and no later step starts. Leaving the block early (an error in the
-caller) stops the steps after the one running, and waits for that one: nothing of the
-load runs on once the caller has moved on (a retry empties the staging tables first).
+The loader stages the next tables in Spark while it applies those already staged in
+PostgreSQL: the apply is one backend's CPU, staging is the executors' and the COPY
+backends', so on a machine with two cores or more the two overlap. A step's exception is
+raised to the caller where its result would have been, and no later step starts. Leaving
+the block early (an error in the caller) stops the steps after the one running, and waits
+for that one: nothing of the load runs on once the caller has moved on (a retry empties
+the staging tables first).
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ its apply transaction (`run_ahead`) and applies each table as soon as its step i
 * A small delta (up to `in_driver_max_mib` of chunks) is staged at once, here, in the
   driver on the loader's connection: a Spark job's fixed cost would be most of its load.
   Its steps only hand the counts over.
-* A big one is one Spark job per table. While PostgreSQL applies table k (one backend, one
-  core), the executors stage table k + 1. The apply transaction reads a staging table
+* A big one is `staging_jobs` Spark jobs, each over consecutive tables (about equal
+  bytes). While PostgreSQL applies one job's tables (one backend, one core), the executors
+  stage the next job's, on the other cores. The apply transaction reads a staging table
   once its job has committed it: in READ COMMITTED each statement sees what was committed
-  before it began.
+  before it began. Fewer jobs cost less (each costs the Spark JVM a fixed share of CPU);
+  more let the apply start sooner.
 """
 
 from __future__ import annotations
@@ -67,27 +69,52 @@ def staging_steps(
     every = [entry for t in tables for entry in chunks[t.name]]
     if sum(size for *_, size in every) <= settings.in_driver_max_mib * 2**20:
         tasks = plan_tasks(every, 1, slice_bytes)
-        counts = stage_in_driver(conn, datamart.schema.tables, tasks, targets, limits, body_format)
-        return [partial(_given, counts.get(datamart.position(t.name), (0, 0))) for t in tables]
+        at_once = stage_in_driver(conn, datamart.schema.tables, tasks, targets, limits, body_format)
+        return [partial(_given, at_once.get(datamart.position(t.name), (0, 0))) for t in tables]
 
-    def job(table: Table) -> tuple[int, int]:
-        position = datamart.position(table.name)
-        tasks = plan_tasks(
-            chunks[table.name], 1, slice_bytes
-        )  # one task: the apply has the other core
+    groups = table_groups(
+        [sum(e[3] for e in chunks[t.name]) for t in tables], settings.staging_jobs
+    )
+    parallelism = spark.sparkContext.defaultParallelism
+    counts: dict[int, tuple[int, int]] = {}
+
+    def job(group: int) -> None:
+        members = [t for t, g in zip(tables, groups, strict=True) if g == group]
+        # The first job has every core; later ones leave one to the apply running beside.
+        width = parallelism if group == 0 else max(1, parallelism - 1)
+        tasks = plan_tasks([e for t in members for e in chunks[t.name]], width, slice_bytes)
+        positions = [datamart.position(t.name) for t in members]
         try:
-            counts = stage_slices(
-                spark, datamart.schema.tables, tasks, executor_dsn(),
-                {position: targets[position]}, limits,
-                settings.fault_fail_first_task_attempt, body_format,
+            counts.update(
+                stage_slices(
+                    spark, datamart.schema.tables, tasks, executor_dsn(),
+                    {p: targets[p] for p in positions}, limits,
+                    settings.fault_fail_first_task_attempt, body_format,
+                )
             )  # fmt: skip
         except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
             raise _spark_job_failed(exc) from None
         except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
             raise LoadFailedError(f"Spark refused the load: {exc}") from None
-        return counts.get(position, (0, 0))
 
-    return [partial(job, t) for t in tables]
+    def step(index: int) -> tuple[int, int]:
+        if index == 0 or groups[index] != groups[index - 1]:
+            job(groups[index])
+        return counts.get(datamart.position(tables[index].name), (0, 0))
+
+    return [partial(step, i) for i in range(len(tables))]
+
+
+def table_groups(sizes: list[int], jobs: int) -> list[int]:
+    """The Spark job (0, 1, …) of each table, tables in order: at most `jobs` jobs of
+    consecutive tables, each about an equal share of the bytes."""
+    total = sum(sizes) or 1
+    out: list[int] = []
+    before = 0
+    for size in sizes:
+        out.append(min(jobs - 1, before * jobs // total))
+        before += size
+    return out
 
 
 def _given(counts: tuple[int, int]) -> tuple[int, int]:

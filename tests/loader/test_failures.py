@@ -250,7 +250,7 @@ def test_no_password_reaches_the_executors(
 
     monkeypatch.setattr("spark_loader.staging_steps.stage_slices", recording)
     new_loader(schema).load(first)
-    assert len(shipped) == len(first.manifest.streams)  # one job per table
+    assert shipped  # a Spark job or more
     for closure in shipped:
         assert str(password) not in closure
         assert "passfile=" in closure
