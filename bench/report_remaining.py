@@ -29,6 +29,14 @@ _COLUMNS = ("receive", "stage", "apply", "whole")
 _WAITING = {"stage": ("origin", "broker"), "apply": ("origin", "broker", "agent")}
 
 
+def overlapped(phases: dict[str, float]) -> bool:
+    """Did staging and the apply overlap (the load applies each table while it stages the
+    next)? Then their logged spans add up to more than the load."""
+    load = phases.get("load_to_answer_s")
+    spans = phases.get("stage_s", 0.0) + phases.get("apply_s", 0.0)
+    return load is not None and spans > load + 0.05
+
+
 def cpu_table(main: dict[str, Any]) -> list[str]:
     """CPU seconds by process group and phase, beside the floors; none if not measured."""
     cpu = main.get("cpu", {})
@@ -38,7 +46,10 @@ def cpu_table(main: dict[str, Any]) -> list[str]:
         return []
     named = (("consume_decode", "floor (a)"), ("keyed_copy", "floor (b)"))
     cells = [cpu[c] for c in columns] + [floors[f] for f, _ in named if f in floors]
-    heads = [*columns[:-1], "end to end"] + [h for f, h in named if f in floors]
+    names = {"stage": "stage", "apply": "apply", "whole": "end to end"}
+    if overlapped(main.get("agent_phases", {})):
+        names |= {"stage": "load, to the last table staged", "apply": "load, the rest"}
+    heads = [names.get(c, c) for c in columns] + [h for f, h in named if f in floors]
     lines = [
         "| CPU seconds | " + " | ".join(heads) + " |",
         "|---|" + "---:|" * len(heads),
@@ -91,12 +102,20 @@ def remaining_section(
         return []
     receive, stage, apply = (phases[k] for k in needed)
     chunks = max(1, main["rows"] // chunk_rows)
+    both = overlapped(phases)
+    how = (
+        f"receiving, then the load ({phases.get('load_to_answer_s', 0.0):.2f} s from its start "
+        "to the answer), in which staging and the apply overlap: the tables one Spark job "
+        "staged are applied while the next job stages"
+        if both
+        else "three phases that run one after the other"
+    )
     lines = [
         "### Where the rest goes (targets 3 and 4)",
         "",
         f"To meet both targets, this delta must take at most {limit:.2f} s ({big_delta_target:g}"
         f" s, and {headline_target:g} times the larger floor = {ratio_limit:.2f} s). It took "
-        f"{e2e:.2f} s, in three phases that run one after the other:",
+        f"{e2e:.2f} s, in {how}:",
         "",
         f"- **Receiving, {receive:.2f} s** for about {chunks:,} chunks "
         f"({1000 * receive / chunks:.1f} ms each), from the first chunk to the last staged. "
@@ -105,10 +124,14 @@ def remaining_section(
         "in groups: every message already delivered, up to 64, is written together, the "
         "fsyncs side by side, one directory fsync per transfer. Floor (a), a plain aiokafka "
         f"consumer reading the messages already in the broker, takes {floor_a:.2f} s.",
-        f"- **Staging, {stage:.2f} s**: decoding, keeping the last row per key, and COPY. It "
-        "starts only when the last chunk is in (*stage while receiving* is not built).",
-        f"- **The apply transaction, {apply:.2f} s**, which is {apply / floor_b:.2f} times floor "
-        f"(b). Floor (b) only COPYs the kept rows. The apply must also delete the closed "
+        f"- **Staging, {stage:.2f} s**"
+        + (" from the load's start to the last table staged" if both else "")
+        + ": decoding, keeping the last row per key, and COPY. It starts only when the last "
+        "chunk is in (*stage while receiving* is not built).",
+        f"- **The apply transaction, {apply:.2f} s**"
+        + (" from its first table (once that table was staged) to its commit" if both else "")
+        + f", which is {apply / floor_b:.2f} times floor (b). Floor (b) only COPYs the kept "
+        "rows. The apply must also delete the closed "
         "versions from `t_actual` and write them to `t_history`, with their index. One "
         "backend does all of it; PostgreSQL does not parallelise writes.",
         "",
@@ -130,19 +153,22 @@ def remaining_section(
     if "apply_backend" in b:
         share = b["apply_backend"] / max(b["apply_wall"], 1e-9)
         lines.append(
-            f"- **The apply is one process's CPU.** The PostgreSQL backends used "
-            f"{b['apply_backend']:.2f} CPU seconds in the {b['apply_wall']:.2f} s of the apply "
-            f"({100 * share:.0f}% of one core). It waits neither for the disk nor for Spark; "
-            "it can only end sooner with less work, or by starting sooner."
+            f"- **The apply is one process's CPU.** After the last table was staged, the "
+            f"PostgreSQL backends (the apply's alone) used {b['apply_backend']:.2f} CPU seconds "
+            f"in {b['apply_wall']:.2f} s ({100 * share:.0f}% of one core). It waits neither for "
+            "the disk nor for Spark; it can only end sooner with less work, or by starting "
+            "sooner."
         )
     if "receive_stage_cpu" in b:
         serial = receive + stage
-        overlapped = b["receive_stage_cpu"] / cores
+        least = b["receive_stage_cpu"] / cores
         lines.append(
-            f"- **Receiving and staging both keep the CPUs busy.** Together they used "
+            "- **Receiving and staging"
+            + (" (with the apply of the tables staged first)" if both else "")
+            + f" both keep the CPUs busy.** Together they used "
             f"{b['receive_stage_cpu']:.2f} CPU seconds: on {cores} cores, no schedule runs "
-            f"them in less than {overlapped:.2f} s, against {serial:.2f} s one after the other. "
-            f"Staging while receiving could save at most {max(0.0, serial - overlapped):.2f} s "
+            f"them in less than {least:.2f} s, against {serial:.2f} s one after the other. "
+            f"Staging while receiving could save at most {max(0.0, serial - least):.2f} s "
             "on this machine."
         )
     lines.append(
@@ -169,9 +195,10 @@ def remaining_section(
             f"above that bound ({b['bound']:.2f} s): meeting {'it' if len(within) == 1 else 'them'}"
             " would need the phases overlapped almost perfectly (each table staged and applied "
             "while other streams still arrive, in one transaction held open during receiving), "
-            "which is not built. The bound assumes overlap costs no CPU; overlapping staging "
-            "and the apply, measured apart, cost more CPU seconds than it hid (*What "
-            "changed*). This run does not show that "
+            "which is not built. The bound assumes overlap costs no CPU and that the cores "
+            "are free; overlapping staging and the apply won 1.6 s with the loader alone, "
+            "nothing measurable beside the origin and the broker (*What changed*). This run "
+            "does not show that "
             f"{'it' if len(within) == 1 else 'they'} cannot be met."
         )
     lines += [" ".join(verdicts), ""]

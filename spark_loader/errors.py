@@ -38,3 +38,8 @@ class EmbeddedPostgresError(LoaderError):
 class ExecutorProbeError(LoaderError):
     """At start-up, the Spark executors could not read the staging directory or reach the
     replica (or no executor ran at all): every load would fail, so none is started."""
+
+
+class TransientLoadError(LoaderError):
+    """A failure worth another attempt of the load (a lost connection, a failed Spark job);
+    the loader retries, then answers `LoadFailedError`."""

@@ -3,10 +3,11 @@
 Steps of a load, each numbered in the logs, all under the datamart's advisory lock:
 1. already applied? Return the stored result (same date) or refuse (`DELTA_CONFLICT`);
 2. in order? The delta must be the one the registry expects, and later than the last;
-3. empty its staging tables, then one Spark job decodes each
-   table slice's chunks, keeps the last row per key and COPYs into staging (a small delta:
-   the driver runs the same slice function itself, no job);
-4. in ONE transaction: apply every table, insert the registry row, commit.
+3. empty its staging tables, then stage them, a few Spark jobs over consecutive tables:
+   each decodes its slices' chunks, keeps the last row per key and COPYs into staging (a
+   small delta: the driver runs the same slice function itself for every table, no job);
+4. in ONE transaction: apply each table as soon as its job has staged it, while the next
+   job stages (`staging_steps`, `run_ahead`), insert the registry row, commit.
 Transient failures (lost connections, serialisation failures, executor errors) retry the
 load with backoff and end as `LOAD_FAILED`; row errors end as `SCHEMA_MISMATCH`/`BAD_CHUNK`.
 A connection lost during COMMIT is resolved by reading the registry before anything else.
@@ -16,16 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from datetime import UTC
+from functools import partial
 from typing import Any
 
 import psycopg
 import structlog
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException, PythonException
 from pyspark.sql import SparkSession
 
 from podd_runtime.dsn import with_passfile
@@ -35,19 +34,24 @@ from protocol.schema import LogicalSchema, Table
 from protocol.sequence import AppliedDelta, check_sequence
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.connections import LoaderConnections, Session
-from spark_loader.errors import CommitStateUnknownError, LoaderError, LoadFailedError
+from spark_loader.errors import (
+    CommitStateUnknownError,
+    LoaderError,
+    LoadFailedError,
+    TransientLoadError,
+)
 from spark_loader.executor_probe import probe_executors
+from spark_loader.run_ahead import run_ahead
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
+from spark_loader.staging_steps import staging_steps
 from spark_loader.store import (
     Datamart,
     RegistryEntry,
     ReplicaStore,
-    empty_staging,
     encode_counts,
     registry_entry,
 )
-from spark_loader.store_sql import META_SCHEMA, copy_statement, q
+from spark_loader.store_sql import META_SCHEMA, q
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -72,10 +76,6 @@ class LoadResult(RegistryEntry):
     def from_registry(cls, entry: RegistryEntry, *, already_applied: bool) -> LoadResult:
         values = {f.name: getattr(entry, f.name) for f in fields(RegistryEntry)}
         return cls(**values, already_applied=already_applied)
-
-
-class _Transient(Exception):
-    """A failure worth another attempt."""
 
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
@@ -119,6 +119,7 @@ class DeltaLoader:
         self._executor_dsn_cache: str | None = None
         self.connections = LoaderConnections(store.dsn)
         self._datamarts: dict[str, Datamart] = {}
+        self._apply_started = 0.0  # when the last load's apply transaction began
 
     def _executor_dsn(self) -> str:
         """What the executors connect with: the DSN without its password, which they read
@@ -163,7 +164,7 @@ class DeltaLoader:
         for attempt in range(1, self.settings.load_attempts + 1):
             try:
                 return self._attempt(datamart, transfer, tables, bound)
-            except _Transient as exc:
+            except TransientLoadError as exc:
                 last_error = str(exc)
                 bound.warning("load attempt failed", attempt=attempt, error=last_error)
                 if attempt < self.settings.load_attempts:
@@ -213,91 +214,25 @@ class DeltaLoader:
                 if stored is not None:
                     bound.info("delta already applied", step=1)
                     return LoadResult.from_registry(stored, already_applied=True)
-                received = self._stage(datamart, transfer, tables, conn)
-                staged_at = time.perf_counter()
-                bound.info("staged", step=3, seconds=round(staged_at - started, 3))
-                result = self._apply(session, datamart, transfer, tables, received)
+                steps = staging_steps(
+                    conn, datamart, transfer, tables, self.settings, self.spark,
+                    self._executor_dsn,
+                )  # fmt: skip
+                if steps:
+                    steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
+                with run_ahead(steps, "podd-staging") as staged:
+                    result = self._apply(session, datamart, transfer, tables, staged)
                 bound.info(
                     "applied",
                     step=4,
-                    seconds=round(time.perf_counter() - staged_at, 3),
+                    seconds=round(time.perf_counter() - self._apply_started, 3),
                     rows=sum(c.rows_received for c in result.tables),
                 )
                 return result
         except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
-            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+            raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
         except psycopg.errors.DeadlockDetected as exc:
-            raise _Transient(f"deadlock: {exc}") from exc
-
-    def _stage(
-        self,
-        datamart: Datamart,
-        transfer: StagedTransfer,
-        tables: list[Table],
-        conn: psycopg.Connection,
-    ) -> dict[str, tuple[int, int]]:
-        """Step 3: fill every table's staging table; (staged, received) rows per table."""
-        staging = {t.name: datamart.staging(t.name) for t in tables}
-        empty_staging(conn, list(staging.values()))
-
-        chunks = [
-            (datamart.position(t.name), number, str(path.absolute()), size)
-            for t in tables
-            for number, path, size in transfer.sized_chunks(t.name)
-        ]
-        targets = {
-            datamart.position(t.name): StagingTarget(
-                staging[t.name],
-                copy_statement(staging[t.name], t),
-                zlib.crc32(staging[t.name].encode()) - 2**31,  # an int4 lock key
-            )
-            for t in tables
-        }
-        slice_bytes = int(self.settings.max_slice_mib * 2**20)
-        total_bytes = sum(size for *_, size in chunks)
-        if total_bytes <= self.settings.in_driver_max_mib * 2**20:
-            tasks = plan_tasks(chunks, 1, slice_bytes)
-            counts = stage_in_driver(
-                conn, datamart.schema.tables, tasks, targets, self.settings.body_limits(),
-                transfer.manifest.body_format,
-            )  # fmt: skip
-            return self._received(datamart, tables, staging, counts, conn)
-        tasks = plan_tasks(chunks, self.spark.sparkContext.defaultParallelism, slice_bytes)
-        try:
-            counts = stage_slices(
-                self.spark,
-                datamart.schema.tables,
-                tasks,
-                self._executor_dsn(),
-                targets,
-                self.settings.body_limits(),
-                self.settings.fault_fail_first_task_attempt,
-                transfer.manifest.body_format,
-            )
-        except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
-            raise _classify_spark_error(exc) from None
-        except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
-            raise LoadFailedError(f"Spark refused the load: {exc}") from None
-        return self._received(datamart, tables, staging, counts, conn)
-
-    def _received(
-        self,
-        datamart: Datamart,
-        tables: list[Table],
-        staging: dict[str, str],
-        counts: dict[int, tuple[int, int]],
-        conn: psycopg.Connection,
-    ) -> dict[str, tuple[int, int]]:
-        """(staged, received) rows per table; staging tables that got many rows are
-        analysed (`ANALYZE_MIN_ROWS`)."""
-        out = {t.name: counts.get(datamart.position(t.name), (0, 0)) for t in tables}
-        big = [staging[name] for name, (staged, _) in out.items() if staged >= ANALYZE_MIN_ROWS]
-        if big:
-            conn.execute(f"SET default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
-            for name in big:
-                conn.execute(f"ANALYZE {name}")
-            conn.execute("RESET default_statistics_target")
-        return out
+            raise TransientLoadError(f"deadlock: {exc}") from exc
 
     def _apply(
         self,
@@ -305,21 +240,31 @@ class DeltaLoader:
         datamart: Datamart,
         transfer: StagedTransfer,
         tables: list[Table],
-        received: dict[str, tuple[int, int]],
+        received: Iterator[tuple[int, int]],
     ) -> LoadResult:
-        """Step 4: every table and the registry row, in one transaction. A table with no
-        staged row is left alone (its statement would change nothing); one with few staged
-        rows is applied by primary-key lookups (`KEYED_LOOKUP`)."""
+        """Step 4: every table and the registry row, in one transaction, each table as soon
+        as `received` hands over its (staged, received) rows, in table order. A table with
+        no staged row is left alone (its statement would change nothing); one with many is
+        analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups
+        (`KEYED_LOOKUP`)."""
         manifest = transfer.manifest
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
         conn = session.conn
         conn.autocommit = False  # the session's advisory lock outlives the transaction
         keyed = False  # KEYED_LOOKUP set in this transaction
+        self._apply_started = time.perf_counter()
         try:
-            for table in tables:
-                staged, rows = received[table.name]
+            for index, table in enumerate(tables):
+                staged, rows = next(received)
+                if index == 0:
+                    self._apply_started = time.perf_counter()
                 upserted = deleted = 0
+                if staged >= ANALYZE_MIN_ROWS:
+                    conn.execute(
+                        f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}"
+                    )
+                    conn.execute(f"ANALYZE {datamart.staging(table.name)}")
                 if staged:
                     if keyed != (staged < ANALYZE_MIN_ROWS):
                         keyed = not keyed
@@ -380,7 +325,7 @@ class DeltaLoader:
                 stored = self._registry_after(backend, manifest.datamart, manifest.delta_num)
                 if stored is not None:
                     return LoadResult.from_registry(stored, already_applied=False)
-                raise _Transient(f"COMMIT failed and did not happen: {exc}") from exc
+                raise TransientLoadError(f"COMMIT failed and did not happen: {exc}") from exc
             except psycopg.OperationalError as again:
                 if time.monotonic() + delay > deadline:
                     raise CommitStateUnknownError(
@@ -413,15 +358,19 @@ class DeltaLoader:
         return self.store.applied(datamart, delta_num)
 
 
+def _logged_when_done(
+    step: Callable[[], tuple[int, int]],
+    bound: structlog.typing.FilteringBoundLogger,
+    started: float,
+) -> tuple[int, int]:
+    """The last staging step, logging step 3 (`staged`) as it ends."""
+    result = step()
+    bound.info("staged", step=3, seconds=round(time.perf_counter() - started, 3))
+    return result
+
+
 class _PendingCommit(Exception):
     """The backend that received a COMMIT has not ended yet."""
-
-
-def _classify_spark_error(exc: Exception) -> Exception:
-    """A failed Spark job: row errors came back as data (`stage_slices`), so this is an
-    executor or environment fault, worth another attempt."""
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return _Transient(f"the Spark job failed: {first_line[:500]}")
 
 
 __all__ = ["BetweenTables", "DeltaLoader", "LoadResult", "LoaderError"]

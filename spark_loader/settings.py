@@ -32,6 +32,9 @@ class LoaderSettings(BaseSettings):
     #: executors run: no Spark job (0: always Spark). A first guess, not yet a measured
     #: crossover.
     in_driver_max_mib: float = Field(default=1.0, ge=0)
+    #: A bigger delta is staged by this many Spark jobs, each over consecutive tables; the
+    #: apply transaction takes a job's tables while the next job stages (1: no overlap).
+    staging_jobs: int = Field(default=3, ge=1, le=64)
     #: Most bytes one block / one chunk body may decompress to (more is BAD_CHUNK).
     max_block_decoded_mib: float = Field(default=64, gt=0)
     max_chunk_decoded_mib: float = Field(default=256, gt=0)

@@ -56,7 +56,7 @@ def test_the_cpu_table_shows_each_phase_and_the_machine() -> None:
     text = "\n".join(remaining_section(with_cpu(11.1, 6.0, 4.0, 7.0), 1000, 7.0, 2.0))
     assert "| CPU seconds | receive | stage | apply | end to end |" in text
     assert "| **the machine, all CPUs** (/proc/stat) | **6.00** | **4.00** | **7.00** |" in text
-    assert "5.20 CPU seconds in the 5.50 s of the apply (95% of one core)" in text
+    assert "(the apply's alone) used 5.20 CPU seconds in 5.50 s (95% of one core)" in text
     # 10 CPU seconds on 2 cores: at least 5.00 s, against 5.60 s one after the other.
     assert "in less than 5.00 s, against 5.60 s" in text
     assert "could save at most 0.60 s" in text
@@ -77,3 +77,18 @@ def test_a_target_below_the_cpu_bound_is_called_unreachable_and_only_then() -> N
     text = "\n".join(remaining_section(with_cpu(11.1, 3.0, 2.0, 4.0), 1000, 7.0, 2.0))
     assert "Target 4 (5.00 s) and target 3 (7.00 s) lie above that bound (4.15 s)" in text
     assert "cannot be met on this machine" not in text
+
+
+def test_when_the_load_overlaps_staging_and_the_apply_the_report_says_so() -> None:
+    # Staging 2.1 s and the apply 5.5 s within a load of 6.0 s: they overlapped.
+    main = with_cpu(11.1, 6.0, 4.0, 7.0)
+    main["agent_phases"] |= {"load_to_answer_s": 6.0}
+    text = "\n".join(remaining_section(main, 1000, 7.0, 2.0))
+    assert "then the load (6.00 s from its start to the answer), in which staging" in text
+    assert "| CPU seconds | receive | load, to the last table staged | load, the rest |" in text
+    assert "**Staging, 2.10 s** from the load's start to the last table staged" in text
+    # One after the other (7.6 s of a 8.0 s load would not be): the plain wording.
+    main["agent_phases"] |= {"load_to_answer_s": 7.7}
+    text = "\n".join(remaining_section(main, 1000, 7.0, 2.0))
+    assert "three phases that run one after the other" in text
+    assert "load, the rest" not in text

@@ -98,6 +98,7 @@ def new_loader(
         max_slice_mib: float = 16,
         commit: Commit | None = None,
         fail_first_attempt: bool = False,
+        staging_jobs: int = 3,
     ) -> DeltaLoader:
         settings = LoaderSettings(
             load_attempts=attempts,
@@ -107,6 +108,7 @@ def new_loader(
             staging_dir=tmp_path / "staging",
             fault_fail_first_task_attempt=fail_first_attempt,
             in_driver_max_mib=2**20 if spark_where == "driver" else 0,
+            staging_jobs=staging_jobs,
         )
         loader = DeltaLoader(
             ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables

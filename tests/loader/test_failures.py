@@ -248,11 +248,12 @@ def test_no_password_reaches_the_executors(
         shipped.append(repr(args))
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("spark_loader.loader.stage_slices", recording)
+    monkeypatch.setattr("spark_loader.staging_steps.stage_slices", recording)
     new_loader(schema).load(first)
-    (closure,) = shipped
-    assert str(password) not in closure
-    assert "passfile=" in closure
+    assert shipped  # a Spark job or more
+    for closure in shipped:
+        assert str(password) not in closure
+        assert "passfile=" in closure
 
 
 def test_a_task_retried_after_its_copy_leaves_exactly_one_copy_of_its_rows(

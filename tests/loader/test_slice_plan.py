@@ -4,6 +4,7 @@ at most one task per core, every chunk of a table in every one of its slices."""
 from __future__ import annotations
 
 from spark_loader.slice_jobs import MIN_SPLIT_BYTES, plan_tasks
+from spark_loader.staging_steps import table_groups
 
 MIB = 2**20
 
@@ -54,3 +55,21 @@ def test_chunks_arriving_out_of_order_are_read_in_chunk_order() -> None:
     entries = [(0, 3, "/c3", 10), (0, 1, "/c1", 10), (0, 2, "/c2", 10)]
     (task,) = plan_tasks(entries, parallelism=1, max_slice_bytes=MIB)
     assert [p for _, p in task.slices[0].chunks] == ["/c1", "/c2", "/c3"]
+
+
+def test_tables_are_grouped_into_consecutive_jobs_of_about_equal_bytes() -> None:
+    assert table_groups([10] * 10, 3) == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert table_groups([10] * 10, 1) == [0] * 10
+    assert table_groups([5, 5, 5], 8) == [0, 2, 5]  # one job per table at most
+    assert table_groups([0, 0, 0], 3) == [0, 0, 0]
+    big_first = table_groups([100, 1, 1], 3)
+    assert big_first[0] == 0
+    assert big_first[1] == big_first[2]
+
+
+def test_job_groups_never_go_back_and_never_exceed_the_jobs_asked() -> None:
+    for sizes in ([3, 1, 4, 1, 5, 9, 2, 6], [1] * 7, [0, 8, 0, 8]):
+        for jobs in range(1, 10):
+            groups = table_groups(sizes, jobs)
+            assert groups == sorted(groups)
+            assert len(set(groups)) <= jobs

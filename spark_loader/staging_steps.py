@@ -1,0 +1,129 @@
+"""Step 3 of a load (`DeltaLoader`): the transfer's tables staged, as one step per table.
+
+Each step returns its table's (staged, received) rows; the loader runs the steps ahead of
+its apply transaction (`run_ahead`) and applies each table as soon as its step is done.
+
+* A small delta (up to `in_driver_max_mib` of chunks) is staged at once, here, in the
+  driver on the loader's connection: a Spark job's fixed cost would be most of its load.
+  Its steps only hand the counts over.
+* A big one is `staging_jobs` Spark jobs, each over consecutive tables (about equal
+  bytes). While PostgreSQL applies one job's tables (one backend, one core), the executors
+  stage the next job's, on the other cores. The apply transaction reads a staging table
+  once its job has committed it: in READ COMMITTED each statement sees what was committed
+  before it began. Fewer jobs cost less (each costs the Spark JVM a fixed share of CPU);
+  more let the apply start sooner.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from functools import partial
+
+import psycopg
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException, PythonException
+from pyspark.sql import SparkSession
+
+from protocol.schema import Table
+from spark_loader.errors import LoadFailedError, TransientLoadError
+from spark_loader.settings import LoaderSettings
+from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
+from spark_loader.store import Datamart, empty_staging
+from spark_loader.store_sql import copy_statement
+from spark_loader.transfer import StagedTransfer
+
+#: One table's staging: (staged, received) rows.
+StagingStep = Callable[[], tuple[int, int]]
+
+
+def staging_steps(
+    conn: psycopg.Connection,
+    datamart: Datamart,
+    transfer: StagedTransfer,
+    tables: list[Table],
+    settings: LoaderSettings,
+    spark: SparkSession,
+    executor_dsn: Callable[[], str],
+) -> list[StagingStep]:
+    """Empty the tables' staging, then one step per table of `tables`, in that order."""
+    staging = {t.name: datamart.staging(t.name) for t in tables}
+    empty_staging(conn, list(staging.values()))
+    targets = {
+        datamart.position(t.name): StagingTarget(
+            staging[t.name],
+            copy_statement(staging[t.name], t),
+            zlib.crc32(staging[t.name].encode()) - 2**31,  # an int4 lock key
+        )
+        for t in tables
+    }
+    chunks = {
+        t.name: [
+            (datamart.position(t.name), number, str(path.absolute()), size)
+            for number, path, size in transfer.sized_chunks(t.name)
+        ]
+        for t in tables
+    }
+    slice_bytes = int(settings.max_slice_mib * 2**20)
+    limits, body_format = settings.body_limits(), transfer.manifest.body_format
+    every = [entry for t in tables for entry in chunks[t.name]]
+    if sum(size for *_, size in every) <= settings.in_driver_max_mib * 2**20:
+        tasks = plan_tasks(every, 1, slice_bytes)
+        at_once = stage_in_driver(conn, datamart.schema.tables, tasks, targets, limits, body_format)
+        return [partial(_given, at_once.get(datamart.position(t.name), (0, 0))) for t in tables]
+
+    groups = table_groups(
+        [sum(e[3] for e in chunks[t.name]) for t in tables], settings.staging_jobs
+    )
+    parallelism = spark.sparkContext.defaultParallelism
+    counts: dict[int, tuple[int, int]] = {}
+
+    def job(group: int) -> None:
+        members = [t for t, g in zip(tables, groups, strict=True) if g == group]
+        # The first job has every core; later ones leave one to the apply running beside.
+        width = parallelism if group == 0 else max(1, parallelism - 1)
+        tasks = plan_tasks([e for t in members for e in chunks[t.name]], width, slice_bytes)
+        positions = [datamart.position(t.name) for t in members]
+        try:
+            counts.update(
+                stage_slices(
+                    spark, datamart.schema.tables, tasks, executor_dsn(),
+                    {p: targets[p] for p in positions}, limits,
+                    settings.fault_fail_first_task_attempt, body_format,
+                )
+            )  # fmt: skip
+        except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
+            raise _spark_job_failed(exc) from None
+        except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
+            raise LoadFailedError(f"Spark refused the load: {exc}") from None
+
+    def step(index: int) -> tuple[int, int]:
+        if index == 0 or groups[index] != groups[index - 1]:
+            job(groups[index])
+        return counts.get(datamart.position(tables[index].name), (0, 0))
+
+    return [partial(step, i) for i in range(len(tables))]
+
+
+def table_groups(sizes: list[int], jobs: int) -> list[int]:
+    """The Spark job (0, 1, …) of each table, tables in order: at most `jobs` jobs of
+    consecutive tables, each about an equal share of the bytes."""
+    total = sum(sizes) or 1
+    out: list[int] = []
+    before = 0
+    for size in sizes:
+        out.append(min(jobs - 1, before * jobs // total))
+        before += size
+    return out
+
+
+def _given(counts: tuple[int, int]) -> tuple[int, int]:
+    """A step whose staging is already done."""
+    return counts
+
+
+def _spark_job_failed(exc: Exception) -> TransientLoadError:
+    """A failed Spark job: row errors came back as data (`stage_slices`), so this is an
+    executor or environment fault, worth another attempt."""
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return TransientLoadError(f"the Spark job failed: {first_line[:500]}")
