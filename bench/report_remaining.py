@@ -30,8 +30,8 @@ _WAITING = {"stage": ("origin", "broker"), "apply": ("origin", "broker", "agent"
 
 
 def overlapped(phases: dict[str, float]) -> bool:
-    """Did staging and the apply overlap (the load applies each table while it stages the
-    next)? Then their logged spans add up to more than the load."""
+    """Did staging and the apply overlap (the load applies one Spark job's tables while the
+    next job stages)? Then their logged spans add up to more than the load."""
     load = phases.get("load_to_answer_s")
     spans = phases.get("stage_s", 0.0) + phases.get("apply_s", 0.0)
     return load is not None and spans > load + 0.05
