@@ -19,6 +19,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from podd_kafka.client import aiokafka_options
+from podd_kafka.fetch_pace import FetchPace
 from podd_kafka.settings import KafkaSettings
 from protocol.codec import (
     decode_message,
@@ -47,6 +48,7 @@ class OriginClient:
         self._producer: AIOKafkaProducer | None = None
         self._readers: list[AIOKafkaConsumer] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self.pace = FetchPace(settings.fetch_max_wait_ms, settings.fetch_idle_wait_ms)
 
     async def __aenter__(self) -> Self:
         options = aiokafka_options(self.settings)
@@ -64,9 +66,11 @@ class OriginClient:
                 fetch_max_wait_ms=self.settings.fetch_max_wait_ms,
                 **options,
             )
+            self.pace.attach(reader)
             await reader.start()
             self._readers.append(reader)
             self._tasks.append(asyncio.create_task(self._read(reader, topic)))
+        self._tasks.append(asyncio.create_task(self._pace_fetches()))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -78,8 +82,14 @@ class OriginClient:
         if self._producer is not None:
             await self._producer.stop()
 
+    async def _pace_fetches(self) -> None:
+        while True:
+            self.pace.tick()
+            await asyncio.sleep(0.25)
+
     async def _read(self, reader: AIOKafkaConsumer, topic: str) -> None:
         async for message in reader:
+            self.pace.busy()
             try:
                 if topic == self.settings.topic_delta_in_rs:
                     result = decode_message(DeltaInResult, message.value or b"")
@@ -96,7 +106,10 @@ class OriginClient:
 
     @property
     def producer(self) -> AIOKafkaProducer:
+        """The producer. Taking it marks the client busy: a send is about to happen and its
+        answer should be fetched with the short wait."""
         assert self._producer is not None, "use OriginClient in `async with`"
+        self.pace.busy()
         return self._producer
 
     # --- sending ------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, NoReturn, cast
 import faust
 import structlog
 
+from podd_kafka.fetch_pace import FetchPace
 from podd_runtime.files import durable_write
 from protocol.codec import encode_datamart_key, encode_message
 from protocol.messages import DeltaInResult
@@ -75,7 +76,8 @@ def build_app(
         topic_replication_factor=settings.topic_replication_factor,
         producer_acks=-1,
     )
-    app.transport = consumer_transport(settings.fetch_max_wait_ms)(app.conf.broker_consumer, app)
+    pace = FetchPace(settings.fetch_max_wait_ms, settings.fetch_idle_wait_ms)
+    app.transport = consumer_transport(pace)(app.conf.broker_consumer, app)
 
     def raw_topic(name: str) -> faust.TopicT:
         return app.topic(
@@ -132,6 +134,7 @@ def build_app(
         async for event in manual.events():
             group.append(event)
             size += len(event.value or b"")
+            pace.busy()
             if len(group) < MAX_GROUP and size < MAX_GROUP_BYTES and _more_waiting(manual):
                 continue
             try:
@@ -147,6 +150,7 @@ def build_app(
     @app.agent(delta_rq)
     async def answer_state(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
+            pace.busy()
             try:
                 state = service.on_delta_rq(event.value)
                 if state is not None:
@@ -169,6 +173,10 @@ def build_app(
                 status_written = _write_status(status_file, service, status_written)
         except Exception as exc:
             log.warning("periodic check failed; retrying", error=f"{type(exc).__name__}: {exc}")
+
+    @app.timer(interval=0.25)  # type: ignore[untyped-decorator]
+    async def pace_fetches() -> None:
+        metrics.fetch_wait.set(pace.tick())  # the long fetch wait once quiet
 
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Faust's Kafka side: broker credentials, and a consumer whose fetch wait is a setting."""
+"""Faust's Kafka side: broker credentials, and a consumer whose fetch wait is paced."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import faust
 from faust.transport.drivers import aiokafka as faust_kafka
 
 from podd_kafka.client import sasl_login, ssl_context
+from podd_kafka.fetch_pace import FetchPace
 from replica_agent.settings import AgentSettings
 
 
@@ -25,19 +26,17 @@ def faust_credentials(settings: AgentSettings) -> faust.types.auth.CredentialsT 
     return None
 
 
-def consumer_transport(fetch_max_wait_ms: int) -> type[faust_kafka.Transport]:
-    """Faust's aiokafka transport, its consumer's fetch wait set to `fetch_max_wait_ms`.
+def consumer_transport(pace: FetchPace) -> type[faust_kafka.Transport]:
+    """Faust's aiokafka transport, its consumer's fetch wait set by `pace`.
 
     Faust builds its consumer with `fetch_max_wait_ms=1500` and no setting to change it;
-    a delta's chunks then waited up to that long on the way in. The value is replaced on
-    the consumer before it starts (it builds its fetcher from it at start)."""
+    a delta's chunks then waited up to that long on the way in. The consumer is attached
+    to `pace` before it starts (it builds its fetcher from the wait at start)."""
 
     class ConsumerThread(faust_kafka.AIOKafkaConsumerThread):
         def _create_worker_consumer(self, transport: Any) -> aiokafka.AIOKafkaConsumer:
             consumer = super()._create_worker_consumer(transport)
-            if not hasattr(consumer, "_fetch_max_wait_ms"):  # an aiokafka that moved it
-                raise RuntimeError("this aiokafka keeps no _fetch_max_wait_ms to set")
-            consumer._fetch_max_wait_ms = fetch_max_wait_ms
+            pace.attach(consumer)
             return consumer
 
     class FetchWaitConsumer(faust_kafka.Consumer):

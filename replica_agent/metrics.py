@@ -69,6 +69,11 @@ class AgentMetrics:
             "podd_current_delta", "The last applied delta number", ["datamart"], registry=r
         )
         self.open_transfers = Gauge("podd_open_transfers", "Transfers receiving chunks", registry=r)
+        self.fetch_wait = Gauge(
+            "podd_fetch_wait_ms",
+            "How long the agent's fetches may wait: short while messages flow, long once quiet",
+            registry=r,
+        )
 
     def count_applied(self, datamart: str, entry: RegistryEntry, seconds: float) -> None:
         self.deltas_applied.labels(datamart).inc()

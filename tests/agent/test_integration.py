@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
 
 import psycopg
@@ -91,6 +92,34 @@ def test_several_deltas_chunks_twice_shuffled_interleaved_with_empty_tables(
     assert_matches_model(replica_dsn, model)
     metrics = agent.metrics()
     assert f'podd_current_delta{{datamart="{schema.datamart}"}} 3.0' in metrics
+
+
+def test_a_quiet_agent_fetches_with_the_long_wait_and_a_delta_still_arrives(
+    agent: AgentProcess, schema: LogicalSchema
+) -> None:
+    """Idle, the agent polls the broker with the idle wait (200 ms by default), not every
+    20 ms; the chunks of a delta sent then are still received and applied."""
+
+    def wait_ms() -> float | None:
+        for line in agent.metrics().splitlines():
+            if line.startswith("podd_fetch_wait_ms "):
+                return float(line.split()[1])
+        return None
+
+    deadline = time.monotonic() + 60
+    while wait_ms() != 200.0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert wait_ms() == 200.0
+
+    async def scenario() -> DeltaInResult:
+        async with Origin(agent.broker, agent.topics) as origin:
+            chunks = chunks_of(schema, 0, _first_delta(schema), chunk_rows=10)
+            await origin.send_chunks(chunks)
+            return await outcome(origin, chunks[0].key.request_id)
+
+    result = run(scenario())
+    assert isinstance(result, DeltaInResult)
+    assert result.error_code is None, result
 
 
 def _first_delta(schema: LogicalSchema) -> dict[str, list[DeltaRow]]:
