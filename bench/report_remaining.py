@@ -110,12 +110,20 @@ def remaining_section(
         if both
         else "three phases that run one after the other"
     )
+    met_3 = e2e <= big_delta_target
     lines = [
-        "### Where the rest goes (targets 3 and 4)",
+        "### Where the rest goes (" + ("target 4" if met_3 else "targets 3 and 4") + ")",
         "",
         f"To meet both targets, this delta must take at most {limit:.2f} s ({big_delta_target:g}"
         f" s, and {headline_target:g} times the larger floor = {ratio_limit:.2f} s). It took "
-        f"{e2e:.2f} s, in {how}:",
+        f"{e2e:.2f} s"
+        + (
+            f" (target 3 met, target 4 not: {e2e / max(floor_a, floor_b):.2f} times the larger "
+            "floor)"
+            if met_3
+            else ""
+        )
+        + f", in {how}:",
         "",
         f"- **Receiving, {receive:.2f} s** for about {chunks:,} chunks "
         f"({1000 * receive / chunks:.1f} ms each), from the first chunk to the last staged. "
@@ -174,13 +182,13 @@ def remaining_section(
     lines.append(
         f"- **The whole delta is {b['work']:.2f} CPU seconds of work** (the sampler's own "
         f"left out). {b['waiting']:.2f} of them were spent waiting during staging and the "
-        "apply (the origin awaiting its answer, the consumers polling the broker every 20 ms, "
+        "apply (the origin awaiting its answer, the consumers polling the broker, "
         "the agent awaiting PostgreSQL). "
         f"Without those, the rest needs {b['bound']:.2f} s of all {cores} cores even if every "
         "phase overlapped every other perfectly."
     )
     lines.append("")
-    targets = (("target 4", ratio_limit), ("target 3", big_delta_target))
+    targets = [("target 4", ratio_limit)] + ([] if met_3 else [("target 3", big_delta_target)])
     beyond = [f"{name} ({t:.2f} s)" for name, t in targets if b["bound"] > t]
     within = [f"{name} ({t:.2f} s)" for name, t in targets if b["bound"] <= t]
     verdicts = []
@@ -200,6 +208,13 @@ def remaining_section(
             "nothing measurable beside the origin and the broker (*What changed*). This run "
             "does not show that "
             f"{'it' if len(within) == 1 else 'they'} cannot be met."
+        )
+    if b["bound"] > ratio_limit:
+        times = b["bound"] / max(floor_a, floor_b)
+        verdicts.append(
+            f"Target 4 compares work with work: the bound is {times:.2f} times the larger "
+            f"floor, where {headline_target:g} is allowed. Both were measured on this machine "
+            "in the same run, so a faster or slower machine moves them together."
         )
     lines += [" ".join(verdicts), ""]
     return lines

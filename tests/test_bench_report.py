@@ -92,3 +92,20 @@ def test_when_the_load_overlaps_staging_and_the_apply_the_report_says_so() -> No
     text = "\n".join(remaining_section(main, 1000, 7.0, 2.0))
     assert "three phases that run one after the other" in text
     assert "load, the rest" not in text
+
+
+def test_with_target_3_met_only_target_4_gets_a_verdict() -> None:
+    # 6.5 s meets 7 s but not 2 x floor (b) = 5.00 s; (13 - 0.2 - 0.5) / 2 = 6.15 s > 5.00.
+    text = "\n".join(remaining_section(with_cpu(6.5, 5.0, 3.0, 5.0), 1000, 7.0, 2.0))
+    assert "### Where the rest goes (target 4)" in text
+    assert "(target 3 met, target 4 not: 2.60 times the larger floor)" in text
+    assert "**Target 4 (5.00 s) cannot be met on this machine" in text
+    assert "target 3 (7.00 s)" not in text.lower()
+    assert "the bound is 2.46 times the larger floor, where 2 is allowed" in text
+
+
+def test_the_ratio_is_stated_only_when_target_4_is_out_of_reach() -> None:
+    # (9 - 0.2 - 0.5) / 2 = 4.15 s: under 5.00 s.
+    text = "\n".join(remaining_section(with_cpu(6.5, 3.0, 2.0, 4.0), 1000, 7.0, 2.0))
+    assert "Target 4 (5.00 s) lies above that bound (4.15 s)" in text
+    assert "times the larger floor, where" not in text
