@@ -107,3 +107,15 @@ def keyed_copy_floor(
             seconds = time.perf_counter() - started
         conn.execute(f"DROP SCHEMA {q(floor_schema)} CASCADE")
     return seconds, rows, cpu.timeline.whole()
+
+
+def settle_replica(dsn: str) -> float:
+    """`VACUUM (ANALYZE)` the whole database; returns the seconds it took.
+
+    Run before each timed measurement, so the autovacuum work that earlier points and the
+    pre-load left (up to 2 CPU seconds of autovacuum workers were seen inside the timed
+    delta) is not done inside it. The delta's and the floors' own work is still theirs."""
+    started = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    return time.perf_counter() - started

@@ -100,7 +100,9 @@ def render(results: dict[str, Any]) -> str:
         "Produced by `python -m bench.run` (this file, `benchmarks-chart.svg` and "
         f"`bench-results.json`; the run took {results['bench_seconds']:,.0f} s). Deltas span "
         f"{s['tables']} tables in chunks of {s['chunk_rows']:,} rows: 70% inserts, 20% "
-        f"updates, 10% deletes, on a replica pre-loaded with {s['preload']:,} rows.",
+        f"updates, 10% deletes, on a replica pre-loaded with {s['preload']:,} rows and then "
+        "vacuumed (`VACUUM (ANALYZE)`, also before floor (b)), so that autovacuum work left by "
+        "earlier steps does not run inside a timed one.",
         "",
         f"## End to end: a {rows:,}-row delta",
         "",

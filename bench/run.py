@@ -41,7 +41,7 @@ from bench.cpu import MachineCpu
 from bench.datagen import bench_schema
 from bench.e2e import Sent, one_row_latency, send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
-from bench.floors import consume_and_decode, keyed_copy_floor
+from bench.floors import consume_and_decode, keyed_copy_floor, settle_replica
 from bench.memory import TreeMemory
 from bench.peer import create_peer_tables, live_rows, run_peer
 from bench.report import write_report
@@ -106,6 +106,7 @@ class Bench:
                 print(f"[{rows:,} rows] pre-loading {preload.rows:,} rows", flush=True)
                 loaded = await send_and_wait(client, preload, ANSWER_TIMEOUT)
                 out["preload_seconds"] = round(loaded.seconds, 3)
+                out["settle_seconds"] = round(settle_replica(self.dsn), 3)
                 print(f"[{rows:,} rows] timed delta of {delta.rows:,} rows", flush=True)
                 pid = agent.process.pid
                 with TreeMemory(pid) as memory, MachineCpu(pid) as cpu:
@@ -152,6 +153,7 @@ class Bench:
             self.kafka, self.kafka.bootstrap_servers(), sent, schema
         )
         print("floor (b): COPY the kept rows into keyed, logged, pre-loaded tables", flush=True)
+        settle_replica(self.dsn)
         seconds_b, rows_b, cpu_b = keyed_copy_floor(self.dsn, preload.transfer, delta.transfer)
         return {
             "consume_decode_seconds": round(seconds_a, 3),
