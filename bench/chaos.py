@@ -1,8 +1,9 @@
 """`python -m bench.chaos`: deltas through faults, then the replica must be exactly right.
 
 The reference origin drives N deltas (default 100) into a real agent process while:
-* the agent is killed with `kill -9` at random moments (mid-transfer, mid-load, after a
-  commit: wherever the clock falls) and restarted on the same data directory;
+* the agent is killed with `kill -9` `--kills` times, each a random moment after a random
+  delta is done (mid-transfer, mid-load or after a commit of the next: wherever the clock
+  falls), and restarted on the same data directory;
 * PostgreSQL is crash-restarted (`pg_ctl stop -m immediate`, then start) at least twice;
 * malformed messages of every kind the fuzz test knows arrive on `delta.in` and `delta.rq`.
 The agent is supervised as a service manager would: whenever its process ends, it starts
@@ -121,20 +122,25 @@ async def _chaos(
 ) -> None:
     """Faults at random moments until the origin is done."""
     rng = random.Random(args.seed)
-    kills_left = args.kills
     restarts_at = [args.deltas * (i + 1) // (args.pg_restarts + 1) for i in range(args.pg_restarts)]
-    next_kill = time.monotonic() + rng.uniform(2, 2 * args.kill_every)
+    # Kills follow the deltas done, not the clock: a fast run gets all of them too. The last
+    # ones fall early enough that deltas are left to go through them.
+    candidates = range(1, max(2, args.deltas - 3))
+    kills_at = sorted(rng.choices(candidates, k=args.kills))
+    kill_due: float | None = None
     while not finished.is_set():
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.25)
         await asyncio.to_thread(supervisor.watch)
         if pg is not None and restarts_at and len(done) >= restarts_at[0]:
             restarts_at.pop(0)
             await asyncio.to_thread(pg.crash_restart, rng.uniform(0.5, 3))
             run.faults["PostgreSQL crash restart"] += 1
-        if kills_left and time.monotonic() >= next_kill:
-            kills_left -= 1
+        if kill_due is None and kills_at and len(done) >= kills_at[0]:
+            kills_at.pop(0)
+            kill_due = time.monotonic() + rng.uniform(0, args.kill_within)
+        if kill_due is not None and time.monotonic() >= kill_due:
+            kill_due = None
             await asyncio.to_thread(supervisor.kill)
-            next_kill = time.monotonic() + rng.uniform(1, 2 * args.kill_every)
 
 
 async def _malformed(
@@ -287,7 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows-per-delta", type=int, default=1000)
     parser.add_argument("--chunk-rows", type=int, default=250)
     parser.add_argument("--kills", type=int, default=None, help="default: one per 8 deltas")
-    parser.add_argument("--kill-every", type=float, default=8.0, help="mean seconds apart")
+    parser.add_argument(
+        "--kill-within", type=float, default=3.0,
+        help="each kill falls this many seconds at most after its delta is done",
+    )  # fmt: skip
     parser.add_argument("--pg-restarts", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=None)

@@ -18,7 +18,7 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     done = subprocess.run(
         [
             sys.executable, "-m", "bench.chaos", "--deltas", "20", "--rows-per-delta", "300",
-            "--kills", "3", "--kill-every", "6", "--pg-restarts", "2", "--seed", "3",
+            "--kills", "3", "--kill-within", "3", "--pg-restarts", "2", "--seed", "3",
             "--work-dir", str(tmp_path), "--report", str(report),
         ],
         cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
