@@ -55,7 +55,8 @@ CHANGES = [
     " or send, then wait 200 ms (`PODD_FETCH_IDLE_WAIT_MS`) | idle agent, origin and Tansu:"
     " 0.21 → 0.04 CPU-s a second. 1M-row delta, 3 alternating pairs: the origin, the broker"
     " and the agent used 1.48 → 0.73 CPU-s during the load, the machine 13.76 → 12.71; end to"
-    " end 8.07 s (7.19-8.89) → 7.79 s (6.76-8.41); 1-row median 0.039-0.056 s both ways |",
+    " end 8.07 s (7.19-8.89) → 7.79 s (6.76-8.41); 1-row median 0.039-0.056 s both ways; a"
+    " whole 1-row delta sent after 4 s of quiet: 0.043 → 0.073 s (the first fetch waits) |",
     "| measured and left out: staging jobs sized so the first (which the apply waits for) is"
     " the smallest, 3-3-4 tables instead of 4-3-3 | loader alone, 3 alternating pairs: 5.65 s"
     " (5.56-5.72) → 6.22 s (5.60-6.61); the last job, staged on one core, then outlasted the"
