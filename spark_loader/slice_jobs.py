@@ -27,6 +27,7 @@ import numba
 import numpy as np
 import psycopg
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
@@ -160,16 +161,22 @@ def _in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
 
 
 def last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
-    """The rows to stage: per key, the last one (the arrays are in arrival order)."""
+    """The rows to stage: per key, the last one (the arrays are in arrival order), in the
+    byte order of their keys' COPY encoding.
+
+    The order is for the apply: it inserts the new versions into t_actual's primary-key
+    index in staging order, and keys in order land on the same leaf page one after the
+    other instead of on a different page each (loader alone, 1M rows over 10 tables, 3
+    alternating pairs: the apply 4.75 s -> 4.30 s). For non-negative integer keys the byte
+    order is the index's own; negative ones and text keys keep part of the locality."""
     n = sum(len(k) for k in keys)
     if n == 0:
         return []
     table = pa.table({"k": pa.chunked_array(keys, pa.binary()), "i": np.arange(n)})
     winners = table.group_by("k", use_threads=False).aggregate([("i", "max")])
-    if winners.num_rows == n:
-        return rows
-    keep = np.sort(winners.column("i_max").to_numpy())
-    return list(pa.chunked_array(rows, pa.binary()).take(pa.array(keep)).chunks)
+    order = pc.sort_indices(winners, sort_keys=[("k", "ascending")])
+    keep = winners.column("i_max").take(order)
+    return list(pa.chunked_array(rows, pa.binary()).take(keep).chunks)
 
 
 def _stage_slice(

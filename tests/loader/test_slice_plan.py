@@ -3,7 +3,9 @@ at most one task per core, every chunk of a table in every one of its slices."""
 
 from __future__ import annotations
 
-from spark_loader.slice_jobs import MIN_SPLIT_BYTES, plan_tasks
+import pyarrow as pa
+
+from spark_loader.slice_jobs import MIN_SPLIT_BYTES, last_per_key, plan_tasks
 from spark_loader.staging_steps import table_groups
 
 MIB = 2**20
@@ -73,3 +75,13 @@ def test_job_groups_never_go_back_and_never_exceed_the_jobs_asked() -> None:
             groups = table_groups(sizes, jobs)
             assert groups == sorted(groups)
             assert len(set(groups)) <= jobs
+
+
+def test_the_last_row_per_key_is_kept_and_staged_in_key_order() -> None:
+    """`last_per_key`: duplicates resolve to the last arrival; the kept rows come out in the
+    keys' byte order (for the apply's index inserts), whatever order they arrived in."""
+    keys = [pa.array([b"\x00\x05", b"\x00\x01", b"\x00\x05"]), pa.array([b"\x00\x03", b"\x00\x01"])]
+    rows = [pa.array([b"5-first", b"1-first", b"5-last"]), pa.array([b"3", b"1-last"])]
+    kept = pa.chunked_array(last_per_key(keys, rows), pa.binary()).to_pylist()
+    assert kept == [b"1-last", b"3", b"5-last"]
+    assert last_per_key([], []) == []
