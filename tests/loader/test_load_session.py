@@ -3,10 +3,12 @@ staging tables analysed with a small sample, and nothing of that left in the ses
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psycopg
 import pytest
+from pyspark.sql import SparkSession
 
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.ddl import parse_schema
@@ -14,6 +16,7 @@ from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.loader import ANALYZE_MIN_ROWS
+from spark_loader.session import JVM_OPTIONS
 from spark_loader.store_sql import physical
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, stage
@@ -131,3 +134,25 @@ def test_a_big_staging_table_beside_a_small_one_gets_the_planners_own_choice(
     assert settings[small] == ("off", "off")
     (kept,) = loader.connections._idle  # nothing of it outlives the transaction
     assert kept.conn.execute("SHOW enable_hashjoin").fetchone() == ("on",)
+
+
+@pytest.mark.parametrize("spark_where", ["local", "cluster"], indirect=True)
+def test_the_loaders_jvms_run_with_the_quick_compiler_only(spark: SparkSession) -> None:
+    """`JVM_OPTIONS` reach the JVMs that were started, the driver's and the executors' (in
+    local mode the same one), not just the conf."""
+
+    def jvm_arguments(_: object) -> list[str]:
+        """In a Python worker (pickled by value: executors cannot import the tests): the
+        command line of the JVM that started it (worker, daemon, JVM)."""
+        pid = os.getpid()
+        while pid > 1:
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if Path(words[0].decode()).name == "java":
+                return [w.decode() for w in words]
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return []
+
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()  # type: ignore[union-attr]
+    assert JVM_OPTIONS in list(runtime.getInputArguments())
+    (executor,) = spark.sparkContext.parallelize([0], 1).map(jvm_arguments).collect()
+    assert JVM_OPTIONS in executor
