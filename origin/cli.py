@@ -35,28 +35,18 @@ from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from origin.backup import BackupLayout, incremental, produce, snapshot
+from origin.cdc import cli as cdc_cli
 from origin.client import OriginClient
-from origin.driver import DriverOptions, OriginDriver
+from origin.driver import OriginDriver
 from origin.errors import OriginError, ReplicaRefused
 from origin.progress import DeltaProgress
 from origin.settings import OriginSettings
 from origin.sources import DeltaSource, DirectorySource, WorkloadSource, save_deltas
 from protocol.console import log_to_stderr
-from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin")
-
-
-def read_schema(settings: OriginSettings) -> LogicalSchema:
-    if settings.schema_file is None or settings.datamart is None:
-        raise OriginError("give --datamart NAME and --schema FILE.sql")
-    try:
-        text = settings.schema_file.read_text()
-    except OSError as exc:
-        raise OriginError(f"cannot read the schema: {exc}") from None
-    return parse_schema(text, settings.datamart)
 
 
 def source_for(settings: OriginSettings, schema: LogicalSchema) -> DeltaSource:
@@ -70,24 +60,15 @@ def source_for(settings: OriginSettings, schema: LogicalSchema) -> DeltaSource:
     )
 
 
-def driver_options(settings: OriginSettings) -> DriverOptions:
-    return DriverOptions(
-        chunk_rows=settings.chunk_rows,
-        answer_timeout=settings.answer_timeout_seconds,
-        state_timeout=settings.state_timeout_seconds,
-        load_failed_retries=settings.load_failed_retries,
-    )
-
-
 async def drive(settings: OriginSettings, *, quiet: bool = False) -> int:
-    schema = read_schema(settings)
+    schema = settings.logical_schema()
     source = source_for(settings, schema)
     bootstrap = settings.bootstrap_servers()
     if not bootstrap:
         raise OriginError("give --broker kafka://HOST:PORT (the broker the replica agent uses)")
     progress = DeltaProgress(settings.deltas, sys.stderr if quiet else sys.stdout)
     async with OriginClient(settings, bootstrap) as client:
-        driver = OriginDriver(client, source, driver_options(settings), progress)
+        driver = OriginDriver(client, source, settings.driver_options(), progress)
         outcomes = await driver.run(settings.deltas)
     rows = sum(o.rows for o in outcomes)
     print(f"{len(outcomes)} delta(s) applied, {rows:,} rows")
@@ -107,7 +88,7 @@ async def print_state(settings: OriginSettings) -> int:
 
 
 def record(settings: OriginSettings, out: str) -> int:
-    schema = read_schema(settings)
+    schema = settings.logical_schema()
     if settings.deltas is None:
         raise OriginError("give --deltas N: how many deltas to record")
     source = source_for(settings.model_copy(update={"source_dir": None}), schema)
@@ -118,7 +99,7 @@ def record(settings: OriginSettings, out: str) -> int:
 
 
 async def backup(settings: OriginSettings, args: argparse.Namespace) -> int:
-    schema = read_schema(settings)
+    schema = settings.logical_schema()
     source = source_for(settings, schema)
     bootstrap = settings.bootstrap_servers()
     if not bootstrap or not args.topic:
@@ -147,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec = commands.add_parser("record", help="save workload deltas as files")
     state = commands.add_parser("state", help="print the replica's delta.rs")
     bak = commands.add_parser("backup", help="write deltas to a topic as BACKUP_TO_KAFKA does")
+    cdc_cli.add_parser(commands)
     for command in (run, rec, state, bak):
         command.add_argument("--datamart")
         command.add_argument("--schema", dest="schema_file", help="Prostore DDL file")
@@ -200,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log_to_stderr()
     try:
+        if args.command == "cdc":
+            return cdc_cli.main(args)
         settings = settings_from(args)
     except ValidationError as exc:
         print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)

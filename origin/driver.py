@@ -79,7 +79,7 @@ class _Framed:
     framing: tuple[str, list[Chunk]]  # requestId, chunks
 
 
-class _Resync(Exception):
+class Resync(Exception):
     """The replica expects another delta than the one in flight."""
 
 
@@ -147,7 +147,7 @@ class OriginDriver:
 
             try:
                 outcome = await self.transfer(framed.delta, framed.framing, on_sent=read_ahead)
-            except _Resync:
+            except Resync:
                 expected = (await self.state()).expected_delta_num
                 log.info("resuming from the replica's state", expected=expected)
                 continue
@@ -194,7 +194,7 @@ class OriginDriver:
                         delta.num, delta.rows, sent, time.perf_counter() - started, None, resends
                     )
                 if state.expected_delta_num < delta.num:
-                    raise _Resync
+                    raise Resync
                 ours = [p for p in state.in_progress if p.request_id == request_id]
                 if ours and ours[0].missing:
                     again = chunks_missing(chunks, ours[0].missing)
@@ -208,7 +208,7 @@ class OriginDriver:
                 if not again:  # nothing parsable named: send all of it again
                     again = chunks
             elif result.error_code == ErrorCode.OUT_OF_SEQUENCE:
-                raise _Resync
+                raise Resync
             elif (
                 result.error_code == ErrorCode.LOAD_FAILED
                 and load_failures < self.options.load_failed_retries

@@ -9,8 +9,12 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from origin.driver import DriverOptions
+from origin.errors import OriginError
 from origin.sources import START_DATE
 from podd_kafka.settings import KafkaSettings
+from protocol.ddl import parse_schema
+from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
 
 
@@ -56,6 +60,24 @@ class OriginSettings(KafkaSettings):
     def _mix(self) -> OriginSettings:
         self.workload_spec()  # the ratios must add up to 1
         return self
+
+    def logical_schema(self) -> LogicalSchema:
+        """The datamart's schema from `--schema`, as the replica agent serves it."""
+        if self.schema_file is None or self.datamart is None:
+            raise OriginError("give --datamart NAME and --schema FILE.sql")
+        try:
+            text = self.schema_file.read_text()
+        except OSError as exc:
+            raise OriginError(f"cannot read the schema: {exc}") from None
+        return parse_schema(text, self.datamart)
+
+    def driver_options(self) -> DriverOptions:
+        return DriverOptions(
+            chunk_rows=self.chunk_rows,
+            answer_timeout=self.answer_timeout_seconds,
+            state_timeout=self.state_timeout_seconds,
+            load_failed_retries=self.load_failed_retries,
+        )
 
     def workload_spec(self) -> WorkloadSpec:
         return WorkloadSpec(

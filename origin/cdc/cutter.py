@@ -1,0 +1,293 @@
+"""Cutting deltas from decoded records (docs/CDC.md "Common rules", "Transactions",
+"Heartbeat and the delta cut"). Pure: no Kafka, and time only as the caller passes it.
+
+Qlik: the bound is the smallest last-read `changeSequence` over the partitions that are not
+quiet (read to their end, settled); a delta is the longest run of complete transactions below
+it, in sequence order. DataWorks: the bound is the watermark, the smallest last heartbeat over
+the partitions that carry heartbeats; a delta is every pending change at or below it.
+
+`taken_by` is the one membership rule: feeding after a restart and rebuilding a recorded delta
+use it, so a rebuilt delta is the delta first sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from origin.cdc.cutlog import Cut, Span, partition_key
+from origin.cdc.dataworks import millis_time
+from origin.cdc.records import Change, Heartbeat, Position, Record
+from origin.cdc.rows import delta_rows, rows_digest
+from protocol.apply_model import DeltaRow
+from protocol.schema import LogicalSchema
+
+Format = Literal["qlik", "dataworks"]
+_MICRO = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    max_rows: int = 100_000  # a delta closes at this many changes (on a transaction boundary)
+    max_age: float = 10.0  # ... or when its oldest change has waited this many seconds
+    max_pending: int = 500_000  # changes held at most; an open transaction past it is bad input
+
+
+@dataclass
+class _Pending:
+    at: Position
+    change: Change
+    arrived: float
+
+
+@dataclass
+class _Partition:
+    next_offset: int
+    prev_end: int
+    refresh_done: int
+    last_key: Any = None  # Qlik: last changeSequence read; DataWorks: last heartbeat
+    pending: list[_Pending] = field(default_factory=list)
+
+
+def taken_by(fmt: Format, cut: Cut, at: Position, change: Change) -> bool:
+    """Whether `change`, read at `at`, belongs to `cut` or a delta before it (or, for Qlik, is
+    a second copy of one that did)."""
+    span = cut.spans.get(partition_key(at.topic, at.partition))
+    if change.cut_key is None:  # a full-load row
+        return span is not None and at.offset < span.refresh_upto
+    if cut.bound is None:
+        return False
+    below = _le(change.cut_key, cut.bound)
+    if fmt == "qlik":
+        return below
+    return below and span is not None and at.offset < span.end
+
+
+def in_delta(fmt: Format, cut: Cut, prev: Cut | None, at: Position, change: Change) -> bool:
+    """Whether `change`, read at `at` within the cut's spans, is one of delta `cut.delta`."""
+    span = cut.spans.get(partition_key(at.topic, at.partition))
+    if span is None or not span.lo <= at.offset < span.end:
+        return False
+    if change.cut_key is None:
+        return span.refresh_from <= at.offset < span.refresh_upto
+    if cut.bound is None or not _le(change.cut_key, cut.bound):
+        return False
+    return prev is None or not taken_by(fmt, prev, at, change)
+
+
+def _le(a: Any, b: Any) -> bool:
+    return bool(a <= b)
+
+
+class Cutter:
+    def __init__(
+        self,
+        fmt: Format,
+        schema: LogicalSchema,
+        starts: dict[str, int],
+        last: Cut | None,
+        bounds: Bounds = Bounds(),
+    ) -> None:
+        self.fmt = fmt
+        self.schema = schema
+        self.bounds = bounds
+        self.last = last
+        self.parts: dict[str, _Partition] = {}
+        for key, offset in starts.items():
+            span = last.spans.get(key) if last is not None else None
+            self.parts[key] = _Partition(
+                offset,
+                span.end if span else offset,
+                span.refresh_upto if span else offset,
+            )
+        self._identities: set[tuple[Any, ...]] = set()
+        self.pending = 0
+        self.duplicates = 0
+        self.late = 0
+
+    def feed(self, at: Position, record: Record, now: float) -> None:
+        part = self.parts[partition_key(at.topic, at.partition)]
+        part.next_offset = at.offset + 1
+        if isinstance(record, Heartbeat):
+            part.last_key = max(part.last_key or 0, record.event_time_ms)
+            return
+        if not isinstance(record, Change):
+            return
+        change = record
+        if self.fmt == "qlik" and change.cut_key is not None:
+            part.last_key = max(part.last_key or "", change.cut_key)
+        if self.last is not None and taken_by(self.fmt, self.last, at, change):
+            self.duplicates += 1
+            return
+        if change.identity is not None:
+            if change.identity in self._identities:
+                self.duplicates += 1
+                return
+            self._identities.add(change.identity)
+        if self.fmt == "dataworks" and self.last is not None and self.last.bound is not None:
+            self.late += int(_le(change.cut_key, self.last.bound))
+        part.pending.append(_Pending(at, change, now))
+        self.pending += 1
+
+    def passed(self, at: Position) -> None:
+        """A message that is no record (sent to the dead-letter topic): reading moved on."""
+        self.parts[partition_key(at.topic, at.partition)].next_offset = at.offset + 1
+
+    # --- the cut ----------------------------------------------------------------------
+    def cut(
+        self, delta: int, quiet: set[str], now: float, wall: datetime, *, force: bool = False
+    ) -> tuple[Cut, dict[str, list[DeltaRow]]] | None:
+        """Delta `delta` if one is due (size, age, every partition quiet, or `force`), else
+        None."""
+        chosen, bound = self._qlik(quiet) if self.fmt == "qlik" else self._dataworks()
+        if not chosen:
+            return None
+        due = (
+            force
+            or len(chosen) >= self.bounds.max_rows
+            or min(p.arrived for p in chosen) <= now - self.bounds.max_age
+            or quiet >= set(self.parts)
+        )
+        if not due:
+            return None
+        return self._take(delta, chosen, bound, wall)
+
+    def _qlik(self, quiet: set[str]) -> tuple[list[_Pending], Any]:
+        prev = self.last.bound if self.last is not None else None
+        limits = [p.last_key for k, p in self.parts.items() if k not in quiet]
+        everything = not limits
+        bound = None if None in limits or everything else min(limits)
+        groups: dict[Any, list[_Pending]] = {}
+        for part in self.parts.values():
+            for item in part.pending:
+                if item.change.cut_key is not None:
+                    tx = item.change.transaction
+                    groups.setdefault(tx if tx is not None else item.change.identity, []).append(
+                        item
+                    )
+        ordered = sorted(groups.values(), key=lambda g: min(i.change.cut_key for i in g))
+        taken: list[list[_Pending]] = []
+        count = 0
+        for group in ordered:
+            keys = [i.change.cut_key for i in group]
+            lasts = [i.change.counter for i in group if i.change.last_in_transaction]
+            complete = (everything or (bound is not None and max(keys) <= bound)) and (
+                group[0].change.transaction is None
+                or (len(lasts) == 1 and sorted(i.change.counter or 0 for i in group)
+                    == list(range(1, (lasts[0] or 0) + 1)))
+            )  # fmt: skip
+            if not complete or (count >= self.bounds.max_rows and taken):
+                break
+            taken.append(group)
+            count += len(group)
+        # No change left behind may sort below a change taken: keep the longest such prefix.
+        rest_min = min((min(i.change.cut_key for i in g) for g in ordered[len(taken):]),
+                       default=None)  # fmt: skip
+        while taken:
+            top = max(max(i.change.cut_key for i in g) for g in taken)
+            if rest_min is None or top < rest_min:
+                break
+            dropped = taken.pop()
+            low = min(i.change.cut_key for i in dropped)
+            rest_min = low if rest_min is None else min(rest_min, low)
+        chosen = [i for g in taken for i in g]
+        cut_bound = max((i.change.cut_key for i in chosen), default=prev)
+        chosen += self._refresh_rows(chosen, quiet)
+        return chosen, cut_bound
+
+    def _refresh_rows(self, chosen: list[_Pending], quiet: set[str]) -> list[_Pending]:
+        """Full-load rows go with the CDC changes after them in their partition, or, in a
+        quiet partition with nothing else left, as they are."""
+        reach: dict[tuple[str, int], int] = {}
+        for item in chosen:
+            where = (item.at.topic, item.at.partition)
+            reach[where] = max(reach.get(where, -1), item.at.offset)
+        ids = {id(i) for i in chosen}
+        rows = []
+        for key, part in self.parts.items():
+            left = [i for i in part.pending if i.change.cut_key is not None and id(i) not in ids]
+            for item in part.pending:
+                if item.change.cut_key is not None:
+                    continue
+                limit = reach.get((item.at.topic, item.at.partition), -1)
+                if item.at.offset < limit or (key in quiet and not left):
+                    rows.append(item)
+        return rows
+
+    def _dataworks(self) -> tuple[list[_Pending], Any]:
+        marks = [p.last_key for p in self.parts.values() if p.last_key is not None]
+        if not marks:
+            return [], None
+        watermark = min(marks)
+        chosen = [
+            i for p in self.parts.values() for i in p.pending if i.change.cut_key <= watermark
+        ]
+        return chosen, watermark
+
+    def _take(
+        self, delta: int, chosen: list[_Pending], bound: Any, wall: datetime
+    ) -> tuple[Cut, dict[str, list[DeltaRow]]]:
+        ids = {id(i) for i in chosen}
+        spans: dict[str, Span] = {}
+        for key, part in self.parts.items():
+            lo = part.pending[0].at.offset if part.pending else part.next_offset
+            refresh = [
+                i.at.offset for i in part.pending if id(i) in ids and i.change.cut_key is None
+            ]
+            upto = max(refresh, default=part.refresh_done - 1) + 1
+            part.pending = [i for i in part.pending if id(i) not in ids]
+            next_lo = part.pending[0].at.offset if part.pending else part.next_offset
+            spans[key] = Span(lo, part.prev_end, part.next_offset, part.refresh_done,
+                              max(upto, part.refresh_done), next_lo)  # fmt: skip
+            part.prev_end, part.refresh_done = part.next_offset, max(upto, part.refresh_done)
+        for item in chosen:
+            if item.change.identity is not None:
+                self._identities.discard(item.change.identity)
+        self.pending -= len(chosen)
+        changes = [(i.at, i.change) for i in chosen]
+        rows = delta_rows(self.schema, changes)
+        cut = Cut(
+            delta, self._date(chosen, bound, wall), bound,
+            self.last.bound if self.last else None, spans, len(chosen),
+            sum(len(r) for r in rows.values()), rows_digest(rows),
+        )  # fmt: skip
+        self.last = cut
+        return cut, rows
+
+    def _date(self, chosen: list[_Pending], bound: Any, wall: datetime) -> datetime:
+        if self.fmt == "dataworks":
+            date = millis_time(bound).replace(tzinfo=UTC)
+        else:
+            times = [i.change.source_time for i in chosen if i.change.source_time is not None]
+            date = max(times).replace(tzinfo=UTC) if times else wall
+        if self.last is not None and date <= self.last.date:
+            date = self.last.date + _MICRO
+        return date
+
+    def oldest_open(self) -> Position | None:
+        """Where the oldest change still held was read (for a bound's error message)."""
+        items = [p.pending[0] for p in self.parts.values() if p.pending]
+        return min((i.at for i in items), default=None)
+
+
+def rebuild(
+    fmt: Format,
+    schema: LogicalSchema,
+    cut: Cut,
+    prev: Cut | None,
+    records: Iterable[tuple[Position, Record]],
+) -> dict[str, list[DeltaRow]]:
+    """Delta `cut.delta` again, from the records read back over its spans."""
+    seen: set[tuple[Any, ...]] = set()
+    changes = []
+    for at, record in records:
+        if not isinstance(record, Change) or not in_delta(fmt, cut, prev, at, record):
+            continue
+        if record.identity is not None:
+            if record.identity in seen:
+                continue
+            seen.add(record.identity)
+        changes.append((at, record))
+    return delta_rows(schema, changes)

@@ -1,0 +1,170 @@
+"""DataWorks' "sync all data to Kafka" messages → records (docs/CDC.md "DataWorks").
+
+Every value is one JSON object carrying its table's `schema`; the mapped table is cached by
+that schema, so a table whose columns change is seen at its first message with the new ones.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+
+from origin.cdc.errors import BadInput, SchemaStop
+from origin.cdc.records import Change, Heartbeat, Record, RowChange, Skipped
+from origin.cdc.tables import DATAWORKS_ROW_ID, MappedTable, check_against, map_table, replica_name
+from origin.cdc.values import BIGINT_RANGE, dataworks_column
+from protocol.schema import LogicalSchema
+
+ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
+#: Messages that change no row: counted and passed over.
+NO_ROW_OPS = frozenset(
+    {"TRANSACTION_BEGIN", "TRANSACTION_END", "GTID", "XACOMMIT", "XAROLLBACK", "CINDEX",
+     "DINDEX", "QUERY"}
+)  # fmt: skip
+#: DDL of a replicated table that changes what the replica holds: the schema stop.
+TABLE_DDL = frozenset({"ALTER", "ERASE", "TRUNCATE", "RENAME"})
+_EPOCH = datetime(1970, 1, 1)
+#: The mapped tables kept by their schema; more distinct schemas than this is bad input.
+MAX_SCHEMAS = 10_000
+
+
+def _fields(obj: Any, what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise BadInput(None, f"{what} is not an object")
+    return obj
+
+
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 40:
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadInput(None, f"{what} {str(value)[:40]!r} is not a whole number")
+    return value
+
+
+def event_time(payload: dict[str, Any]) -> int:
+    stamps = _fields(payload.get("timestamp"), "payload.timestamp")
+    millis = _whole(stamps.get("eventTime"), "eventTime")
+    if millis > BIGINT_RANGE[1]:
+        raise BadInput(None, f"eventTime {millis} is out of range")
+    return millis
+
+
+def millis_time(millis: int) -> datetime:
+    return _EPOCH + timedelta(milliseconds=millis)
+
+
+class DataWorksDecoder:
+    def __init__(self, expected: LogicalSchema | None = None) -> None:
+        self.expected = expected
+        self._tables: dict[bytes, MappedTable] = {}
+        self.by_name: dict[str, MappedTable] = {}
+
+    def decode(self, topic: str, value: bytes | None) -> Record:
+        del topic  # every message names its table
+        if not value or value.lstrip()[:1] != b"{":
+            raise BadInput(None, "not a JSON object")
+        try:
+            obj = _fields(orjson.loads(value), "the value")
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(None, f"not JSON: {exc}") from None
+        payload = _fields(obj.get("payload"), "payload")
+        op = payload.get("op")
+        if op == "MHEARTBEAT":
+            return Heartbeat(event_time(payload))
+        if op in NO_ROW_OPS:
+            return Skipped(str(op))
+        schema = _fields(obj.get("schema"), "schema")
+        source = _fields(schema.get("source"), "schema.source")
+        source_table = source.get("tableName")
+        if not isinstance(source_table, str):
+            raise BadInput(None, "schema.source.tableName is not a name")
+        if op == "CREATE":
+            return self._create(schema, source_table)
+        if op in TABLE_DDL:
+            return self._ddl(str(op), source_table, payload)
+        if op not in ROW_OPS:
+            raise BadInput(None, f"op {str(op)[:20]!r} is not one DataWorks writes")
+        table = self._table(schema, source_table)
+        sequence = _whole(payload.get("sequenceId"), "sequenceId")
+        millis = event_time(payload)
+        if op in ("INSERT", "UPDATE_AFTER"):
+            after = table.row(_fields(self._columns(payload, "after"), f"{op} after"), op)
+            before_obj = payload.get("before")
+            before = None
+            if op == "UPDATE_AFTER" and before_obj:
+                before = table.key_row(_fields(self._columns(payload, "before"), "before"), op)
+            rows: tuple[RowChange, ...] = table.changes(before, after)
+        else:  # UPDATE_BEFOR (the key's old half) or DELETE
+            gone = table.key_row(_fields(self._columns(payload, "before"), f"{op} before"), op)
+            rows = (table.delete(gone),)
+        half = 0 if op == "UPDATE_BEFOR" else 1
+        return Change(
+            rows, millis, (sequence, half), (sequence, op), millis_time(millis), None, None, True
+        )
+
+    @staticmethod
+    def _columns(payload: dict[str, Any], side: str) -> Any:
+        image = payload.get(side)
+        if not isinstance(image, dict):
+            raise BadInput(None, f"payload.{side} is not an object")
+        return image.get("dataColumn")
+
+    def _table(self, schema: dict[str, Any], source_table: str) -> MappedTable:
+        cache_key = orjson.dumps([source_table, schema.get("dataColumn"), schema.get("primaryKey")])
+        table = self._tables.get(cache_key)
+        if table is None:
+            table = self._map(schema, source_table)
+            if len(self._tables) >= MAX_SCHEMAS:
+                raise BadInput(None, f"more than {MAX_SCHEMAS:,} distinct table schemas")
+            self._tables[cache_key] = table
+            known = self.by_name.get(table.name)
+            if known is not None and known.table != table.table:
+                raise SchemaStop(
+                    None,
+                    f"table {table.name} changed: was {known.table.column_names}, "
+                    f"now {table.table.column_names}",
+                )
+            self.by_name[table.name] = table
+        return table
+
+    def _map(self, schema: dict[str, Any], source_table: str) -> MappedTable:
+        columns_obj = schema.get("dataColumn")
+        if not isinstance(columns_obj, list) or not columns_obj:
+            raise BadInput(None, f"table {source_table}: schema.dataColumn is not a list")
+        try:
+            columns = [dataworks_column(str(c["name"]), str(c["type"])) for c in columns_obj]
+        except (KeyError, TypeError) as exc:
+            raise BadInput(None, f"table {source_table}: a column without {exc}") from None
+        except ValueError as exc:
+            raise BadInput(None, f"table {source_table}: {exc}") from None
+        key = schema.get("primaryKey")
+        if not key:
+            names = [c.name for c in columns]
+            key = [DATAWORKS_ROW_ID] if DATAWORKS_ROW_ID in names else []
+        if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
+            raise BadInput(None, f"table {source_table}: primaryKey is not a list of names")
+        table, mapped = map_table(source_table, columns, key, "schema")
+        check_against(self.expected, table)
+        return MappedTable(table, mapped)
+
+    def _create(self, schema: dict[str, Any], source_table: str) -> Record:
+        if self.expected is None or not self.expected.has_table(replica_name(source_table)):
+            name = replica_name(source_table)
+            raise BadInput(None, f"CREATE of table {name}, which the replica's schema lacks")
+        self._table(schema, source_table)
+        return Skipped("CREATE")
+
+    def _ddl(self, op: str, source_table: str, payload: dict[str, Any]) -> Record:
+        name = replica_name(source_table)
+        replicated = name in self.by_name or (
+            self.expected is not None and self.expected.has_table(name)
+        )
+        if not replicated:
+            return Skipped(op)
+        ddl = payload.get("ddl")
+        text = ddl.get("text") if isinstance(ddl, dict) else None
+        detail = f": {str(text)[:200]}" if text else ""
+        raise SchemaStop(None, f"{op} of replicated table {name}{detail}")

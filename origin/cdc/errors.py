@@ -1,0 +1,43 @@
+"""Errors of the CDC origin; each names where in the source it was found."""
+
+from __future__ import annotations
+
+from origin.cdc.records import Position
+from origin.errors import OriginError
+
+
+class CdcError(OriginError):
+    """The CDC origin cannot go on (settings, the cut log, the source topic)."""
+
+
+class BadInput(CdcError):
+    """A source message that cannot become a row change (CDC.md "Bad input")."""
+
+    def __init__(self, at: Position | None, reason: str) -> None:
+        where = f"{at}: " if at is not None else ""
+        super().__init__(f"bad input at {where}{reason}")
+        self.at = at
+        self.reason = reason
+
+    def located(self, at: Position) -> BadInput:
+        """The same error, placed at `at` (decoders raise it before they know where)."""
+        return BadInput(at, self.reason) if self.at is None else self
+
+
+class SchemaStop(BadInput):
+    """A replicated table's columns changed at the source (CDC.md "Schema")."""
+
+    def located(self, at: Position) -> SchemaStop:
+        return SchemaStop(at, self.reason) if self.at is None else self
+
+
+class AwaitingMetadata(CdcError):
+    """A Qlik data message names a table whose metadata message has not been read yet."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no metadata message yet for {key}")
+        self.key = key
+
+
+class TableRefused(BadInput):
+    """A source table the replica cannot hold (no usable key, a name that is no identifier)."""

@@ -1,0 +1,267 @@
+"""Qlik Replicate's Kafka messages → records (docs/CDC.md "Qlik Replicate").
+
+JSON or Avro, with or without the envelope. Metadata messages fill a catalog (schemaId and
+table name → the mapped table); a data message names its table by the envelope's
+`messageSchemaId`, or, without an envelope, by its topic (`topic_tables`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import fastavro
+import orjson
+
+from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop
+from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
+from origin.cdc.records import Change, Record, RowChange, TableSeen
+from origin.cdc.tables import MappedTable, check_against, map_table
+from origin.cdc.values import qlik_column
+from protocol.schema import LogicalSchema
+
+UPSERTS = frozenset({"INSERT", "UPDATE", "REFRESH"})
+_SEQUENCE = re.compile(r"\d{1,40}\Z")
+SEQUENCE_WIDTH = 40
+#: Writer schemas kept at most (metadata `dataSchema`s and inline `messageSchema`s).
+MAX_SCHEMAS = 10_000
+
+
+def _fields(obj: Any, what: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise BadInput(None, f"{what} is not an object")
+    return obj
+
+
+def _read_avro(data: Any, schema: Any) -> Any:
+    if not isinstance(data, bytes):
+        raise ValueError("not bytes")
+    return fastavro.schemaless_reader(io.BytesIO(data), schema, None)
+
+
+def sequence_key(value: Any) -> str:
+    """`changeSequence` as a key that sorts as the number it is."""
+    if not isinstance(value, str) or not _SEQUENCE.match(value):
+        raise BadInput(None, f"changeSequence {str(value)[:50]!r} is not a string of digits")
+    return value.rjust(SEQUENCE_WIDTH, "0")
+
+
+def source_time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value / 1000, UTC).replace(tzinfo=None)
+    try:
+        parsed = datetime.fromisoformat(str(value).replace(" ", "T", 1))
+    except ValueError:
+        raise BadInput(None, f"timestamp {str(value)[:40]!r} is not a time") from None
+    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
+def _mask(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return int.from_bytes(value, "big")
+    try:
+        return int(str(value), 16)
+    except ValueError:
+        raise BadInput(None, f"columnMask {str(value)[:40]!r} is not hexadecimal") from None
+
+
+class QlikDecoder:
+    def __init__(
+        self,
+        expected: LogicalSchema | None = None,
+        topic_tables: Mapping[str, str] | None = None,
+    ) -> None:
+        self.expected = expected
+        self.topic_tables = dict(topic_tables or {})
+        self.by_schema_id: dict[str, MappedTable] = {}
+        self.by_name: dict[str, MappedTable] = {}
+        self._changed: dict[str, SchemaStop] = {}  # a table's newest metadata, if refused
+        self._ordinals: dict[str, dict[str, int]] = {}
+        self._data_schemas: dict[str, Any] = {}
+
+    # --- the message ------------------------------------------------------------------
+    def decode(self, topic: str, value: bytes | None) -> Record:
+        if not value:
+            raise BadInput(None, "an empty value")
+        if value[:5] == MAGIC:
+            return self._avro_envelope(value)
+        if value.lstrip()[:1] != b"{":
+            raise BadInput(None, "neither JSON nor a Qlik Avro envelope")
+        try:
+            obj = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(None, f"not JSON: {exc}") from None
+        obj = _fields(obj, "the value")
+        if obj.get("magic") == MAGIC.decode():
+            message = _fields(obj.get("message"), "the envelope's message")
+            if obj.get("type") == "MD":
+                return self._metadata(message)
+            if obj.get("type") == "DT":
+                return self._data(message, self._table_by_id(obj.get("messageSchemaId")))
+            raise BadInput(None, f"envelope type {str(obj.get('type'))[:20]!r} is not MD or DT")
+        if "tableStructure" in obj:
+            return self._metadata(obj)
+        return self._data(obj, self._table_by_topic(topic))
+
+    def _avro_envelope(self, value: bytes) -> Record:
+        try:
+            envelope = _read_avro(value, PARSED_ENVELOPE)
+            if envelope["type"] == "MD":
+                metadata = _read_avro(envelope["message"], PARSED_METADATA)
+                return self._metadata(_fields(metadata, "the metadata message"))
+        except (EOFError, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+            raise BadInput(None, f"not a Qlik Avro envelope: {exc!r}"[:200]) from None
+        if envelope["type"] != "DT":
+            raise BadInput(None, f"envelope type {envelope['type'][:20]!r} is not MD or DT")
+        table = self._table_by_id(envelope["messageSchemaId"])
+        schema = self._data_schema(envelope["messageSchemaId"], envelope["messageSchema"])
+        try:
+            message = _read_avro(envelope["message"], schema)
+        except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
+            raise BadInput(
+                None, f"the data message is not Avro of its schema: {exc!r}"[:200]
+            ) from None
+        return self._data(_fields(message, "the data message"), table)
+
+    def _data_schema(self, schema_id: str | None, inline: str | None) -> Any:
+        """The writer schema of a data message: its own `messageSchema`, else its table's
+        `dataSchema`. Inline schemas are cached up to a bound (a message may be hostile)."""
+        if inline is not None:
+            parsed = self._data_schemas.get(inline)
+            if parsed is None:
+                try:
+                    parsed = fastavro.parse_schema(json.loads(inline))
+                except (ValueError, TypeError, KeyError) as exc:
+                    reason = f"messageSchema is not an Avro schema: {exc}"
+                    raise BadInput(None, reason[:200]) from None
+                if len(self._data_schemas) < MAX_SCHEMAS:
+                    self._data_schemas[inline] = parsed
+            return parsed
+        if schema_id is None or schema_id not in self._data_schemas:
+            raise BadInput(None, "a data message with no schema of its own or of its table")
+        return self._data_schemas[schema_id]
+
+    # --- metadata ---------------------------------------------------------------------
+    def learn(self, message: dict[str, Any]) -> TableSeen:
+        """Replay a metadata message read in an earlier run (the durable catalog)."""
+        seen = self._metadata(message)
+        assert isinstance(seen, TableSeen)
+        return seen
+
+    def _metadata(self, message: dict[str, Any]) -> Record:
+        try:
+            schema_id = str(message["schemaId"])
+            table_name = str(_fields(message["lineage"], "lineage")["table"])
+            columns = _fields(
+                _fields(message["tableStructure"], "tableStructure")["tableColumns"],
+                "tableColumns",
+            )
+            ordered = sorted(columns.items(), key=lambda item: int(item[1]["ordinal"]))
+            mapped_columns = [
+                qlik_column(
+                    name, str(c["type"]), c.get("length"), c.get("precision"), c.get("scale")
+                )
+                for name, c in ordered
+            ]
+            keyed = sorted((int(c.get("primaryKeyPosition") or 0), name) for name, c in ordered)
+            key = [name for position, name in keyed if position > 0]
+            ordinals = {name: int(c["ordinal"]) for name, c in ordered}
+            data_schema = message.get("dataSchema")
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise BadInput(None, f"a metadata message without {exc}"[:200]) from None
+        except ValueError as exc:
+            raise BadInput(None, f"a metadata message: {exc}"[:300]) from None
+        table, mapped = map_table(table_name, mapped_columns, key, "metadata")
+        current = MappedTable(table, mapped)
+        try:
+            check_against(self.expected, table)
+            self._changed.pop(schema_id, None)
+        except SchemaStop as stop:
+            self._changed[schema_id] = stop  # refused at the first data message that uses it
+        self.by_schema_id[schema_id] = current
+        self.by_name[table.name] = current
+        self._ordinals[schema_id] = {c.name: ordinals[c.source_name] for c in mapped}
+        if isinstance(data_schema, str) and schema_id not in self._data_schemas:
+            # Only Avro data messages need it; a JSON task may write any text here.
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                self._data_schemas[schema_id] = fastavro.parse_schema(json.loads(data_schema))
+        return TableSeen(schema_id, table, message)
+
+    def _table_by_id(self, schema_id: Any) -> tuple[str, MappedTable]:
+        if not isinstance(schema_id, str):
+            raise BadInput(None, "a data message without messageSchemaId")
+        if schema_id in self._changed:
+            raise self._changed[schema_id]
+        table = self.by_schema_id.get(schema_id)
+        if table is None:
+            raise AwaitingMetadata(f"schemaId {schema_id}")
+        return schema_id, table
+
+    def _table_by_topic(self, topic: str) -> tuple[str, MappedTable]:
+        name = self.topic_tables.get(topic)
+        if name is None:
+            raise BadInput(None, f"no envelope, and no table is configured for topic {topic}")
+        table = self.by_name.get(name)
+        if table is None:
+            raise AwaitingMetadata(f"table {name}")
+        schema_id = next(k for k, v in self.by_schema_id.items() if v is table)
+        if schema_id in self._changed:
+            raise self._changed[schema_id]
+        return schema_id, table
+
+    # --- data -------------------------------------------------------------------------
+    def _data(self, message: dict[str, Any], found: tuple[str, MappedTable]) -> Record:
+        schema_id, table = found
+        headers = _fields(message.get("headers"), "headers")
+        operation = headers.get("operation")
+        data, before = message.get("data"), message.get("beforeData")
+        self._check_mask(schema_id, table, headers.get("columnMask"), operation)
+        if operation in UPSERTS:
+            after = table.row(_fields(data, f"{operation} data"), operation)
+            old = table.row(_fields(before, "beforeData"), "beforeData") if before else None
+            rows: tuple[RowChange, ...] = table.changes(old, after)
+        elif operation == "DELETE":
+            gone = before if before else data
+            rows = (table.delete(table.key_row(_fields(gone, "DELETE data"), "DELETE")),)
+        else:
+            raise BadInput(None, f"operation {str(operation)[:20]!r} is not one Qlik writes")
+        if operation == "REFRESH":
+            return Change(rows, None, ("",), None)
+        sequence = sequence_key(headers.get("changeSequence"))
+        transaction = headers.get("transactionId")
+        counter = headers.get("transactionEventCounter")
+        if transaction is not None and (
+            not isinstance(counter, int) or isinstance(counter, bool) or counter < 1
+        ):
+            raise BadInput(None, f"transactionEventCounter {str(counter)[:20]!r} is not 1 or more")
+        return Change(
+            rows,
+            sequence,
+            (sequence,),
+            (sequence,),
+            source_time(headers.get("timestamp")),
+            None if transaction is None else str(transaction),
+            counter if transaction is not None else None,
+            transaction is None or headers.get("transactionLastEvent") is True,
+        )
+
+    def _check_mask(self, schema_id: str, table: MappedTable, raw: Any, operation: Any) -> None:
+        mask = _mask(raw)
+        if mask is None:
+            return
+        needed = table.table.primary_key if operation == "DELETE" else table.table.column_names
+        ordinals = self._ordinals[schema_id]
+        for name in needed:
+            if not mask >> (ordinals[name] - 1) & 1:
+                raise BadInput(
+                    None, f"column {name} of table {table.name} was not captured (columnMask)"
+                )

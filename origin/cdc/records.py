@@ -1,0 +1,78 @@
+"""What a decoded CDC message is: a row change, a heartbeat, a table's metadata, or nothing.
+
+Decoders produce these; the cutter consumes them. A change's `rows` are already in the
+replica's layout (the table's columns in logical order, `sys_op` apart): one upsert or
+delete, or a delete of the old key then an upsert of the new one when the key changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from protocol.schema import Table
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """Where a message was read: topic, partition, offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"topic {self.topic} partition {self.partition} offset {self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    table: str
+    sys_op: int
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One source change.
+
+    `cut_key` places it against a delta's bound: Qlik's `changeSequence` (None for a full-load
+    `REFRESH` row), DataWorks' `eventTime` in ms. `order` sorts the changes of one delta
+    (the source's sequence). `identity` is the same for a change written twice.
+    """
+
+    rows: tuple[RowChange, ...]
+    cut_key: Any  # str (Qlik sequence) | int (DataWorks ms) | None; one kind per run
+    order: tuple[Any, ...]
+    identity: tuple[Any, ...] | None
+    source_time: datetime | None = None
+    transaction: str | None = None
+    counter: int | None = None
+    last_in_transaction: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """DataWorks `MHEARTBEAT`: the writer's progress in this partition, in ms."""
+
+    event_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TableSeen:
+    """A table's structure as the source describes it (Qlik metadata message)."""
+
+    schema_id: str
+    table: Table
+    source: dict[str, Any]  # the metadata message as decoded, kept so it can be replayed
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A message with no row change (transaction markers, GTIDs, index DDL): counted."""
+
+    what: str
+
+
+Record = Change | Heartbeat | TableSeen | Skipped

@@ -1,0 +1,312 @@
+"""`podd-origin cdc run`: read CDC topics, cut deltas, drive the replica over the protocol.
+
+1. Ask the replica's state (`delta.rq`) and reconcile it with the cut log: a replica ahead of
+   the log, or behind its first record, is an error naming both; recorded deltas it has not
+   applied are rebuilt from exactly their offsets and sent again.
+2. Read every partition from where the last cut left it (or the start offsets).
+3. When a delta is due, record its cut durably, then send it (`origin.driver`) and wait for
+   `delta.in.rs`; one delta in flight, as the protocol requires.
+4. Bad input stops reading its partition; what can still be cut before it is applied, then
+   the run ends with the error. With a dead-letter topic, bad messages go there instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from origin.cdc.cutlog import Cut, CutLog
+from origin.cdc.cutter import Bounds, Cutter, Format, rebuild
+from origin.cdc.dataworks import DataWorksDecoder
+from origin.cdc.errors import AwaitingMetadata, BadInput, CdcError, SchemaStop
+from origin.cdc.qlik import QlikDecoder
+from origin.cdc.records import Position, Record, TableSeen
+from origin.cdc.rows import rows_digest
+from origin.cdc.topic_reader import TopicReader, read_spans
+from origin.client import OriginClient
+from origin.driver import DriverOptions, OriginDriver, Resync
+from origin.sources import SourceDelta
+from podd_runtime.files import durable_write
+from protocol.schema import LogicalSchema
+
+log = structlog.get_logger("origin.cdc")
+CATALOG = "qlik-catalog.json"
+
+
+@dataclass(frozen=True)
+class CdcOptions:
+    fmt: Format
+    topics: list[str]
+    state_dir: Path
+    bounds: Bounds = field(default_factory=Bounds)
+    settle: float = 2.0
+    dead_letter_topic: str | None = None
+    start_latest: bool = False
+    start_offsets: dict[str, int] = field(default_factory=dict)
+    until_idle: float | None = None
+    metadata_wait: float = 30.0
+    topic_tables: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CdcStats:
+    deltas: int = 0
+    changes: int = 0
+    rows: int = 0
+    dead_lettered: int = 0
+    rebuilt: int = 0
+
+
+class _NoDeltas:
+    """The driver's source; the CDC origin hands it each delta itself."""
+
+    def __init__(self, schema: LogicalSchema) -> None:
+        self.schema = schema
+
+    def delta(self, num: int) -> SourceDelta | None:
+        del num
+        return None
+
+
+def make_decoder(
+    options: CdcOptions, schema: LogicalSchema | None, *, catalog: bool = True
+) -> QlikDecoder | DataWorksDecoder:
+    """The format's decoder; for Qlik with the tables learnt in earlier runs (`catalog`)."""
+    if options.fmt == "qlik":
+        decoder = QlikDecoder(schema, options.topic_tables)
+        path = options.state_dir / CATALOG
+        if catalog and path.exists():
+            for message in json.loads(path.read_text()):
+                decoder.learn(message)
+        return decoder
+    return DataWorksDecoder(schema)
+
+
+class CdcOrigin:
+    def __init__(
+        self,
+        client: OriginClient,
+        schema: LogicalSchema,
+        options: CdcOptions,
+        driver_options: DriverOptions,
+        out: Callable[[str], None],
+    ) -> None:
+        self.client = client
+        self.schema = schema
+        self.options = options
+        self.driver = OriginDriver(client, _NoDeltas(schema), driver_options)
+        self.cutlog = CutLog(options.state_dir, schema.datamart)
+        self.decoder = make_decoder(options, schema)
+        self.out = out
+        self.stats = CdcStats()
+        self._catalog: list[dict[str, Any]] = []
+        path = options.state_dir / CATALOG
+        if path.exists():
+            self._catalog = json.loads(path.read_text())
+        self._blocked: dict[str, BadInput] = {}
+        self._waiting: dict[str, tuple[int, float]] = {}
+
+    # --- 1. reconcile -----------------------------------------------------------------
+    async def run(self) -> CdcStats:
+        expected = (await self.driver.state()).expected_delta_num
+        last = self.cutlog.last
+        if last is not None:
+            first = min(self.cutlog.cuts)
+            if expected > last.delta + 1:
+                raise CdcError(
+                    f"the replica of {self.schema.datamart} expects delta {expected}, but the "
+                    f"cut log in {self.options.state_dir} ends at delta {last.delta}: the "
+                    "replica is ahead of this origin's cuts"
+                )
+            if expected < first:
+                raise CdcError(
+                    f"the replica expects delta {expected}, but the cut log in "
+                    f"{self.options.state_dir} starts at delta {first}"
+                )
+            for number in range(expected, last.delta + 1):
+                await self._send(self.cutlog.cuts[number], await self._rebuilt(number))
+                self.stats.rebuilt += 1
+            expected = last.delta + 1
+        await self._live(expected)
+        return self.stats
+
+    async def _rebuilt(self, number: int) -> dict[str, Any]:
+        cut = self.cutlog.cuts[number]
+        decoder = make_decoder(self.options, self.schema)
+        records: list[tuple[Position, Record]] = []
+        bootstrap = self.client.bootstrap
+        async for message in read_spans(self.client.settings, bootstrap, cut.spans):
+            try:
+                record = decoder.decode(message.topic, message.value)
+            except (BadInput, AwaitingMetadata):
+                continue  # never part of a delta: sent to the dead-letter topic back then
+            records.append((Position(message.topic, message.partition, message.offset), record))
+        rows = rebuild(self.options.fmt, self.schema, cut, self.cutlog.get(number - 1), records)
+        if rows_digest(rows) != cut.digest:
+            raise CdcError(
+                f"delta {number} read back from its recorded offsets differs from the delta "
+                "recorded: the source topic changed under the cut log"
+            )
+        log.info("delta rebuilt from the cut log", deltaNum=number)
+        return rows
+
+    # --- 2-3. read, cut, send -----------------------------------------------------------
+    async def _live(self, number: int) -> None:
+        reader = TopicReader(self.client.settings, self.client.bootstrap, self.options.settle)
+        keys = await reader.start(self.options.topics)
+        try:
+            starts = await self._starts(reader, keys)
+            for key, offset in starts.items():
+                reader.seek(key, offset)
+            cutter = Cutter(self.options.fmt, self.schema, starts, self.cutlog.last,
+                            self.options.bounds)  # fmt: skip
+            reading = asyncio.create_task(self._read(reader, cutter))
+            try:
+                await self._cut_and_send(reader, cutter, reading, number)
+            finally:
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
+        finally:
+            await reader.stop()
+
+    async def _starts(self, reader: TopicReader, keys: list[str]) -> dict[str, int]:
+        last = self.cutlog.last
+        first = await reader.first_offsets(self.options.start_latest)
+        starts = {}
+        for key in keys:
+            if last is not None and key in last.spans:
+                starts[key] = last.spans[key].next_lo
+            else:
+                starts[key] = self.options.start_offsets.get(key, first[key])
+        return starts
+
+    async def _cut_and_send(
+        self, reader: TopicReader, cutter: Cutter, reading: asyncio.Task[None], number: int
+    ) -> None:
+        while True:
+            if reading.done():
+                reading.result()  # raises what stopped the reader
+                raise CdcError("the reader stopped")
+            quiet = reader.quiet()
+            live = set(cutter.parts) - set(self._blocked)
+            stuck = bool(self._blocked) and quiet >= live
+            full = cutter.pending >= self.options.bounds.max_pending
+            found = cutter.cut(number, quiet, time.monotonic(), datetime.now(UTC),
+                               force=stuck or full)  # fmt: skip
+            if found is not None:
+                cut, rows = found
+                self.cutlog.record(cut)
+                log.info("delta cut", deltaNum=cut.delta, changes=cut.changes, rows=cut.rows,
+                         lag=reader.lag(), pending=cutter.pending)  # fmt: skip
+                await self._send(cut, rows, lag=reader.lag())
+                number += 1
+                continue
+            if stuck:
+                raise next(iter(self._blocked.values()))
+            if full:
+                raise BadInput(cutter.oldest_open(), (
+                    f"{cutter.pending:,} changes are held and none can be cut: a transaction "
+                    f"larger than {self.options.bounds.max_pending:,} changes, or one never "
+                    "completed"))  # fmt: skip
+            idle = self.options.until_idle
+            settled = quiet >= set(cutter.parts) and not self._waiting
+            if idle is not None and settled and time.monotonic() - reader.last_arrival() >= idle:
+                if cutter.pending:
+                    log.warning("changes of incomplete transactions held, not sent",
+                                changes=cutter.pending)  # fmt: skip
+                return
+            await asyncio.sleep(0.05)
+
+    async def _send(self, cut: Cut, rows: dict[str, Any], lag: int | None = None) -> None:
+        delta = SourceDelta(cut.delta, cut.date, rows)
+        try:
+            outcome = await self.driver.transfer(delta)
+        except Resync:
+            state = await self.driver.state()
+            raise CdcError(
+                f"delta {cut.delta} was refused OUT_OF_SEQUENCE and the replica now expects "
+                f"{state.expected_delta_num}: another origin drives it? Run again to reconcile"
+            ) from None
+        self.stats.deltas += 1
+        self.stats.changes += cut.changes
+        self.stats.rows += cut.rows
+        behind = "" if lag is None else f"; {lag:,} message(s) behind"
+        self.out(
+            f"delta {cut.delta}: {cut.changes:,} changes -> {cut.rows:,} rows, "
+            f"dated {cut.date.isoformat()}, applied in {outcome.seconds:.2f} s{behind}"
+        )
+
+    # --- reading ------------------------------------------------------------------------
+    async def _read(self, reader: TopicReader, cutter: Cutter) -> None:
+        while True:
+            if cutter.pending >= self.options.bounds.max_pending:
+                await asyncio.sleep(0.05)  # back-pressure: the next cut frees room
+                continue
+            self._check_waits(reader)
+            for message in await reader.batch():
+                key = f"{message.topic}:{message.partition}"
+                if key in self._blocked or key in reader.paused:
+                    continue
+                at = Position(message.topic, message.partition, message.offset)
+                try:
+                    record = self.decoder.decode(message.topic, message.value)
+                except AwaitingMetadata:
+                    reader.pause(key, message.offset)
+                    self._waiting.setdefault(key, (message.offset, time.monotonic()))
+                    continue
+                except BadInput as exc:
+                    await self._bad(reader, cutter, exc.located(at), message)
+                    continue
+                self._waiting.pop(key, None)
+                if isinstance(record, TableSeen):
+                    self._remember(record, reader)
+                cutter.feed(at, record, time.monotonic())
+
+    def _check_waits(self, reader: TopicReader) -> None:
+        now = time.monotonic()
+        for key, (offset, since) in list(self._waiting.items()):
+            if now - since > self.options.metadata_wait:
+                del self._waiting[key]
+                topic, _, partition = key.rpartition(":")
+                at = Position(topic, int(partition), offset)
+                self._blocked[key] = BadInput(at, (
+                    f"a data message whose table's metadata did not arrive within "
+                    f"{self.options.metadata_wait:g} s"))  # fmt: skip
+                log.error("bad input", error=str(self._blocked[key]))
+
+    def _remember(self, seen: TableSeen, reader: TopicReader) -> None:
+        if self.options.fmt == "qlik" and seen.source not in self._catalog:
+            self._catalog.append(seen.source)
+            data = json.dumps(self._catalog, default=str).encode()
+            durable_write(self.options.state_dir / CATALOG, data)
+        for key in list(self._waiting):
+            reader.resume(key)  # read the waiting message again, now that a table is known
+
+    async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
+        key = f"{message.topic}:{message.partition}"
+        if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop):
+            reader.pause(key, message.offset)
+            self._blocked[key] = exc
+            log.error("bad input: reading of the partition stopped", error=str(exc))
+            return
+        headers = [
+            ("podd-source", f"{message.topic}:{message.partition}:{message.offset}".encode()),
+            ("podd-error", exc.reason[:1000].encode()),
+        ]
+        await self.client.producer.send_and_wait(
+            self.options.dead_letter_topic, key=message.key, value=message.value, headers=headers
+        )
+        cutter.passed(exc.at or Position(message.topic, message.partition, message.offset))
+        self.stats.dead_lettered += 1
+        log.warning(
+            "bad input sent to the dead-letter topic", error=str(exc),
+            topic=self.options.dead_letter_topic, count=self.stats.dead_lettered,
+        )  # fmt: skip

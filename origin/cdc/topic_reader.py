@@ -1,0 +1,185 @@
+"""Reading CDC topics: every partition assigned (no consumer group: the cut log, not the
+broker, remembers where the origin stands), positions set by the caller, and which partitions
+are quiet (read to the end the broker last reported, with nothing new for the settle time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+
+from origin.cdc.cutlog import Span, partition_key, split_key
+from origin.cdc.errors import CdcError
+from podd_kafka.client import aiokafka_options
+from podd_kafka.settings import KafkaSettings
+
+log = structlog.get_logger("origin.cdc")
+#: The largest message read (a Kafka fetch of one partition); larger ones cannot be read.
+MAX_MESSAGE_BYTES = 16 << 20
+
+
+def consumer(settings: KafkaSettings, bootstrap: list[str]) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="none",
+        max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
+        fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        **aiokafka_options(settings),
+    )
+
+
+async def partitions_of(reader: AIOKafkaConsumer, topics: Iterable[str]) -> list[TopicPartition]:
+    """Every partition of `topics`; a topic that does not exist is an error, never created."""
+    found: list[TopicPartition] = []
+    for topic in topics:
+        parts = None
+        for _ in range(20):
+            parts = reader.partitions_for_topic(topic)
+            if parts:
+                break
+            await reader._client.force_metadata_update()
+            await asyncio.sleep(0.1)
+        if not parts:
+            raise CdcError(f"the topic {topic} does not exist on the broker")
+        found += [TopicPartition(topic, p) for p in sorted(parts)]
+    return found
+
+
+class TopicReader:
+    """The live reader: positions from the caller, quiet partitions, pause and resume."""
+
+    def __init__(self, settings: KafkaSettings, bootstrap: list[str], settle: float) -> None:
+        self.settle = settle
+        self.reader = consumer(settings, bootstrap)
+        self.partitions: list[TopicPartition] = []
+        self.position: dict[str, int] = {}
+        self._last_seen: dict[str, float] = {}
+        self._paused: set[str] = set()
+
+    async def start(self, topics: list[str]) -> list[str]:
+        await self.reader.start()
+        self.partitions = await partitions_of(self.reader, topics)
+        self.reader.assign(self.partitions)
+        now = time.monotonic()
+        for tp in self.partitions:
+            self._last_seen[partition_key(tp.topic, tp.partition)] = now
+        return [partition_key(tp.topic, tp.partition) for tp in self.partitions]
+
+    async def stop(self) -> None:
+        await self.reader.stop()
+
+    async def first_offsets(self, latest: bool) -> dict[str, int]:
+        tps = self.partitions
+        found = await (
+            self.reader.end_offsets(tps) if latest else self.reader.beginning_offsets(tps)
+        )
+        return {partition_key(tp.topic, tp.partition): int(found[tp]) for tp in tps}
+
+    def seek(self, key: str, offset: int) -> None:
+        topic, partition = split_key(key)
+        self.reader.seek(TopicPartition(topic, partition), offset)
+        self.position[key] = offset
+
+    async def batch(self, timeout_ms: int = 100) -> list[ConsumerRecord[Any, Any]]:
+        found = await self.reader.getmany(timeout_ms=timeout_ms, max_records=2000)
+        now = time.monotonic()
+        records = []
+        for tp, items in found.items():
+            key = partition_key(tp.topic, tp.partition)
+            if key in self._paused:
+                continue  # fetched before the pause took effect: read again on resume
+            if items:
+                self._last_seen[key] = now
+                self.position[key] = items[-1].offset + 1
+                records += items
+        return records
+
+    def pause(self, key: str, at: int) -> None:
+        """Stop reading `key`; on resume it is read again from `at`."""
+        topic, partition = split_key(key)
+        self.reader.pause(TopicPartition(topic, partition))
+        self._paused.add(key)
+        self.position[key] = at
+
+    def resume(self, key: str) -> None:
+        if key in self._paused:
+            self._paused.discard(key)
+            self.seek(key, self.position[key])
+            self.reader.resume(TopicPartition(*split_key(key)))
+
+    @property
+    def paused(self) -> set[str]:
+        return set(self._paused)
+
+    def lag(self) -> int:
+        """Messages behind the end the broker last reported (0 where it has not yet)."""
+        total = 0
+        for tp in self.partitions:
+            high = self.reader.highwater(tp)
+            if high is not None:
+                total += max(0, high - self.position.get(partition_key(tp.topic, tp.partition), 0))
+        return total
+
+    def quiet(self) -> set[str]:
+        """Partitions read to the broker's last reported end, with nothing new for `settle`."""
+        now = time.monotonic()
+        found = set()
+        for tp in self.partitions:
+            key = partition_key(tp.topic, tp.partition)
+            if key in self._paused:
+                continue
+            high = self.reader.highwater(tp)
+            caught_up = high is None or self.position.get(key, 0) >= high
+            if caught_up and now - self._last_seen[key] >= self.settle:
+                found.add(key)
+        return found
+
+    def last_arrival(self) -> float:
+        return max(self._last_seen.values(), default=time.monotonic())
+
+
+async def read_spans(
+    settings: KafkaSettings, bootstrap: list[str], spans: dict[str, Span], timeout: float = 60
+) -> AsyncIterator[ConsumerRecord[Any, Any]]:
+    """The messages of each span's `[lo, end)`, for rebuilding a recorded delta. A span the
+    topic no longer holds (retention) is an error naming both."""
+    wanted = {k: s for k, s in spans.items() if s.lo < s.end}
+    if not wanted:
+        return
+    reader = consumer(settings, bootstrap)
+    await reader.start()
+    try:
+        await partitions_of(reader, {split_key(k)[0] for k in wanted})
+        tps = {k: TopicPartition(*split_key(k)) for k in wanted}
+        reader.assign(list(tps.values()))
+        first = await reader.beginning_offsets(list(tps.values()))
+        for key, span in wanted.items():
+            if first[tps[key]] > span.lo:
+                raise CdcError(
+                    f"{key}: the cut log needs offsets {span.lo}..{span.end - 1}, but the topic "
+                    f"now starts at {first[tps[key]]} (retention?)"
+                )
+            reader.seek(tps[key], span.lo)
+        left = set(wanted)
+        deadline = time.monotonic() + timeout
+        while left:
+            if time.monotonic() > deadline:
+                raise CdcError(f"the recorded offsets of {sorted(left)} could not be read back")
+            found = await reader.getmany(timeout_ms=200, max_records=2000)
+            for tp, items in found.items():
+                key = partition_key(tp.topic, tp.partition)
+                for item in items:
+                    if item.offset < wanted[key].end:
+                        yield item
+                if items and items[-1].offset + 1 >= wanted[key].end:
+                    left.discard(key)
+                    reader.pause(tp)
+    finally:
+        await reader.stop()

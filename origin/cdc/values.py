@@ -1,0 +1,240 @@
+"""Source column types → Prostore types, and source values → the replica's values.
+
+The mappings are docs/CDC.md's "Types" tables. A converter takes one decoded value (JSON, or
+Avro as fastavro reads it) and returns the value the replica stores, or raises `ValueError`
+saying why it does not fit; the decoder turns that into `BadInput` with the position.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from protocol.types import ColumnType, TypeKind
+
+Converter = Callable[[Any], Any]
+
+INT32_RANGE = (-(2**31), 2**31 - 1)
+BIGINT_RANGE = (-(2**63), 2**63 - 1)
+#: A value longer than this (UTF-8 bytes) is bad input even in an unbounded VARCHAR.
+MAX_VALUE_BYTES = 1 << 20
+
+#: Qlik data types (docs/CDC.md); NUMERIC is decided by precision and scale.
+QLIK_TYPES: dict[str, TypeKind] = {
+    "INT1": TypeKind.INT32, "INT2": TypeKind.INT32, "INT4": TypeKind.INT32,
+    "UINT1": TypeKind.INT32, "UINT2": TypeKind.INT32,
+    "INT8": TypeKind.BIGINT, "UINT4": TypeKind.BIGINT, "UINT8": TypeKind.BIGINT,
+    "REAL4": TypeKind.FLOAT, "REAL8": TypeKind.DOUBLE,
+    "STRING": TypeKind.VARCHAR, "WSTRING": TypeKind.VARCHAR,
+    "CLOB": TypeKind.VARCHAR, "NCLOB": TypeKind.VARCHAR,
+    "BOOLEAN": TypeKind.BOOLEAN, "DATE": TypeKind.DATE, "TIME": TypeKind.TIME,
+    "DATETIME": TypeKind.TIMESTAMP, "BYTES": TypeKind.VARCHAR, "BLOB": TypeKind.VARCHAR,
+}  # fmt: skip
+#: Qlik types whose JSON value is a number (the rest travel as strings).
+QLIK_NUMBERS = frozenset(
+    {"INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4", "UINT8", "REAL4", "REAL8"}
+)
+#: The widest NUMERIC(p, 0) that fits BIGINT.
+NUMERIC_BIGINT_PRECISION = 18
+
+#: DataWorks column types (docs/CDC.md).
+DATAWORKS_TYPES: dict[str, TypeKind] = {
+    "BOOLEAN": TypeKind.BOOLEAN, "LONG": TypeKind.BIGINT, "DOUBLE": TypeKind.DOUBLE,
+    "STRING": TypeKind.VARCHAR, "DATE": TypeKind.TIMESTAMP, "BYTES": TypeKind.VARCHAR,
+}  # fmt: skip
+
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)\Z")
+_INTEGER = re.compile(r"[+-]?\d{1,20}\Z")
+_EPOCH = datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """One column as the source declares it, mapped."""
+
+    name: str
+    type: ColumnType
+    convert: Converter
+
+
+def _integer(value: Any, bounds: tuple[int, int]) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an integer")
+    if isinstance(value, str) and _INTEGER.match(value.strip()):
+        value = int(value.strip())
+    if not isinstance(value, int):
+        raise ValueError(f"{str(value)[:40]!r} is not an integer")
+    if not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"{value} is outside {bounds[0]}..{bounds[1]}")
+    return value
+
+
+def _real(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{str(value)[:40]!r} is not a number")
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{str(value)[:40]!r} is not a number") from None
+
+
+def _text(limit: int | None) -> Converter:
+    def convert(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{str(value)[:40]!r} is not text")
+        if len(value) > MAX_VALUE_BYTES or len(value.encode()) > MAX_VALUE_BYTES:
+            raise ValueError(
+                f"a value of {len(value.encode()):,} bytes (at most {MAX_VALUE_BYTES:,})"
+            )
+        if limit is not None and len(value) > limit:
+            raise ValueError(f"{len(value)} characters do not fit VARCHAR({limit})")
+        if "\x00" in value:
+            raise ValueError("text holds a NUL character")
+        return value
+
+    return convert
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise ValueError(f"{str(value)[:40]!r} is not a boolean")
+
+
+def _date(value: Any) -> date:
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):  # Avro date: days
+        return date(1970, 1, 1) + timedelta(days=value)
+    if not isinstance(value, str):
+        raise ValueError(f"{str(value)[:40]!r} is not a date")
+    return date.fromisoformat(value.strip()[:10])
+
+
+def _time(value: Any) -> time:
+    if isinstance(value, time):
+        return value
+    if isinstance(value, timedelta):  # some readers give a time of day as a duration
+        return (datetime.min + value).time()
+    if not isinstance(value, str):
+        raise ValueError(f"{str(value)[:40]!r} is not a time of day")
+    return time.fromisoformat(value.strip())
+
+
+def _timestamp(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+    if not isinstance(value, str):
+        raise ValueError(f"{str(value)[:40]!r} is not a timestamp")
+    parsed = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
+    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
+def _epoch_millis(value: Any) -> datetime:
+    millis = _integer(value, BIGINT_RANGE)
+    return _EPOCH + timedelta(milliseconds=millis)
+
+
+def _decimal_text(value: Any) -> str:
+    if isinstance(value, Decimal):
+        value = format(value, "f")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not _DECIMAL.match(value.strip()):
+        raise ValueError(f"{str(value)[:40]!r} is not a decimal number")
+    return value.strip()
+
+
+def _numeric_integer(value: Any) -> int:
+    if isinstance(value, Decimal):
+        if value != value.to_integral_value():
+            raise ValueError(f"{value} is not a whole number")
+        value = int(value)
+    return _integer(value, BIGINT_RANGE)
+
+
+def _hex_text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return str(_text(None)(value.hex().upper()))
+    text = str(_text(None)(value))
+    try:
+        binascii.unhexlify(text)
+    except (binascii.Error, ValueError):
+        raise ValueError("BYTES value is not hexadecimal text") from None
+    return text
+
+
+def _base64_text(value: Any) -> str:
+    text = str(_text(None)(value))
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("BYTES value is not base64 text") from None
+    return text
+
+
+def qlik_column(
+    name: str, type_name: str, length: int | None, precision: int | None, scale: int | None
+) -> SourceColumn:
+    """A Qlik column (metadata `tableColumns`) mapped to the replica's type and converter."""
+    name_upper = type_name.upper()
+    if name_upper == "NUMERIC":
+        if (scale or 0) == 0 and precision is not None and precision <= NUMERIC_BIGINT_PRECISION:
+            return SourceColumn(name, ColumnType(TypeKind.BIGINT), _numeric_integer)
+        return SourceColumn(name, ColumnType(TypeKind.VARCHAR), _decimal_text)
+    kind = QLIK_TYPES.get(name_upper)
+    if kind is None:
+        raise ValueError(f"column {name}: Qlik type {type_name!r} has no mapping")
+    length = length if length and length > 0 else None
+    converters: dict[str, Converter] = {
+        "UINT8": lambda v: _integer(v, (0, BIGINT_RANGE[1])),
+        "UINT4": lambda v: _integer(v, (0, 2**32 - 1)),
+        "UINT1": lambda v: _integer(v, (0, 255)),
+        "UINT2": lambda v: _integer(v, (0, 65_535)),
+        "INT1": lambda v: _integer(v, (-128, 127)),
+        "INT2": lambda v: _integer(v, (-32_768, 32_767)),
+        "INT4": lambda v: _integer(v, INT32_RANGE),
+        "INT8": lambda v: _integer(v, BIGINT_RANGE),
+        "BYTES": _hex_text,
+        "BLOB": _hex_text,
+    }
+    by_kind: dict[TypeKind, Converter] = {
+        TypeKind.FLOAT: _real, TypeKind.DOUBLE: _real, TypeKind.BOOLEAN: _boolean,
+        TypeKind.DATE: _date, TypeKind.TIME: _time, TypeKind.TIMESTAMP: _timestamp,
+    }  # fmt: skip
+    if name_upper in ("STRING", "WSTRING"):
+        return SourceColumn(name, ColumnType(kind, length), _text(length))
+    convert = converters.get(name_upper) or by_kind.get(kind) or _text(None)
+    return SourceColumn(name, ColumnType(kind), convert)
+
+
+def dataworks_column(name: str, type_name: str) -> SourceColumn:
+    """A DataWorks column (`schema.dataColumn`) mapped to the replica's type and converter."""
+    kind = DATAWORKS_TYPES.get(type_name.upper())
+    if kind is None:
+        raise ValueError(f"column {name}: DataWorks type {type_name!r} has no mapping")
+    converters: dict[str, Converter] = {
+        "BOOLEAN": _boolean, "LONG": lambda v: _integer(v, BIGINT_RANGE), "DOUBLE": _real,
+        "STRING": _text(None), "DATE": _epoch_millis, "BYTES": _base64_text,
+    }  # fmt: skip
+    return SourceColumn(name, ColumnType(kind), converters[type_name.upper()])
+
+
+def convert_value(column: SourceColumn, value: Any) -> Any:
+    """`value` for the replica; None stays None. Raises ValueError naming the column."""
+    if value is None:
+        return None
+    try:
+        return column.convert(value)
+    except (ValueError, OverflowError, InvalidOperation) as exc:
+        raise ValueError(f"column {column.name}: {exc}") from None
