@@ -12,6 +12,7 @@ use it, so a rebuilt delta is the delta first sent.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,8 @@ from protocol.schema import LogicalSchema
 
 Format = Literal["qlik", "dataworks"]
 _MICRO = timedelta(microseconds=1)
+#: DataWorks watermarks remembered between two cuts, at most (the newest are kept).
+MAX_WATERMARKS = 10_000
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class Cutter:
                 span.refresh_upto if span else offset,
             )
         self._identities: set[tuple[Any, ...]] = set()
+        self._watermarks: list[int] = []  # DataWorks: the watermarks passed since the last cut
         self.pending = 0
         self.duplicates = 0
         self.late = 0
@@ -112,6 +116,7 @@ class Cutter:
         part.next_offset = at.offset + 1
         if isinstance(record, Heartbeat):
             part.last_key = max(part.last_key or 0, record.event_time_ms)
+            self._note_watermark()
             return
         if not isinstance(record, Change):
             return
@@ -216,11 +221,23 @@ class Cutter:
                     rows.append(item)
         return rows
 
-    def _dataworks(self) -> tuple[list[_Pending], Any]:
+    def _note_watermark(self) -> None:
         marks = [p.last_key for p in self.parts.values() if p.last_key is not None]
-        if not marks:
+        if marks and (not self._watermarks or min(marks) > self._watermarks[-1]):
+            self._watermarks.append(min(marks))
+            del self._watermarks[:-MAX_WATERMARKS]
+
+    def _dataworks(self) -> tuple[list[_Pending], Any]:
+        """Every held change at or below a watermark the topic passed: the earliest one that
+        gives `max_rows` changes, else the latest."""
+        if not self._watermarks:
             return [], None
-        watermark = min(marks)
+        keys = sorted(i.change.cut_key for p in self.parts.values() for i in p.pending)
+        watermark = self._watermarks[-1]
+        for mark in self._watermarks:
+            if bisect.bisect_right(keys, mark) >= self.bounds.max_rows:
+                watermark = mark
+                break
         chosen = [
             i for p in self.parts.values() for i in p.pending if i.change.cut_key <= watermark
         ]
@@ -254,6 +271,8 @@ class Cutter:
             sum(len(r) for r in rows.values()), rows_digest(rows),
         )  # fmt: skip
         self.last = cut
+        if self.fmt == "dataworks":
+            self._watermarks = [w for w in self._watermarks if w > bound]
         return cut, rows
 
     def _date(self, chosen: list[_Pending], bound: Any, wall: datetime) -> datetime:

@@ -79,8 +79,9 @@ class DataWorksWriter:
                           "checkpointTime": event_ms},
             "ddl": None,
         }  # fmt: skip
+        op = op if not (op == "UPDATE_AFTER" and before) else "UPDATE_AFTER+BEFORE"
         return Written(partition_of(table.name, key, self.partitions), repr(key).encode(),
-                       self._message(table, payload), change, str(sequence), sequence)  # fmt: skip
+                       self._message(table, payload), change, str(sequence), None, op)  # fmt: skip
 
     def change_messages(self, change: SourceChange, event_ms: int) -> list[Written]:
         table = self.tables[change.table]

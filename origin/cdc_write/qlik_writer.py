@@ -61,8 +61,9 @@ class Written:
     key: bytes | None
     value: bytes
     change: SourceChange | None = None
-    sequence: str | None = None  # changeSequence; None for REFRESH and metadata
-    transaction: int | None = None
+    sequence: str | None = None  # changeSequence (DataWorks: sequenceId); None: no change
+    transaction: int | None = None  # Qlik: the transaction's number
+    op: str | None = None  # the operation as written (Qlik's, or DataWorks' op)
 
 
 def partition_of(table: str, key: Iterable[Any], partitions: int) -> int:
@@ -196,7 +197,7 @@ class QlikWriter:
         }
         value = self._wrap("DT", table, message)
         return Written(partition_of(table.name, key, self.partitions), repr(key).encode(),
-                       value, change, sequence, transaction)  # fmt: skip
+                       value, change, sequence, transaction, op)  # fmt: skip
 
     def _row(self, table: SourceTable, row: dict[str, Any] | None) -> dict[str, Any] | None:
         if row is None:
