@@ -39,6 +39,11 @@ from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin.cdc")
 CATALOG = "qlik-catalog.json"
+#: A dead letter larger than a broker's default message size is cut to its first 64 KiB
+#: (header `podd-truncated-from` gives the size): the source topic may take larger messages
+#: than the dead-letter topic does.
+DEAD_LETTER_MAX_BYTES = 1_000_000
+DEAD_LETTER_KEPT_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,8 @@ class CdcOrigin:
         if path.exists():
             self._catalog = json.loads(path.read_text())
         self._blocked: dict[str, BadInput] = {}
-        self._waiting: dict[str, tuple[int, float]] = {}
+        self._waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
+        self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
 
     # --- 1. reconcile -----------------------------------------------------------------
     async def run(self) -> CdcStats:
@@ -258,9 +264,18 @@ class CdcOrigin:
                 at = Position(message.topic, message.partition, message.offset)
                 try:
                     record = self.decoder.decode(message.topic, message.value)
-                except AwaitingMetadata:
-                    reader.pause(key, message.offset)
-                    self._waiting.setdefault(key, (message.offset, time.monotonic()))
+                except AwaitingMetadata as exc:
+                    if (key, message.offset) in self._expired:
+                        self._expired.discard((key, message.offset))
+                        late = BadInput(
+                            at,
+                            f"a data message whose table's metadata ({exc.key}) "
+                            f"did not arrive within {self.options.metadata_wait:g} s",
+                        )
+                        await self._bad(reader, cutter, late, message)
+                    else:
+                        reader.pause(key, message.offset)
+                        self._waiting.setdefault(key, (message.offset, time.monotonic()))
                     continue
                 except BadInput as exc:
                     await self._bad(reader, cutter, exc.located(at), message)
@@ -271,16 +286,13 @@ class CdcOrigin:
                 cutter.feed(at, record, time.monotonic())
 
     def _check_waits(self, reader: TopicReader) -> None:
+        """A partition waiting past the bound is read again: its message is then bad input."""
         now = time.monotonic()
         for key, (offset, since) in list(self._waiting.items()):
             if now - since > self.options.metadata_wait:
                 del self._waiting[key]
-                topic, _, partition = key.rpartition(":")
-                at = Position(topic, int(partition), offset)
-                self._blocked[key] = BadInput(at, (
-                    f"a data message whose table's metadata did not arrive within "
-                    f"{self.options.metadata_wait:g} s"))  # fmt: skip
-                log.error("bad input", error=str(self._blocked[key]))
+                self._expired.add((key, offset))
+                reader.resume(key)
 
     def _remember(self, seen: TableSeen, reader: TopicReader) -> None:
         if self.options.fmt == "qlik" and seen.source not in self._catalog:
@@ -301,8 +313,12 @@ class CdcOrigin:
             ("podd-source", f"{message.topic}:{message.partition}:{message.offset}".encode()),
             ("podd-error", exc.reason[:1000].encode()),
         ]
+        value = message.value
+        if value is not None and len(value) > DEAD_LETTER_MAX_BYTES:
+            headers.append(("podd-truncated-from", str(len(value)).encode()))
+            value = value[:DEAD_LETTER_KEPT_BYTES]
         await self.client.producer.send_and_wait(
-            self.options.dead_letter_topic, key=message.key, value=message.value, headers=headers
+            self.options.dead_letter_topic, key=message.key, value=value, headers=headers
         )
         cutter.passed(exc.at or Position(message.topic, message.partition, message.offset))
         self.stats.dead_lettered += 1

@@ -16,6 +16,8 @@ import pytest
 from origin.cdc.cutlog import Cut, CutLog
 from origin.cdc_write.produce import Compression, Landed, produce
 from origin.cdc_write.qlik_writer import Written
+from origin.cdc_write.source import SourceTable
+from origin.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from tests.agent.conftest import AgentProcess
@@ -63,6 +65,7 @@ class CdcReplica:
     fmt: str
     state_dir: Path
     topic: str
+    tables: tuple[SourceTable, ...] = ()
 
     @property
     def datamart(self) -> str:
@@ -122,4 +125,6 @@ def replica_for(agent: AgentProcess, fmt: str, tmp_path: Path) -> CdcReplica:
     schema = next(s for s in agent.schemas
                   if s.datamart.startswith(prefix) and s.datamart not in agent.taken)  # fmt: skip
     agent.taken.append(schema.datamart)
-    return CdcReplica(agent, schema, fmt, tmp_path / "state", f"cdc-{uuid.uuid4().hex[:8]}")
+    tables = (*qlik_marketing(), qlik_every_type()) if fmt == "qlik" else dataworks_marketing()
+    topic = f"cdc-{uuid.uuid4().hex[:8]}"
+    return CdcReplica(agent, schema, fmt, tmp_path / "state", topic, tables)
