@@ -107,6 +107,8 @@ class Cutter:
             )
         self._identities: set[tuple[Any, ...]] = set()
         self._watermarks: list[int] = []  # DataWorks: the watermarks passed since the last cut
+        #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
+        self.silent: set[str] = set()
         self.pending = 0
         self.duplicates = 0
         self.late = 0
@@ -146,6 +148,9 @@ class Cutter:
     ) -> tuple[Cut, dict[str, list[DeltaRow]]] | None:
         """Delta `delta` if one is due (size, age, every partition quiet, or `force`), else
         None."""
+        if self.fmt == "dataworks":
+            self.silent |= {k for k in quiet if self.parts[k].last_key is None}
+            self._note_watermark()
         chosen, bound = self._qlik(quiet) if self.fmt == "qlik" else self._dataworks()
         if not chosen:
             return None
@@ -222,8 +227,11 @@ class Cutter:
         return rows
 
     def _note_watermark(self) -> None:
+        """The topic's watermark, once every partition has a heartbeat or is known to carry
+        none (quiet without one): the smallest last heartbeat."""
         marks = [p.last_key for p in self.parts.values() if p.last_key is not None]
-        if marks and (not self._watermarks or min(marks) > self._watermarks[-1]):
+        waiting = [k for k, p in self.parts.items() if p.last_key is None and k not in self.silent]
+        if marks and not waiting and (not self._watermarks or min(marks) > self._watermarks[-1]):
             self._watermarks.append(min(marks))
             del self._watermarks[:-MAX_WATERMARKS]
 

@@ -119,6 +119,7 @@ class CdcOrigin:
         self._blocked: dict[str, BadInput] = {}
         self._waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
         self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
+        self._named_silent: set[str] = set()
 
     # --- 1. reconcile -----------------------------------------------------------------
     async def run(self) -> CdcStats:
@@ -207,6 +208,10 @@ class CdcOrigin:
             full = cutter.pending >= self.options.bounds.max_pending
             found = cutter.cut(number, quiet, time.monotonic(), datetime.now(UTC),
                                force=stuck or full)  # fmt: skip
+            if cutter.silent - self._named_silent:
+                log.warning("partitions carry no heartbeats: they do not hold the watermark",
+                            partitions=sorted(cutter.silent - self._named_silent))  # fmt: skip
+                self._named_silent |= cutter.silent
             if found is not None:
                 cut, rows = found
                 self.cutlog.record(cut)
