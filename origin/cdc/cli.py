@@ -31,6 +31,7 @@ from origin.cdc.errors import BadInput
 from origin.cdc.runner import CdcOrigin
 from origin.cdc.schema_scan import scan
 from origin.cdc.settings import CdcSettings
+from origin.cdc_write import cli as write_cli
 from origin.client import OriginClient
 from origin.errors import OriginError, ReplicaRefused
 from protocol.errors import PoddError
@@ -42,6 +43,7 @@ def add_parser(commands: Any) -> None:
     cdc = commands.add_parser("cdc", help="Qlik Replicate / DataWorks topics into a replica")
     actions = cdc.add_subparsers(dest="cdc_command", required=True)
     run = actions.add_parser("run", help="cut CDC topics into deltas and drive a replica")
+    write_cli.add_parser(actions)
     schema = actions.add_parser("schema", help="print the replica's DDL derived from the topic")
     for command in (run, schema):
         command.add_argument("--format", dest="cdc_format", choices=("qlik", "dataworks"))
@@ -115,6 +117,8 @@ async def _schema(settings: CdcSettings) -> int:
 
 def main(args: argparse.Namespace) -> int:
     try:
+        if args.cdc_command == "write":
+            return write_cli.main(args)
         settings = _settings(args)
         if args.cdc_command == "schema":
             return asyncio.run(_schema(settings))

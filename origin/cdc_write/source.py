@@ -106,11 +106,13 @@ class SourceDatabase:
     key_change_ratio: float = 0.05
     rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
     _next_key: dict[str, int] = field(default_factory=dict)
+    #: The first commit time, ms since the epoch (sequences and event times grow from it).
+    start_ms: int = 1_700_000_000_000
     _transactions: int = 0
-    _clock_ms: int = 1_700_000_000_000
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)  # noqa: S311 - a seeded workload, not a secret
+        self._clock_ms = self.start_ms
         for table in self.tables:
             self.rows.setdefault(table.name, {})
             self._next_key.setdefault(table.name, 0)
