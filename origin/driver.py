@@ -160,7 +160,7 @@ class OriginDriver:
 
     def _prepare(self, number: int) -> _Framed | None:
         delta = self.source.delta(number)
-        return None if delta is None else _Framed(delta, self._frame(delta))
+        return None if delta is None else _Framed(delta, self.frame(delta))
 
     async def transfer(
         self,
@@ -173,7 +173,7 @@ class OriginDriver:
         chunks, when already framed); `on_sent` runs once its chunks are acknowledged."""
         started = time.perf_counter()
         resends = load_failures = 0
-        request_id, chunks = framing or self._frame(delta)
+        request_id, chunks = framing or self.frame(delta)
         sent = await self.client.send_chunks(chunks)
         if on_sent is not None:
             on_sent()
@@ -201,7 +201,7 @@ class OriginDriver:
                 elif ours or state.state is ReplicaState.LOADING:
                     continue  # complete there, or loading: wait on
                 else:  # the replica has nothing of it: start over
-                    request_id, chunks = self._frame(delta)
+                    request_id, chunks = self.frame(delta)
                     seen, again = 0, chunks
             elif result.error_code == ErrorCode.INCOMPLETE_DELTA:
                 again = chunks_missing(chunks, [result.error_message or ""])
@@ -215,7 +215,7 @@ class OriginDriver:
             ):
                 load_failures += 1
                 await asyncio.sleep(self.options.retry_backoff * 2 ** (load_failures - 1))
-                request_id, chunks = self._frame(delta)
+                request_id, chunks = self.frame(delta)
                 seen, again = 0, chunks
             else:
                 raise ReplicaRefused(
@@ -225,7 +225,8 @@ class OriginDriver:
             sent += await self.client.send_chunks(again)
             log.info("resent", deltaNum=delta.num, requestId=request_id, chunks=len(again))
 
-    def _frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
+    def frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
+        """A new requestId for `delta`, and its chunks."""
         request_id = f"{self.schema.datamart}-{delta.num}-{uuid.uuid4()}"
         chunks = list(
             frame_delta(

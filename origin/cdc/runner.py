@@ -63,11 +63,20 @@ class CdcOptions:
 
 @dataclass
 class CdcStats:
+    """What a run did, and where its time went (busy seconds per phase; reading runs beside
+    cutting and sending, so the phases overlap on the clock)."""
+
     deltas: int = 0
     changes: int = 0
     rows: int = 0
     dead_lettered: int = 0
     rebuilt: int = 0
+    parse_seconds: float = 0.0  # decoding messages
+    cut_seconds: float = 0.0  # feeding the cutter, cutting, recording the cut
+    frame_seconds: float = 0.0  # encoding chunks
+    load_seconds: float = 0.0  # producing chunks and waiting for delta.in.rs
+    first_read: float | None = None  # monotonic time of the first message read
+    last_answer: float | None = None  # ... and of the last delta.in.rs
 
 
 class _NoDeltas:
@@ -206,15 +215,17 @@ class CdcOrigin:
             live = set(cutter.parts) - set(self._blocked)
             stuck = bool(self._blocked) and quiet >= live
             full = cutter.pending >= self.options.bounds.max_pending
-            found = cutter.cut(number, quiet, time.monotonic(), datetime.now(UTC),
-                               force=stuck or full)  # fmt: skip
+            started = time.monotonic()
+            found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full)
+            if found is not None:
+                self.cutlog.record(found[0])
+            self.stats.cut_seconds += time.monotonic() - started
             if cutter.silent - self._named_silent:
                 log.warning("partitions carry no heartbeats: they do not hold the watermark",
                             partitions=sorted(cutter.silent - self._named_silent))  # fmt: skip
                 self._named_silent |= cutter.silent
             if found is not None:
                 cut, rows = found
-                self.cutlog.record(cut)
                 log.info("delta cut", deltaNum=cut.delta, changes=cut.changes, rows=cut.rows,
                          lag=reader.lag(), pending=cutter.pending)  # fmt: skip
                 await self._send(cut, rows, lag=reader.lag())
@@ -238,14 +249,20 @@ class CdcOrigin:
 
     async def _send(self, cut: Cut, rows: dict[str, Any], lag: int | None = None) -> None:
         delta = SourceDelta(cut.delta, cut.date, rows)
+        started = time.monotonic()
+        framing = self.driver.frame(delta)
+        framed = time.monotonic()
+        self.stats.frame_seconds += framed - started
         try:
-            outcome = await self.driver.transfer(delta)
+            outcome = await self.driver.transfer(delta, framing)
         except Resync:
             state = await self.driver.state()
             raise CdcError(
                 f"delta {cut.delta} was refused OUT_OF_SEQUENCE and the replica now expects "
                 f"{state.expected_delta_num}: another origin drives it? Run again to reconcile"
             ) from None
+        self.stats.last_answer = time.monotonic()
+        self.stats.load_seconds += self.stats.last_answer - framed
         self.stats.deltas += 1
         self.stats.changes += cut.changes
         self.stats.rows += cut.rows
@@ -262,11 +279,16 @@ class CdcOrigin:
                 await asyncio.sleep(0.05)  # back-pressure: the next cut frees room
                 continue
             self._check_waits(reader)
-            for message in await reader.batch():
+            batch = await reader.batch()
+            if batch and self.stats.first_read is None:
+                self.stats.first_read = time.monotonic()
+            parse = feed = 0.0
+            for message in batch:
                 key = f"{message.topic}:{message.partition}"
                 if key in self._blocked or key in reader.paused:
                     continue
                 at = Position(message.topic, message.partition, message.offset)
+                started = time.monotonic()
                 try:
                     record = self.decoder.decode(message.topic, message.value)
                 except AwaitingMetadata as exc:
@@ -285,10 +307,15 @@ class CdcOrigin:
                 except BadInput as exc:
                     await self._bad(reader, cutter, exc.located(at), message)
                     continue
+                decoded = time.monotonic()
+                parse += decoded - started
                 self._waiting.pop(key, None)
                 if isinstance(record, TableSeen):
                     self._remember(record, reader)
-                cutter.feed(at, record, time.monotonic())
+                cutter.feed(at, record, decoded)
+                feed += time.monotonic() - decoded
+            self.stats.parse_seconds += parse
+            self.stats.cut_seconds += feed
 
     def _check_waits(self, reader: TopicReader) -> None:
         """A partition waiting past the bound is read again: its message is then bad input."""

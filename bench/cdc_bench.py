@@ -1,0 +1,174 @@
+"""`python -m bench.cdc_bench`: the CDC origin against `delta.in` and against a peer, in one run.
+
+1. The 1M-row `delta.in` delta of `bench.run` (its rows/s is the yardstick).
+2. `--changes` source changes over 10 tables (transactions of 1 to 100 changes, 4
+   partitions), written as a Qlik JSON topic and as a DataWorks topic (untimed), then cut and
+   sent by the CDC origin to a fresh agent: first message read to last `delta.in.rs`, with
+   its busy seconds per phase (parse, cut, frame, send and load).
+3. The peer (`bench.cdc_peer`) following the same Qlik topic with per-row upserts.
+
+The figures go into `bench-results.json` under `cdc`, and BENCHMARKS.md is rendered again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.agent_run import AgentConfig, running_agent
+from bench.cdc_peer import create_tables, follow
+from bench.cpu import MachineCpu
+from bench.run import Bench
+from bench.run import build_parser as bench_parser
+from origin.cdc.cutter import Bounds
+from origin.cdc.runner import CdcOptions, CdcOrigin
+from origin.cdc.schema_scan import scan
+from origin.cdc_write.dataworks_writer import DataWorksWriter
+from origin.cdc_write.produce import produce
+from origin.cdc_write.qlik_writer import QlikWriter, Written
+from origin.cdc_write.source import SourceDatabase, SourceTable
+from origin.cdc_write.tables import dataworks_marketing, qlik_marketing
+from origin.client import OriginClient
+from origin.driver import DriverOptions
+from podd_kafka.broker import embedded_broker
+from podd_kafka.client import ensure_topics
+from podd_kafka.settings import KafkaSettings
+from spark_loader.embedded_pg import replica_dsn
+
+PARTITIONS = 4
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ten_tables(shapes: tuple[SourceTable, ...]) -> tuple[SourceTable, ...]:
+    keyed = [t for t in shapes if t.key]
+    return tuple(replace(keyed[i % len(keyed)], name=f"{keyed[i % len(keyed)].name}_{i}")
+                 for i in range(10))  # fmt: skip
+
+
+def source(fmt: str, changes: int, seed: int) -> tuple[list[Written], int]:
+    """The topic's messages for about `changes` source changes; and the exact count."""
+    tables = ten_tables(qlik_marketing() if fmt == "qlik" else dataworks_marketing())
+    db = SourceDatabase(tables, seed=seed, null_ratio=0.1, key_change_ratio=0.01)
+    transactions = []
+    count = 0
+    while count < changes:
+        tx = db.transaction(min(db.rng.randint(1, 100), changes - count))
+        transactions.append(tx)
+        count += len(tx.changes)
+    if fmt == "qlik":
+        writer = QlikWriter(tables, partitions=PARTITIONS, seed=seed)
+        return [*writer.metadata(), *writer.transactions(transactions)], count
+    dataworks = DataWorksWriter(tables, partitions=PARTITIONS, heartbeat_every=2000, seed=seed)
+    return list(dataworks.transactions(transactions)), count
+
+
+async def cdc_run(
+    fmt: str, kafka: KafkaSettings, config: AgentConfig, root: Path, changes: int, seed: int,
+    dsn: str, *, peer: bool,
+) -> dict[str, Any]:  # fmt: skip
+    bootstrap = kafka.bootstrap_servers()
+    topic = f"bench-cdc-{fmt}-{uuid.uuid4().hex[:6]}"
+    print(f"[{fmt}] writing {changes:,} source changes", flush=True)
+    messages, count = source(fmt, changes, seed)
+    await produce(kafka, bootstrap, topic, PARTITIONS, messages)
+    options = CdcOptions(fmt=fmt, topics=[topic], state_dir=root / f"state-{fmt}",  # type: ignore[arg-type]
+                         bounds=Bounds(max_rows=100_000), settle=1.0, until_idle=2.0)  # fmt: skip
+    found = await scan(kafka, bootstrap, options)
+    schema = found.schema(f"bench_cdc_{fmt}_{uuid.uuid4().hex[:6]}")
+    out: dict[str, Any] = {"source_changes": count, "messages": len(messages)}
+    with running_agent(config, [schema], root / f"agent-{fmt}", kafka.topic_environment()) as agent:
+        async with OriginClient(kafka, bootstrap) as client:
+            print(f"[{fmt}] the CDC origin cuts and sends", flush=True)
+            origin = CdcOrigin(client, schema, options, DriverOptions(answer_timeout=600),
+                               lambda line: print(f"  {line}", flush=True))  # fmt: skip
+            with MachineCpu(agent.process.pid) as cpu:
+                stats = await origin.run()
+    assert stats.first_read is not None
+    assert stats.last_answer is not None
+    seconds = stats.last_answer - stats.first_read
+    out |= {
+        "seconds": round(seconds, 3), "deltas": stats.deltas, "changes": stats.changes,
+        "rows": stats.rows, "changes_per_second": round(count / seconds),
+        "phases": {"parse": round(stats.parse_seconds, 3), "cut": round(stats.cut_seconds, 3),
+                   "frame": round(stats.frame_seconds, 3),
+                   "send_and_load": round(stats.load_seconds, 3)},
+        "cpu": cpu.timeline.whole(),
+    }  # fmt: skip
+    if peer:
+        print(f"[{fmt}] the peer follows the same topic row by row", flush=True)
+        tables = create_tables(dsn, schema)
+        peer_seconds, applied = await follow(bootstrap, topic, PARTITIONS, len(messages), dsn,
+                                             schema, tables)  # fmt: skip
+        out["peer"] = {"seconds": round(peer_seconds, 3), "changes": applied,
+                       "changes_per_second": round(applied / peer_seconds)}  # fmt: skip
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="podd-cdc-bench-"))
+    started = time.perf_counter()
+    bench_args = bench_parser().parse_args(["--rows", str(args.delta_in_rows), "--skip-peer"])
+    try:
+        with ExitStack() as stack:
+            bootstrap = stack.enter_context(embedded_broker(log_file=root / "tansu.log"))
+            dsn = stack.enter_context(replica_dsn(None, root / "pg"))
+            results: dict[str, Any] = {}
+
+            async def measure() -> None:
+                bench = Bench(bench_args, root, bootstrap, dsn)
+                await ensure_topics(bench.kafka, bench.kafka.bootstrap_servers())
+                if args.delta_in_rows:
+                    print(f"[delta.in] the {args.delta_in_rows:,}-row delta", flush=True)
+                    point = await bench.point(args.delta_in_rows, headline=False)
+                    results["delta_in"] = {"rows": point["rows"], "seconds": point["e2e_seconds"],
+                                           "rows_per_second": point["rows_per_second"]}  # fmt: skip
+                for fmt in args.formats:
+                    results[fmt] = await cdc_run(fmt, bench.kafka, bench.agent, root, args.changes,
+                                                 args.seed, dsn, peer=fmt == "qlik")  # fmt: skip
+
+            asyncio.run(measure())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    results["date"] = time.strftime("%Y-%m-%d")
+    results["bench_seconds"] = round(time.perf_counter() - started, 1)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.cdc_bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--delta-in-rows", type=int, default=1_000_000, help="0: skip it")
+    parser.add_argument("--formats", nargs="+", default=["qlik", "dataworks"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="write the results here (JSON)")
+    parser.add_argument("--record", action="store_true",
+                        help="merge into bench-results.json and render BENCHMARKS.md")  # fmt: skip
+    args = parser.parse_args(argv)
+    results = run(args)
+    print(json.dumps(results, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    if args.record:
+        from bench.report import write_report  # noqa: PLC0415
+
+        path = REPO / "bench-results.json"
+        merged = json.loads(path.read_text())
+        merged["cdc"] = results
+        path.write_text(json.dumps(merged, indent=1) + "\n")
+        write_report(merged, REPO / "BENCHMARKS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
