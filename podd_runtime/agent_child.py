@@ -8,6 +8,7 @@ consumes. It stops with SIGTERM, then SIGKILL after a grace period.
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -97,7 +98,9 @@ class AgentChild:
             try:
                 self.metrics()
                 return
-            except OSError:
+            except (OSError, http.client.HTTPException):
+                # Not serving yet; or, in the moment before it binds, another listener on the
+                # port (a Spark port the agent's own JVM took) answered with no HTTP at all.
                 time.sleep(0.3)
         raise AgentChildError(f"the agent did not come up in {timeout:g} s; see {self.log_path}")
 
