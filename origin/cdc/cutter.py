@@ -106,6 +106,9 @@ class Cutter:
                 span.refresh_upto if span else offset,
             )
         self._identities: set[tuple[Any, ...]] = set()
+        self._fed = 0  # records fed so far
+        self._refresh_held = 0  # full-load rows among the changes held
+        self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
         self._watermarks: list[int] = []  # DataWorks: the watermarks passed since the last cut
         #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
         self.silent: set[str] = set()
@@ -114,6 +117,7 @@ class Cutter:
         self.late = 0
 
     def feed(self, at: Position, record: Record, now: float) -> None:
+        self._fed += 1
         part = self.parts[partition_key(at.topic, at.partition)]
         part.next_offset = at.offset + 1
         if isinstance(record, Heartbeat):
@@ -137,6 +141,7 @@ class Cutter:
             self.late += int(_le(change.cut_key, self.last.bound))
         part.pending.append(_Pending(at, change, now))
         self.pending += 1
+        self._refresh_held += change.cut_key is None
 
     def passed(self, at: Position) -> None:
         """A message that is no record (sent to the dead-letter topic): reading moved on."""
@@ -148,17 +153,27 @@ class Cutter:
     ) -> tuple[Cut, dict[str, list[DeltaRow]]] | None:
         """Delta `delta` if one is due (size, age, every partition quiet, or `force`), else
         None."""
+        all_quiet = quiet >= set(self.parts)
+        if not (force or all_quiet or self.pending >= self.bounds.max_rows):
+            oldest = min((p.pending[0].arrived for p in self.parts.values() if p.pending),
+                         default=now)  # fmt: skip
+            if oldest > now - self.bounds.max_age:
+                return None  # cheap: nothing held is old enough, nor enough of it
+        looked = (self._fed, frozenset(quiet))
+        if looked == self._fruitless:
+            return None  # nothing read and no partition settled since the last empty look
         if self.fmt == "dataworks":
             self.silent |= {k for k in quiet if self.parts[k].last_key is None}
             self._note_watermark()
         chosen, bound = self._qlik(quiet) if self.fmt == "qlik" else self._dataworks()
         if not chosen:
+            self._fruitless = looked
             return None
         due = (
             force
             or len(chosen) >= self.bounds.max_rows
             or min(p.arrived for p in chosen) <= now - self.bounds.max_age
-            or quiet >= set(self.parts)
+            or all_quiet
         )
         if not due:
             return None
@@ -210,6 +225,8 @@ class Cutter:
     def _refresh_rows(self, chosen: list[_Pending], quiet: set[str]) -> list[_Pending]:
         """Full-load rows go with the CDC changes after them in their partition, or, in a
         quiet partition with nothing else left, as they are."""
+        if not self._refresh_held:
+            return []
         reach: dict[tuple[str, int], int] = {}
         for item in chosen:
             where = (item.at.topic, item.at.partition)
@@ -271,6 +288,7 @@ class Cutter:
             if item.change.identity is not None:
                 self._identities.discard(item.change.identity)
         self.pending -= len(chosen)
+        self._refresh_held -= sum(1 for i in chosen if i.change.cut_key is None)
         changes = [(i.at, i.change) for i in chosen]
         rows = delta_rows(self.schema, changes)
         cut = Cut(

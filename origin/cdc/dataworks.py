@@ -61,10 +61,11 @@ class DataWorksDecoder:
         self.expected = expected
         self._tables: dict[bytes, MappedTable] = {}
         self.by_name: dict[str, MappedTable] = {}
+        self._last: dict[str, tuple[Any, Any, MappedTable]] = {}  # by source table name
 
     def decode(self, topic: str, value: bytes | None) -> Record:
         del topic  # every message names its table
-        if not value or value.lstrip()[:1] != b"{":
+        if not value or (value[:1] != b"{" and value.lstrip()[:1] != b"{"):
             raise BadInput(None, "not a JSON object")
         try:
             obj = _fields(orjson.loads(value), "the value")

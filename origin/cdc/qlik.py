@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -26,8 +25,8 @@ from origin.cdc.values import qlik_column
 from protocol.schema import LogicalSchema
 
 UPSERTS = frozenset({"INSERT", "UPDATE", "REFRESH"})
-_SEQUENCE = re.compile(r"\d{1,40}\Z")
 SEQUENCE_WIDTH = 40
+_MAGIC_TEXT = MAGIC.decode()
 #: Writer schemas kept at most (metadata `dataSchema`s and inline `messageSchema`s).
 MAX_SCHEMAS = 10_000
 
@@ -46,14 +45,33 @@ def _read_avro(data: Any, schema: Any) -> Any:
 
 def sequence_key(value: Any) -> str:
     """`changeSequence` as a key that sorts as the number it is."""
-    if not isinstance(value, str) or not _SEQUENCE.match(value):
+    if (
+        type(value) is not str
+        or not (0 < len(value) <= SEQUENCE_WIDTH)
+        or not (value.isascii() and value.isdigit())
+    ):
         raise BadInput(None, f"changeSequence {str(value)[:50]!r} is not a string of digits")
     return value.rjust(SEQUENCE_WIDTH, "0")
+
+
+_TIMES: dict[str, datetime] = {}  # the changes of one transaction share their timestamp
 
 
 def source_time(value: Any) -> datetime | None:
     if value is None:
         return None
+    if type(value) is str:
+        found = _TIMES.get(value)
+        if found is None:
+            found = _parse_time(value)
+            if len(_TIMES) >= 4096:
+                _TIMES.clear()
+            _TIMES[value] = found
+        return found
+    return _parse_time(value)
+
+
+def _parse_time(value: Any) -> datetime:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return datetime.fromtimestamp(value / 1000, UTC).replace(tzinfo=None)
     try:
@@ -86,6 +104,7 @@ class QlikDecoder:
         self.by_name: dict[str, MappedTable] = {}
         self._changed: dict[str, SchemaStop] = {}  # a table's newest metadata, if refused
         self._ordinals: dict[str, dict[str, int]] = {}
+        self._needed: dict[str, tuple[int, int]] = {}  # schemaId → masks: every column, key
         self._data_schemas: dict[str, Any] = {}
 
     # --- the message ------------------------------------------------------------------
@@ -94,14 +113,14 @@ class QlikDecoder:
             raise BadInput(None, "an empty value")
         if value[:5] == MAGIC:
             return self._avro_envelope(value)
-        if value.lstrip()[:1] != b"{":
+        if value[:1] != b"{" and value.lstrip()[:1] != b"{":
             raise BadInput(None, "neither JSON nor a Qlik Avro envelope")
         try:
             obj = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             raise BadInput(None, f"not JSON: {exc}") from None
         obj = _fields(obj, "the value")
-        if obj.get("magic") == MAGIC.decode():
+        if obj.get("magic") == _MAGIC_TEXT:
             message = _fields(obj.get("message"), "the envelope's message")
             if obj.get("type") == "MD":
                 return self._metadata(message)
@@ -190,6 +209,8 @@ class QlikDecoder:
         self.by_schema_id[schema_id] = current
         self.by_name[table.name] = current
         self._ordinals[schema_id] = {c.name: ordinals[c.source_name] for c in mapped}
+        bits = {c.name: 1 << (ordinals[c.source_name] - 1) for c in mapped}
+        self._needed[schema_id] = (sum(bits.values()), sum(bits[k] for k in table.primary_key))
         if isinstance(data_schema, str) and schema_id not in self._data_schemas:
             # Only Avro data messages need it; a JSON task may write any text here.
             with contextlib.suppress(ValueError, TypeError, KeyError):
@@ -221,12 +242,14 @@ class QlikDecoder:
     # --- data -------------------------------------------------------------------------
     def _data(self, message: dict[str, Any], found: tuple[str, MappedTable]) -> Record:
         schema_id, table = found
-        headers = _fields(message.get("headers"), "headers")
+        headers = message.get("headers")
+        if type(headers) is not dict:
+            headers = _fields(headers, "headers")
         operation = headers.get("operation")
         data, before = message.get("data"), message.get("beforeData")
         self._check_mask(schema_id, table, headers.get("columnMask"), operation)
         if operation in UPSERTS:
-            after = table.row(_fields(data, f"{operation} data"), operation)
+            after = table.row(data if type(data) is dict else _fields(data, "data"), operation)
             old = table.row(_fields(before, "beforeData"), "beforeData") if before else None
             rows: tuple[RowChange, ...] = table.changes(old, after)
         elif operation == "DELETE":
@@ -257,6 +280,10 @@ class QlikDecoder:
     def _check_mask(self, schema_id: str, table: MappedTable, raw: Any, operation: Any) -> None:
         mask = _mask(raw)
         if mask is None:
+            return
+        every, key = self._needed[schema_id]
+        need = key if operation == "DELETE" else every
+        if mask & need == need:
             return
         needed = table.table.primary_key if operation == "DELETE" else table.table.column_names
         ordinals = self._ordinals[schema_id]

@@ -26,14 +26,16 @@ class Position:
         return f"topic {self.topic} partition {self.partition} offset {self.offset}"
 
 
-@dataclass(frozen=True, slots=True)
+# RowChange and Change are not frozen: a run makes one or two per source change, and frozen
+# dataclasses cost five times as much to make. Nothing changes one once it is made.
+@dataclass(slots=True)
 class RowChange:
     table: str
     sys_op: int
     values: tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Change:
     """One source change.
 

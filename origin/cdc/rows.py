@@ -4,27 +4,37 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
+
+import orjson
 
 from origin.cdc.records import Change, Position
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
 
+def _order(item: tuple[Position, Change]) -> tuple[Any, Position]:
+    return item[1].order, item[0]
+
+
 def delta_rows(
     schema: LogicalSchema, changes: Iterable[tuple[Position, Change]]
 ) -> dict[str, list[DeltaRow]]:
     """Per table, one row per key: the last change to it by (source order, position)."""
-    last: dict[str, dict[tuple[Any, ...], DeltaRow]] = {t.name: {} for t in schema}
-    keys = {t.name: t.key_positions for t in schema}
-    for _, change in sorted(changes, key=lambda c: (c[1].order, c[0])):
+    last: dict[str, dict[Any, tuple[tuple[Any, ...], int]]] = {t.name: {} for t in schema}
+    keys = {t.name: itemgetter(*t.key_positions) for t in schema}
+    for _, change in sorted(changes, key=_order):
         for row in change.rows:
-            positions = keys[row.table]
-            key = tuple(row.values[i] for i in positions)
+            values = row.values
+            key = keys[row.table](values)
             by_key = last[row.table]
             by_key.pop(key, None)  # re-inserted: the dict keeps the order of last changes
-            by_key[key] = DeltaRow(row.values, row.sys_op)
-    return {name: list(rows.values()) for name, rows in last.items()}
+            by_key[key] = (values, row.sys_op)
+    return {
+        name: [DeltaRow(values, sys_op) for values, sys_op in rows.values()]
+        for name, rows in last.items()
+    }
 
 
 def rows_digest(rows: dict[str, list[DeltaRow]]) -> str:
@@ -32,6 +42,5 @@ def rows_digest(rows: dict[str, list[DeltaRow]]) -> str:
     digest = hashlib.sha256()
     for name in sorted(rows):
         digest.update(name.encode() + b"\x00")
-        for row in rows[name]:
-            digest.update(repr((row.values, row.sys_op)).encode() + b"\x01")
+        digest.update(orjson.dumps([(*r.values, r.sys_op) for r in rows[name]]))
     return digest.hexdigest()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin.cdc")
 CATALOG = "qlik-catalog.json"
+#: The collector's thresholds while the origin runs (see `CdcOrigin.run`).
+GC_THRESHOLDS = (100_000, 50, 100)
 #: A dead letter larger than a broker's default message size is cut to its first 64 KiB
 #: (header `podd-truncated-from` gives the size): the source topic may take larger messages
 #: than the dead-letter topic does.
@@ -132,6 +135,18 @@ class CdcOrigin:
 
     # --- 1. reconcile -----------------------------------------------------------------
     async def run(self) -> CdcStats:
+        """Run until `until_idle`, an error, or cancellation. The garbage collector runs less
+        often meanwhile: the origin holds up to `max_pending` changes, and collecting every
+        700 allocations rescanned them all (measured: a 50,000-change cut took 0.75 s with
+        the default thresholds, 0.43 s with these)."""
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLDS)
+        try:
+            return await self._run()
+        finally:
+            gc.set_threshold(*thresholds)
+
+    async def _run(self) -> CdcStats:
         expected = (await self.driver.state()).expected_delta_num
         last = self.cutlog.last
         if last is not None:

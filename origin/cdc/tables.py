@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from decimal import InvalidOperation
 from typing import Any
 
 from pydantic import ValidationError
 
 from origin.cdc.errors import BadInput, SchemaStop, TableRefused
 from origin.cdc.records import RowChange
-from origin.cdc.values import SourceColumn, convert_value
+from origin.cdc.values import Converter, SourceColumn, convert_value
 from protocol.schema import Column, LogicalSchema, Table
 
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
@@ -41,6 +42,14 @@ class MappedTable:
 
     table: Table
     columns: tuple[MappedColumn, ...]
+    _plan: tuple[tuple[str, Converter], ...] = field(init=False, repr=False, compare=False)
+    _keys: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_plan", tuple((c.source_name, c.mapped.fast()) for c in self.columns)
+        )
+        object.__setattr__(self, "_keys", self.table.key_positions)
 
     @property
     def name(self) -> str:
@@ -49,6 +58,16 @@ class MappedTable:
     def row(self, source_row: Mapping[str, Any], what: str) -> tuple[Any, ...]:
         """One source row (column name → value) as the replica's values, in column order.
         Every column must be present (None for SQL NULL)."""
+        try:
+            values = tuple([convert(source_row[name]) for name, convert in self._plan])
+        except (KeyError, ValueError, TypeError, OverflowError, InvalidOperation):
+            values = self._strict_row(source_row, what)  # raises, naming the column
+        if len(source_row) > len(self.columns):
+            extra = sorted(set(source_row) - {c.source_name for c in self.columns})
+            raise BadInput(None, f"{what} of table {self.name} has unknown columns {extra[:5]}")
+        return values
+
+    def _strict_row(self, source_row: Mapping[str, Any], what: str) -> tuple[Any, ...]:
         values = []
         for column in self.columns:
             if column.source_name not in source_row:
@@ -57,9 +76,6 @@ class MappedTable:
                 values.append(convert_value(column.mapped, source_row[column.source_name]))
             except ValueError as exc:
                 raise BadInput(None, f"{what} of table {self.name}: {exc}") from None
-        if len(source_row) > len(self.columns):
-            extra = sorted(set(source_row) - {c.source_name for c in self.columns})
-            raise BadInput(None, f"{what} of table {self.name} has unknown columns {extra[:5]}")
         return tuple(values)
 
     def key_row(self, source_row: Mapping[str, Any], what: str) -> tuple[Any, ...]:
@@ -77,16 +93,18 @@ class MappedTable:
         return tuple(values)
 
     def key_of(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(values[i] for i in self.table.key_positions)
+        return tuple([values[i] for i in self._keys])
 
     def upsert(self, values: tuple[Any, ...]) -> RowChange:
-        if any(v is None for v in self.key_of(values)):
-            raise BadInput(None, f"a row of table {self.name} has a NULL key column")
+        for i in self._keys:
+            if values[i] is None:
+                raise BadInput(None, f"a row of table {self.name} has a NULL key column")
         return RowChange(self.name, 0, values)
 
     def delete(self, values: tuple[Any, ...]) -> RowChange:
-        if any(v is None for v in self.key_of(values)):
-            raise BadInput(None, f"a delete of table {self.name} has a NULL key column")
+        for i in self._keys:
+            if values[i] is None:
+                raise BadInput(None, f"a delete of table {self.name} has a NULL key column")
         return RowChange(self.name, 1, values)
 
     def changes(
@@ -115,9 +133,7 @@ def map_table(
     name = replica_name(source_table)
     if not key:
         raise TableRefused(None, f"{what}: table {source_table} has no primary key")
-    mapped = tuple(
-        MappedColumn(c.name, SourceColumn(replica_name(c.name), c.type, c.convert)) for c in columns
-    )
+    mapped = tuple(MappedColumn(c.name, replace(c, name=replica_name(c.name))) for c in columns)
     key_names = tuple(replica_name(k) for k in key)
     # Key columns are NOT NULL; every other column may be NULL (sources do not say).
     table_columns = tuple(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from typing import Any
 
 from protocol.types import ColumnType, TypeKind
@@ -61,6 +62,34 @@ class SourceColumn:
     name: str
     type: ColumnType
     convert: Converter
+    bounds: tuple[int, int] | None = None  # an integer column's range
+
+    def fast(self) -> Converter:
+        """`convert` with a fast path for the values most messages carry (an int in range, a
+        short str, a float) and None kept as None; anything else takes the strict path."""
+        strict = self.convert
+        kind = self.type.kind
+        if self.bounds is not None:
+            low, high = self.bounds
+
+            def integer(value: Any) -> Any:
+                if type(value) is int and low <= value <= high:
+                    return value
+                return None if value is None else strict(value)
+
+            return integer
+        if kind in (TypeKind.FLOAT, TypeKind.DOUBLE):
+            return lambda v: v if type(v) is float else (None if v is None else strict(v))
+        if hasattr(strict, "text_limit"):  # a plain text column (not hex, not base64)
+            limit = min(strict.text_limit or MAX_VALUE_BYTES, MAX_VALUE_BYTES // 4)
+
+            def text(value: Any) -> Any:
+                if type(value) is str and len(value) <= limit and "\x00" not in value:
+                    return value
+                return None if value is None else strict(value)
+
+            return text
+        return lambda v: None if v is None else strict(v)
 
 
 def _integer(value: Any, bounds: tuple[int, int]) -> int:
@@ -98,7 +127,11 @@ def _text(limit: int | None) -> Converter:
             raise ValueError("text holds a NUL character")
         return value
 
+    convert.text_limit = limit  # type: ignore[attr-defined]  # read by SourceColumn.fast
     return convert
+
+
+_text_any = _text(None)
 
 
 def _boolean(value: Any) -> bool:
@@ -190,31 +223,28 @@ def qlik_column(
     name_upper = type_name.upper()
     if name_upper == "NUMERIC":
         if (scale or 0) == 0 and precision is not None and precision <= NUMERIC_BIGINT_PRECISION:
-            return SourceColumn(name, ColumnType(TypeKind.BIGINT), _numeric_integer)
+            return SourceColumn(name, ColumnType(TypeKind.BIGINT), _numeric_integer, BIGINT_RANGE)
         return SourceColumn(name, ColumnType(TypeKind.VARCHAR), _decimal_text)
     kind = QLIK_TYPES.get(name_upper)
     if kind is None:
         raise ValueError(f"column {name}: Qlik type {type_name!r} has no mapping")
     length = length if length and length > 0 else None
-    converters: dict[str, Converter] = {
-        "UINT8": lambda v: _integer(v, (0, BIGINT_RANGE[1])),
-        "UINT4": lambda v: _integer(v, (0, 2**32 - 1)),
-        "UINT1": lambda v: _integer(v, (0, 255)),
-        "UINT2": lambda v: _integer(v, (0, 65_535)),
-        "INT1": lambda v: _integer(v, (-128, 127)),
-        "INT2": lambda v: _integer(v, (-32_768, 32_767)),
-        "INT4": lambda v: _integer(v, INT32_RANGE),
-        "INT8": lambda v: _integer(v, BIGINT_RANGE),
-        "BYTES": _hex_text,
-        "BLOB": _hex_text,
-    }
+    ranges: dict[str, tuple[int, int]] = {
+        "UINT8": (0, BIGINT_RANGE[1]), "UINT4": (0, 2**32 - 1), "UINT1": (0, 255),
+        "UINT2": (0, 65_535), "INT1": (-128, 127), "INT2": (-32_768, 32_767),
+        "INT4": INT32_RANGE, "INT8": BIGINT_RANGE,
+    }  # fmt: skip
+    if name_upper in ranges:
+        bounds = ranges[name_upper]
+        return SourceColumn(name, ColumnType(kind), partial(_integer, bounds=bounds), bounds)
+    converters: dict[str, Converter] = {"BYTES": _hex_text, "BLOB": _hex_text}
     by_kind: dict[TypeKind, Converter] = {
         TypeKind.FLOAT: _real, TypeKind.DOUBLE: _real, TypeKind.BOOLEAN: _boolean,
         TypeKind.DATE: _date, TypeKind.TIME: _time, TypeKind.TIMESTAMP: _timestamp,
     }  # fmt: skip
     if name_upper in ("STRING", "WSTRING"):
         return SourceColumn(name, ColumnType(kind, length), _text(length))
-    convert = converters.get(name_upper) or by_kind.get(kind) or _text(None)
+    convert = converters.get(name_upper) or by_kind.get(kind) or _text_any
     return SourceColumn(name, ColumnType(kind), convert)
 
 
@@ -223,9 +253,12 @@ def dataworks_column(name: str, type_name: str) -> SourceColumn:
     kind = DATAWORKS_TYPES.get(type_name.upper())
     if kind is None:
         raise ValueError(f"column {name}: DataWorks type {type_name!r} has no mapping")
+    if type_name.upper() == "LONG":
+        return SourceColumn(name, ColumnType(kind), partial(_integer, bounds=BIGINT_RANGE),
+                            BIGINT_RANGE)  # fmt: skip
     converters: dict[str, Converter] = {
-        "BOOLEAN": _boolean, "LONG": lambda v: _integer(v, BIGINT_RANGE), "DOUBLE": _real,
-        "STRING": _text(None), "DATE": _epoch_millis, "BYTES": _base64_text,
+        "BOOLEAN": _boolean, "DOUBLE": _real, "STRING": _text_any, "DATE": _epoch_millis,
+        "BYTES": _base64_text,
     }  # fmt: skip
     return SourceColumn(name, ColumnType(kind), converters[type_name.upper()])
 

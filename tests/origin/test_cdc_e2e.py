@@ -23,7 +23,7 @@ from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, cdc_schema, replica_for
 from tests.origin.cdc_model import expected_replica, transactions_whole
 
-cdc_agent = cdc_agent_fixture(qlik=6, dataworks=3)
+cdc_agent = cdc_agent_fixture(qlik=8, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())
 
 
