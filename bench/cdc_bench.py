@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         merged = json.loads(path.read_text())
         merged["cdc"] = results
         path.write_text(json.dumps(merged, indent=1) + "\n")
-        write_report(merged, REPO / "BENCHMARKS.md")
+        write_report(merged, REPO)
     return 0
 
 

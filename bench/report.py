@@ -6,6 +6,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from bench.report_cdc import cdc_section
 from bench.report_changes import CHANGES
 from bench.report_remaining import overlapped, remaining_section
 
@@ -203,6 +204,8 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", *_cluster_section(main, results["cluster"], s["spark_master"])]
     if results.get("restore"):
         lines += ["", *_restore_section(results["restore"])]
+    if results.get("cdc"):
+        lines += ["", *cdc_section(results["cdc"])]
     return "\n".join(lines) + "\n"
 
 

@@ -109,3 +109,32 @@ def test_the_ratio_is_stated_only_when_target_4_is_out_of_reach() -> None:
     text = "\n".join(remaining_section(with_cpu(6.5, 3.0, 2.0, 4.0), 1000, 7.0, 2.0))
     assert "Target 4 (5.00 s) lies above that bound (4.15 s)" in text
     assert "times the larger floor, where" not in text
+
+
+def cdc_results(qlik_rate: int, peer_rate: int) -> dict[str, Any]:
+    run = {
+        "source_changes": 1_000_000, "deltas": 10, "seconds": 1e6 / qlik_rate,
+        "changes_per_second": qlik_rate, "cpu": {"origin": 50.0, "agent": 3.0, "spark_jvm": 1.0},
+        "phases": {"parse": 20.0, "cut": 10.0, "frame": 15.0, "send_and_load": 20.0},
+    }  # fmt: skip
+    peer = {"changes": 1_000_000, "seconds": 1e6 / peer_rate, "changes_per_second": peer_rate}
+    return {
+        "date": "2026-11-24", "bench_seconds": 600,
+        "delta_in": {"rows": 1_000_000, "seconds": 6.0, "rows_per_second": 166_000},
+        "qlik": {**run, "peer": peer}, "dataworks": run,
+    }  # fmt: skip
+
+
+def test_the_cdc_section_gives_each_target_its_verdict() -> None:
+    from bench.report_cdc import cdc_section  # noqa: PLC0415
+
+    slow = "\n".join(cdc_section(cdc_results(20_000, 10_000)))
+    assert "0.12x the `delta.in` rows/s (target 0.5: missed)" in slow
+    assert "2.0x the peer (target 5: missed)" in slow
+    assert (
+        "| Qlik JSON | 1,000,000 | 10 | 50.0 | 20,000 | 20.0 | 10.0 | 15.0 | 20.0 | 50.0 | 4.0 |"
+        in slow
+    )
+    fast = "\n".join(cdc_section(cdc_results(90_000, 10_000)))
+    assert "(target 0.5: met)" in fast
+    assert "9.0x the peer (target 5: met)" in fast

@@ -13,7 +13,14 @@ import orjson
 
 from origin.cdc.errors import BadInput, SchemaStop
 from origin.cdc.records import Change, Heartbeat, Record, RowChange, Skipped
-from origin.cdc.tables import DATAWORKS_ROW_ID, MappedTable, check_against, map_table, replica_name
+from origin.cdc.tables import (
+    DATAWORKS_ROW_ID,
+    MappedTable,
+    SourceNames,
+    check_against,
+    map_table,
+    replica_name,
+)
 from origin.cdc.values import BIGINT_RANGE, dataworks_column
 from protocol.schema import LogicalSchema
 
@@ -61,7 +68,8 @@ class DataWorksDecoder:
         self.expected = expected
         self._tables: dict[bytes, MappedTable] = {}
         self.by_name: dict[str, MappedTable] = {}
-        self._last: dict[str, tuple[Any, Any, MappedTable]] = {}  # by source table name
+        self._last: dict[str, tuple[Any, MappedTable]] = {}  # by source table name
+        self.sources = SourceNames()
 
     def decode(self, topic: str, value: bytes | None) -> Record:
         del topic  # every message names its table
@@ -114,7 +122,19 @@ class DataWorksDecoder:
         return image.get("dataColumn")
 
     def _table(self, schema: dict[str, Any], source_table: str) -> MappedTable:
-        cache_key = orjson.dumps([source_table, schema.get("dataColumn"), schema.get("primaryKey")])
+        seen = (schema.get("dataColumn"), schema.get("primaryKey"), schema.get("source"))
+        last = self._last.get(source_table)
+        if last is not None and last[0] == seen:
+            return last[1]  # the schema this table's previous message carried
+        table = self._table_of(schema, source_table)
+        if len(self._last) < MAX_SCHEMAS:
+            self._last[source_table] = (seen, table)
+        return table
+
+    def _table_of(self, schema: dict[str, Any], source_table: str) -> MappedTable:
+        cache_key = orjson.dumps(
+            [source_table, schema.get("dataColumn"), schema.get("primaryKey"), schema.get("source")]
+        )
         table = self._tables.get(cache_key)
         if table is None:
             table = self._map(schema, source_table)
@@ -148,6 +168,9 @@ class DataWorksDecoder:
         if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
             raise BadInput(None, f"table {source_table}: primaryKey is not a list of names")
         table, mapped = map_table(source_table, columns, key, "schema")
+        origin = _fields(schema.get("source"), "schema.source")
+        where = ".".join(str(origin.get(k)) for k in ("dbName", "schemaName", "tableName"))
+        self.sources.claim(table.name, where)
         check_against(self.expected, table)
         return MappedTable(table, mapped)
 

@@ -20,7 +20,7 @@ import orjson
 from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop
 from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
 from origin.cdc.records import Change, Record, RowChange, TableSeen
-from origin.cdc.tables import MappedTable, check_against, map_table
+from origin.cdc.tables import MappedTable, SourceNames, check_against, map_table
 from origin.cdc.values import qlik_column
 from protocol.schema import LogicalSchema
 
@@ -105,6 +105,7 @@ class QlikDecoder:
         self._changed: dict[str, SchemaStop] = {}  # a table's newest metadata, if refused
         self._ordinals: dict[str, dict[str, int]] = {}
         self._needed: dict[str, tuple[int, int]] = {}  # schemaId → masks: every column, key
+        self.sources = SourceNames()
         self._data_schemas: dict[str, Any] = {}
 
     # --- the message ------------------------------------------------------------------
@@ -200,6 +201,9 @@ class QlikDecoder:
         except ValueError as exc:
             raise BadInput(None, f"a metadata message: {exc}"[:300]) from None
         table, mapped = map_table(table_name, mapped_columns, key, "metadata")
+        lineage = message["lineage"]
+        where = ".".join(str(lineage.get(k)) for k in ("server", "schema", "table"))
+        self.sources.claim(table.name, where)
         current = MappedTable(table, mapped)
         try:
             check_against(self.expected, table)

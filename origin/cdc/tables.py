@@ -32,7 +32,7 @@ def replica_name(source: str) -> str:
         return ROW_ID_COLUMN
     name = source.lower()
     if not _PLAIN.match(name):
-        raise BadInput(None, f"the name {source[:80]!r} is not a plain identifier")
+        raise TableRefused(None, f"the name {source[:80]!r} is not a plain identifier")
     return name
 
 
@@ -147,6 +147,19 @@ def map_table(
         reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise TableRefused(None, f"{what}: table {source_table}: {reason}") from None
     return table, mapped
+
+
+class SourceNames:
+    """Which source table each replica name came from: two sources on one name are refused
+    (two databases' `SALES` and `sales` would overwrite each other's rows)."""
+
+    def __init__(self) -> None:
+        self._sources: dict[str, str] = {}
+
+    def claim(self, name: str, source: str) -> None:
+        known = self._sources.setdefault(name, source)
+        if known != source:
+            raise TableRefused(None, f"two source tables map to table {name}: {known} and {source}")
 
 
 def describe(table: Table) -> str:

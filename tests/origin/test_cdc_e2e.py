@@ -23,7 +23,7 @@ from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, cdc_schema, replica_for
 from tests.origin.cdc_model import expected_replica, transactions_whole
 
-cdc_agent = cdc_agent_fixture(qlik=8, dataworks=3)
+cdc_agent = cdc_agent_fixture(qlik=10, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())
 
 
@@ -221,3 +221,42 @@ def test_a_replica_ahead_of_the_cut_log_is_refused_naming_both(
     assert refused.returncode == 2
     assert f"expects delta {last + 1}" in refused.stderr
     assert f"ends at delta {kept}" in refused.stderr
+
+
+def test_kill_9_of_the_agent_mid_delta_loses_and_doubles_nothing(
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+) -> None:
+    """The agent dies while a delta is in flight and comes back on the same data directory;
+    the CDC origin, waiting for its answer, asks the state again and goes on."""
+    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    db = SourceDatabase(QLIK_TABLES, seed=10)
+    landed = replica.write(qlik_topic(db, 400))
+    origin = subprocess.Popen(
+        replica.command("--max-delta-rows", "150", "--until-idle", "3",
+                        "--answer-timeout-seconds", "8"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert origin.stdout is not None
+    for line in origin.stdout:  # the first delta applied: the agent is warm and busy
+        if line.startswith("delta 1:"):
+            break
+    cdc_agent.kill()
+    cdc_agent.start()
+    _, err = origin.communicate(timeout=300)
+    assert origin.returncode == 0, err[-3000:]
+    assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 5
+
+
+def test_a_transaction_larger_than_the_delta_bound_is_never_split(
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+) -> None:
+    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    db = SourceDatabase(QLIK_TABLES, seed=11)
+    writer = QlikWriter(QLIK_TABLES, seed=11)
+    big = [db.transaction(db.rng.randint(5, 12)) for _ in range(30)]
+    landed = replica.write([*writer.metadata(), *writer.transactions(big)])
+    done = replica.run("--max-delta-rows", "3", "--until-idle", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The bound is reached by any one transaction: each delta is exactly one, never a part.
+    assert check(replica, QLIK_TABLES, landed, replica_dsn) == len(big)
+    assert [c.changes for c in replica.cuts()] == [len(t.changes) for t in big]

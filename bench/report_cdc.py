@@ -1,0 +1,73 @@
+"""The CDC origin's section of BENCHMARKS.md, from `bench.cdc_bench`'s results (`cdc`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Issue 26's targets: CDC changes/s against the delta.in delta's rows/s, and the peer's.
+DELTA_IN_RATIO_TARGET = 0.5
+PEER_RATIO_TARGET = 5.0
+_NAMES = {"qlik": "Qlik JSON", "dataworks": "DataWorks JSON"}
+
+
+def cdc_section(c: dict[str, Any]) -> list[str]:
+    delta_in = c.get("delta_in")
+    peer = c.get("qlik", {}).get("peer")
+    lines = [
+        "## CDC origin: Qlik and DataWorks topics (bench.cdc_bench)",
+        "",
+        f"Measured {c['date']} (`python -m bench.cdc_bench`, {c['bench_seconds']:,.0f} s). Each "
+        "format: source changes over 10 tables in transactions of 1 to 100 changes, written to "
+        "a 4-partition topic beforehand, then cut by the CDC origin (deltas of at most 100,000 "
+        "changes) and applied by a fresh agent; timed from the first message read to the last "
+        "`delta.in.rs`. Phases are the origin's busy seconds (reading runs beside cutting and "
+        "sending, so they overlap on the clock). The peer follows the same Qlik topic with "
+        "`json.loads` and batched per-row upserts, keeping current rows only.",
+        "",
+        "| run | changes | deltas | seconds | changes/s | parse s | cut s | frame s "
+        "| send + load s | origin CPU s | agent tree CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for fmt in ("qlik", "dataworks"):
+        r = c.get(fmt)
+        if not r:
+            continue
+        ph, cpu = r["phases"], r.get("cpu", {})
+        agent = sum(cpu.get(k, 0) for k in ("agent", "spark_jvm", "spark_workers"))
+        lines.append(
+            f"| {_NAMES[fmt]} | {r['source_changes']:,} | {r['deltas']} | {r['seconds']:.1f} | "
+            f"{r['changes_per_second']:,} | {ph['parse']:.1f} | {ph['cut']:.1f} | "
+            f"{ph['frame']:.1f} | {ph['send_and_load']:.1f} | {cpu.get('origin', 0):.1f} | "
+            f"{agent:.1f} |"
+        )
+    if delta_in:
+        lines.append(f"| `delta.in` delta | {delta_in['rows']:,} rows | 1 | "
+                     f"{delta_in['seconds']:.1f} | {delta_in['rows_per_second']:,} rows/s "
+                     "| | | | | | |")  # fmt: skip
+    if peer:
+        lines.append(f"| peer (per-row upserts) | {peer['changes']:,} | - | {peer['seconds']:.1f} "
+                     f"| {peer['changes_per_second']:,} | | | | | | |")  # fmt: skip
+    lines += ["", *_verdicts(c, delta_in, peer)]
+    return lines
+
+
+def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
+    lines = []
+    for fmt in ("qlik", "dataworks"):
+        r = c.get(fmt)
+        if not r:
+            continue
+        rate = r["changes_per_second"]
+        parts = []
+        if delta_in:
+            ratio = rate / delta_in["rows_per_second"]
+            met = "met" if ratio >= DELTA_IN_RATIO_TARGET else "missed"
+            parts.append(f"{ratio:.2f}x the `delta.in` rows/s (target {DELTA_IN_RATIO_TARGET}: "
+                         f"{met})")  # fmt: skip
+        if peer:
+            ratio = rate / peer["changes_per_second"]
+            met = "met" if ratio >= PEER_RATIO_TARGET else "missed"
+            parts.append(f"{ratio:.1f}x the peer (target {PEER_RATIO_TARGET:g}: {met})")
+        if parts:
+            lines.append(f"- {_NAMES[fmt]}: " + "; ".join(parts) + ".")
+    return lines
