@@ -30,7 +30,8 @@ from bench.cpu import MachineCpu
 from bench.run import Bench
 from bench.run import build_parser as bench_parser
 from origin.cdc.cutter import Bounds
-from origin.cdc.runner import CdcOptions, CdcOrigin
+from origin.cdc.options import CdcOptions
+from origin.cdc.runner import CdcOrigin
 from origin.cdc.schema_scan import scan
 from origin.cdc_write.dataworks_writer import DataWorksWriter
 from origin.cdc_write.produce import produce

@@ -14,72 +14,31 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from origin.cdc.cutlog import Cut, CutLog
-from origin.cdc.cutter import Bounds, Cutter, Format, rebuild
-from origin.cdc.dataworks import DataWorksDecoder
-from origin.cdc.errors import AwaitingMetadata, BadInput, CdcError, SchemaStop
-from origin.cdc.qlik import QlikDecoder
-from origin.cdc.records import Position, Record, TableSeen
+from origin.cdc.cutter import Cutter, rebuild
+from origin.cdc.errors import AwaitingMetadata, BadInput, CdcError
+from origin.cdc.intake import Intake, make_decoder
+from origin.cdc.options import CdcOptions, CdcStats
+from origin.cdc.records import Position, Record
 from origin.cdc.rows import rows_digest
 from origin.cdc.topic_reader import TopicReader, read_spans
 from origin.client import OriginClient
 from origin.driver import DriverOptions, OriginDriver, Resync
 from origin.sources import SourceDelta
-from podd_runtime.files import durable_write
 from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin.cdc")
-CATALOG = "qlik-catalog.json"
 #: The collector's thresholds while the origin runs (see `CdcOrigin.run`).
 GC_THRESHOLDS = (100_000, 50, 100)
-#: A dead letter larger than a broker's default message size is cut to its first 64 KiB
-#: (header `podd-truncated-from` gives the size): the source topic may take larger messages
-#: than the dead-letter topic does.
-DEAD_LETTER_MAX_BYTES = 1_000_000
-DEAD_LETTER_KEPT_BYTES = 64 << 10
-
-
-@dataclass(frozen=True)
-class CdcOptions:
-    fmt: Format
-    topics: list[str]
-    state_dir: Path
-    bounds: Bounds = field(default_factory=Bounds)
-    settle: float = 2.0
-    dead_letter_topic: str | None = None
-    start_latest: bool = False
-    start_offsets: dict[str, int] = field(default_factory=dict)
-    until_idle: float | None = None
-    metadata_wait: float = 30.0
-    topic_tables: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class CdcStats:
-    """What a run did, and where its time went (busy seconds per phase; reading runs beside
-    cutting and sending, so the phases overlap on the clock)."""
-
-    deltas: int = 0
-    changes: int = 0
-    rows: int = 0
-    dead_lettered: int = 0
-    rebuilt: int = 0
-    parse_seconds: float = 0.0  # decoding messages
-    cut_seconds: float = 0.0  # feeding the cutter, cutting, recording the cut
-    frame_seconds: float = 0.0  # encoding chunks
-    load_seconds: float = 0.0  # producing chunks and waiting for delta.in.rs
-    first_read: float | None = None  # monotonic time of the first message read
-    last_answer: float | None = None  # ... and of the last delta.in.rs
+#: A progress line while reading, this often.
+PROGRESS_SECONDS = 10.0
 
 
 class _NoDeltas:
@@ -91,20 +50,6 @@ class _NoDeltas:
     def delta(self, num: int) -> SourceDelta | None:
         del num
         return None
-
-
-def make_decoder(
-    options: CdcOptions, schema: LogicalSchema | None, *, catalog: bool = True
-) -> QlikDecoder | DataWorksDecoder:
-    """The format's decoder; for Qlik with the tables learnt in earlier runs (`catalog`)."""
-    if options.fmt == "qlik":
-        decoder = QlikDecoder(schema, options.topic_tables)
-        path = options.state_dir / CATALOG
-        if catalog and path.exists():
-            for message in json.loads(path.read_text()):
-                decoder.learn(message)
-        return decoder
-    return DataWorksDecoder(schema)
 
 
 class CdcOrigin:
@@ -121,17 +66,11 @@ class CdcOrigin:
         self.options = options
         self.driver = OriginDriver(client, _NoDeltas(schema), driver_options)
         self.cutlog = CutLog(options.state_dir, schema.datamart)
-        self.decoder = make_decoder(options, schema)
         self.out = out
         self.stats = CdcStats()
-        self._catalog: list[dict[str, Any]] = []
-        path = options.state_dir / CATALOG
-        if path.exists():
-            self._catalog = json.loads(path.read_text())
-        self._blocked: dict[str, BadInput] = {}
-        self._waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
-        self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
+        self.intake = Intake(options, schema, client, self.stats)
         self._named_silent: set[str] = set()
+        self._progress_at = time.monotonic()
 
     # --- 1. reconcile -----------------------------------------------------------------
     async def run(self) -> CdcStats:
@@ -199,7 +138,7 @@ class CdcOrigin:
                 reader.seek(key, offset)
             cutter = Cutter(self.options.fmt, self.schema, starts, self.cutlog.last,
                             self.options.bounds)  # fmt: skip
-            reading = asyncio.create_task(self._read(reader, cutter))
+            reading = asyncio.create_task(self.intake.run(reader, cutter))
             try:
                 await self._cut_and_send(reader, cutter, reading, number)
             finally:
@@ -227,8 +166,8 @@ class CdcOrigin:
                 reading.result()  # raises what stopped the reader
                 raise CdcError("the reader stopped")
             quiet = reader.quiet()
-            live = set(cutter.parts) - set(self._blocked)
-            stuck = bool(self._blocked) and quiet >= live
+            live = set(cutter.parts) - set(self.intake.blocked)
+            stuck = bool(self.intake.blocked) and quiet >= live
             full = cutter.pending >= self.options.bounds.max_pending
             started = time.monotonic()
             found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full)
@@ -247,14 +186,18 @@ class CdcOrigin:
                 number += 1
                 continue
             if stuck:
-                raise next(iter(self._blocked.values()))
+                raise next(iter(self.intake.blocked.values()))
             if full:
                 raise BadInput(cutter.oldest_open(), (
                     f"{cutter.pending:,} changes are held and none can be cut: a transaction "
                     f"larger than {self.options.bounds.max_pending:,} changes, or one never "
                     "completed"))  # fmt: skip
             idle = self.options.until_idle
-            settled = quiet >= set(cutter.parts) and not self._waiting
+            if time.monotonic() - self._progress_at >= PROGRESS_SECONDS:
+                self._progress_at = time.monotonic()
+                log.info("reading", messages=self.stats.messages, held=cutter.pending,
+                         lag=reader.lag(), deltas=self.stats.deltas)  # fmt: skip
+            settled = quiet >= set(cutter.parts) and not self.intake.waiting
             if idle is not None and settled and time.monotonic() - reader.last_arrival() >= idle:
                 if cutter.pending:
                     log.warning("changes of incomplete transactions held, not sent",
@@ -286,90 +229,3 @@ class CdcOrigin:
             f"delta {cut.delta}: {cut.changes:,} changes -> {cut.rows:,} rows, "
             f"dated {cut.date.isoformat()}, applied in {outcome.seconds:.2f} s{behind}"
         )
-
-    # --- reading ------------------------------------------------------------------------
-    async def _read(self, reader: TopicReader, cutter: Cutter) -> None:
-        while True:
-            if cutter.pending >= self.options.bounds.max_pending:
-                await asyncio.sleep(0.05)  # back-pressure: the next cut frees room
-                continue
-            self._check_waits(reader)
-            batch = await reader.batch()
-            if batch and self.stats.first_read is None:
-                self.stats.first_read = time.monotonic()
-            parse = feed = 0.0
-            for message in batch:
-                key = f"{message.topic}:{message.partition}"
-                if key in self._blocked or key in reader.paused:
-                    continue
-                at = Position(message.topic, message.partition, message.offset)
-                started = time.monotonic()
-                try:
-                    record = self.decoder.decode(message.topic, message.value)
-                except AwaitingMetadata as exc:
-                    if (key, message.offset) in self._expired:
-                        self._expired.discard((key, message.offset))
-                        late = BadInput(
-                            at,
-                            f"a data message whose table's metadata ({exc.key}) "
-                            f"did not arrive within {self.options.metadata_wait:g} s",
-                        )
-                        await self._bad(reader, cutter, late, message)
-                    else:
-                        reader.pause(key, message.offset)
-                        self._waiting.setdefault(key, (message.offset, time.monotonic()))
-                    continue
-                except BadInput as exc:
-                    await self._bad(reader, cutter, exc.located(at), message)
-                    continue
-                decoded = time.monotonic()
-                parse += decoded - started
-                self._waiting.pop(key, None)
-                if isinstance(record, TableSeen):
-                    self._remember(record, reader)
-                cutter.feed(at, record, decoded)
-                feed += time.monotonic() - decoded
-            self.stats.parse_seconds += parse
-            self.stats.cut_seconds += feed
-
-    def _check_waits(self, reader: TopicReader) -> None:
-        """A partition waiting past the bound is read again: its message is then bad input."""
-        now = time.monotonic()
-        for key, (offset, since) in list(self._waiting.items()):
-            if now - since > self.options.metadata_wait:
-                del self._waiting[key]
-                self._expired.add((key, offset))
-                reader.resume(key)
-
-    def _remember(self, seen: TableSeen, reader: TopicReader) -> None:
-        if self.options.fmt == "qlik" and seen.source not in self._catalog:
-            self._catalog.append(seen.source)
-            data = json.dumps(self._catalog, default=str).encode()
-            durable_write(self.options.state_dir / CATALOG, data)
-        for key in list(self._waiting):
-            reader.resume(key)  # read the waiting message again, now that a table is known
-
-    async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
-        key = f"{message.topic}:{message.partition}"
-        if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop):
-            reader.pause(key, message.offset)
-            self._blocked[key] = exc
-            log.error("bad input: reading of the partition stopped", error=str(exc))
-            return
-        headers = [
-            ("podd-source", f"{message.topic}:{message.partition}:{message.offset}".encode()),
-            ("podd-error", exc.reason[:1000].encode()),
-        ]
-        value = message.value
-        if value is not None and len(value) > DEAD_LETTER_MAX_BYTES:
-            headers.append(("podd-truncated-from", str(len(value)).encode()))
-            value = value[:DEAD_LETTER_KEPT_BYTES]
-        await self.client.producer.send_and_wait(
-            self.options.dead_letter_topic, key=message.key, value=value, headers=headers
-        )
-        cutter.passed(exc.at or Position(message.topic, message.partition, message.offset))
-        self.stats.dead_lettered += 1
-        log.warning(
-            "bad input sent to the dead-letter topic", error=str(exc),
-            topic=self.options.dead_letter_topic, count=self.stats.dead_lettered,
-        )  # fmt: skip

@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 
 from origin.cdc.errors import AwaitingMetadata, BadInput, TableRefused
-from origin.cdc.runner import CdcOptions, make_decoder
+from origin.cdc.intake import make_decoder
+from origin.cdc.options import CdcOptions
 from origin.cdc.topic_reader import TopicReader
 from podd_kafka.settings import KafkaSettings
 from protocol.schema import LogicalSchema, Table

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from origin.cdc.cutlog import partition_key
 from origin.cdc.cutter import Bounds
-from origin.cdc.runner import CdcOptions
+from origin.cdc.options import CdcOptions
 from origin.settings import OriginSettings
 
 

@@ -1,0 +1,153 @@
+"""The reading side of a CDC run: every message decoded and fed to the cutter.
+
+Bad input stops reading its partition (`blocked`: the runner cuts what it still can, then
+stops with the error) or, with a dead-letter topic, goes there. A Qlik data message whose
+metadata is not read yet pauses its partition (`waiting`) until the metadata comes or the
+wait bound passes; then it is bad input. The metadata messages read are kept durably
+(`qlik-catalog.json`), so a restarted run knows tables described before its start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import structlog
+
+from origin.cdc.cutter import Cutter
+from origin.cdc.dataworks import DataWorksDecoder
+from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop
+from origin.cdc.options import CATALOG, CdcOptions, CdcStats
+from origin.cdc.qlik import QlikDecoder
+from origin.cdc.records import Position, TableSeen
+from origin.cdc.topic_reader import TopicReader
+from origin.client import OriginClient
+from podd_runtime.files import durable_write
+from protocol.schema import LogicalSchema
+
+log = structlog.get_logger("origin.cdc")
+
+#: A dead letter larger than a broker's default message size is cut to its first 64 KiB
+#: (header `podd-truncated-from` gives the size): the source topic may take larger messages
+#: than the dead-letter topic does.
+DEAD_LETTER_MAX_BYTES = 1_000_000
+DEAD_LETTER_KEPT_BYTES = 64 << 10
+
+
+def make_decoder(
+    options: CdcOptions, schema: LogicalSchema | None, *, catalog: bool = True
+) -> QlikDecoder | DataWorksDecoder:
+    """The format's decoder; for Qlik with the tables learnt in earlier runs (`catalog`)."""
+    if options.fmt == "qlik":
+        decoder = QlikDecoder(schema, options.topic_tables)
+        path = options.state_dir / CATALOG
+        if catalog and path.exists():
+            for message in json.loads(path.read_text()):
+                decoder.learn(message)
+        return decoder
+    return DataWorksDecoder(schema)
+
+
+class Intake:
+    def __init__(
+        self, options: CdcOptions, schema: LogicalSchema, client: OriginClient, stats: CdcStats
+    ) -> None:
+        self.options = options
+        self.client = client
+        self.stats = stats
+        self.decoder = make_decoder(options, schema)
+        self.blocked: dict[str, BadInput] = {}  # partition → why its reading stopped
+        self.waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
+        self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
+        path = options.state_dir / CATALOG
+        self._catalog: list[dict[str, Any]] = json.loads(path.read_text()) if path.exists() else []
+
+    async def run(self, reader: TopicReader, cutter: Cutter) -> None:
+        """Read, decode and feed until cancelled; back-pressure at `max_pending`."""
+        while True:
+            if cutter.pending >= self.options.bounds.max_pending:
+                await asyncio.sleep(0.05)  # back-pressure: the next cut frees room
+                continue
+            self._check_waits(reader)
+            batch = await reader.batch()
+            if batch and self.stats.first_read is None:
+                self.stats.first_read = time.monotonic()
+            parse = feed = 0.0
+            self.stats.messages += len(batch)
+            for message in batch:
+                key = f"{message.topic}:{message.partition}"
+                if key in self.blocked or key in reader.paused:
+                    continue
+                at = Position(message.topic, message.partition, message.offset)
+                started = time.monotonic()
+                try:
+                    record = self.decoder.decode(message.topic, message.value)
+                except AwaitingMetadata as exc:
+                    if (key, message.offset) in self._expired:
+                        self._expired.discard((key, message.offset))
+                        late = BadInput(
+                            at,
+                            f"a data message whose table's metadata ({exc.key}) "
+                            f"did not arrive within {self.options.metadata_wait:g} s",
+                        )
+                        await self._bad(reader, cutter, late, message)
+                    else:
+                        reader.pause(key, message.offset)
+                        self.waiting.setdefault(key, (message.offset, time.monotonic()))
+                    continue
+                except BadInput as exc:
+                    await self._bad(reader, cutter, exc.located(at), message)
+                    continue
+                decoded = time.monotonic()
+                parse += decoded - started
+                self.waiting.pop(key, None)
+                if isinstance(record, TableSeen):
+                    self._remember(record, reader)
+                cutter.feed(at, record, decoded)
+                feed += time.monotonic() - decoded
+            self.stats.parse_seconds += parse
+            self.stats.cut_seconds += feed
+
+    def _check_waits(self, reader: TopicReader) -> None:
+        """A partition waiting past the bound is read again: its message is then bad input."""
+        now = time.monotonic()
+        for key, (offset, since) in list(self.waiting.items()):
+            if now - since > self.options.metadata_wait:
+                del self.waiting[key]
+                self._expired.add((key, offset))
+                reader.resume(key)
+
+    def _remember(self, seen: TableSeen, reader: TopicReader) -> None:
+        if self.options.fmt == "qlik" and seen.source not in self._catalog:
+            self._catalog.append(seen.source)
+            data = json.dumps(self._catalog, default=str).encode()
+            durable_write(self.options.state_dir / CATALOG, data)
+        for key in list(self.waiting):
+            reader.resume(key)  # read the waiting message again, now that a table is known
+
+    async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
+        key = f"{message.topic}:{message.partition}"
+        if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop):
+            reader.pause(key, message.offset)
+            self.blocked[key] = exc
+            log.error("bad input: reading of the partition stopped", error=str(exc))
+            return
+        headers = [
+            ("podd-source", f"{message.topic}:{message.partition}:{message.offset}".encode()),
+            ("podd-error", exc.reason[:1000].encode()),
+        ]
+        value = message.value
+        if value is not None and len(value) > DEAD_LETTER_MAX_BYTES:
+            headers.append(("podd-truncated-from", str(len(value)).encode()))
+            value = value[:DEAD_LETTER_KEPT_BYTES]
+        await self.client.producer.send_and_wait(
+            self.options.dead_letter_topic, key=message.key, value=value, headers=headers
+        )
+        cutter.passed(exc.at or Position(message.topic, message.partition, message.offset))
+        self.stats.dead_lettered += 1
+        log.warning(
+            "bad input sent to the dead-letter topic", error=str(exc),
+            topic=self.options.dead_letter_topic, count=self.stats.dead_lettered,
+        )  # fmt: skip

@@ -1,0 +1,45 @@
+"""What a CDC run is told (`CdcOptions`) and what it reports (`CdcStats`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from origin.cdc.cutter import Bounds, Format
+
+#: Where a Qlik run keeps the metadata messages it has read, in its state directory.
+CATALOG = "qlik-catalog.json"
+
+
+@dataclass(frozen=True)
+class CdcOptions:
+    fmt: Format
+    topics: list[str]
+    state_dir: Path
+    bounds: Bounds = field(default_factory=Bounds)
+    settle: float = 2.0
+    dead_letter_topic: str | None = None
+    start_latest: bool = False
+    start_offsets: dict[str, int] = field(default_factory=dict)
+    until_idle: float | None = None
+    metadata_wait: float = 30.0
+    topic_tables: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CdcStats:
+    """What a run did, and where its time went (busy seconds per phase; reading runs beside
+    cutting and sending, so the phases overlap on the clock)."""
+
+    messages: int = 0  # read from the source topics
+    deltas: int = 0
+    changes: int = 0
+    rows: int = 0
+    dead_lettered: int = 0
+    rebuilt: int = 0
+    parse_seconds: float = 0.0  # decoding messages
+    cut_seconds: float = 0.0  # feeding the cutter, cutting, recording the cut
+    frame_seconds: float = 0.0  # encoding chunks
+    load_seconds: float = 0.0  # producing chunks and waiting for delta.in.rs
+    first_read: float | None = None  # monotonic time of the first message read
+    last_answer: float | None = None  # ... and of the last delta.in.rs
