@@ -182,13 +182,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log_to_stderr()
     try:
-        if args.command == "cdc":
-            return cdc_cli.main(args)
-        settings = settings_from(args)
+        settings = None if args.command == "cdc" else settings_from(args)
     except ValidationError as exc:
         print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)
         return 2
     try:
+        if settings is None:
+            return cdc_cli.main(args)
         if args.command == "record":
             return record(settings, args.out)
         if args.command == "state":

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from origin.cdc.errors import BadInput
@@ -33,8 +32,7 @@ from origin.cdc.schema_scan import scan
 from origin.cdc.settings import CdcSettings
 from origin.cdc_write import cli as write_cli
 from origin.client import OriginClient
-from origin.errors import OriginError, ReplicaRefused
-from protocol.errors import PoddError
+from origin.errors import OriginError
 
 EXIT_BAD_INPUT = 3
 
@@ -127,15 +125,6 @@ def main(args: argparse.Namespace) -> int:
     except (ValidationError, ValueError) as exc:
         print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)
         return 2
-    except BadInput as exc:
+    except BadInput as exc:  # the other errors map to exit codes in `origin.cli.main`
         print(f"podd-origin: stopped: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ReplicaRefused as exc:
-        print(f"podd-origin: stopped: {exc}", file=sys.stderr)
-        return 1
-    except PoddError as exc:
-        print(f"podd-origin: {exc}", file=sys.stderr)
-        return 2
-    except KafkaError as exc:
-        print(f"podd-origin: the Kafka broker cannot be used: {exc}", file=sys.stderr)
-        return 2

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from origin.cdc.errors import BadInput, SchemaStop
+from origin.cdc.errors import BadInput, SchemaStop, an_object
 from origin.cdc.records import Change, Heartbeat, Record, RowChange, Skipped
 from origin.cdc.tables import (
     DATAWORKS_ROW_ID,
@@ -37,12 +37,6 @@ _EPOCH = datetime(1970, 1, 1)
 MAX_SCHEMAS = 10_000
 
 
-def _fields(obj: Any, what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise BadInput(None, f"{what} is not an object")
-    return obj
-
-
 def _whole(value: Any, what: str) -> int:
     if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 40:
         value = int(value.strip())
@@ -52,7 +46,7 @@ def _whole(value: Any, what: str) -> int:
 
 
 def event_time(payload: dict[str, Any]) -> int:
-    stamps = _fields(payload.get("timestamp"), "payload.timestamp")
+    stamps = an_object(payload.get("timestamp"), "payload.timestamp")
     millis = _whole(stamps.get("eventTime"), "eventTime")
     if millis > BIGINT_RANGE[1]:
         raise BadInput(None, f"eventTime {millis} is out of range")
@@ -76,17 +70,17 @@ class DataWorksDecoder:
         if not value or (value[:1] != b"{" and value.lstrip()[:1] != b"{"):
             raise BadInput(None, "not a JSON object")
         try:
-            obj = _fields(orjson.loads(value), "the value")
+            obj = an_object(orjson.loads(value), "the value")
         except orjson.JSONDecodeError as exc:
             raise BadInput(None, f"not JSON: {exc}") from None
-        payload = _fields(obj.get("payload"), "payload")
+        payload = an_object(obj.get("payload"), "payload")
         op = payload.get("op")
         if op == "MHEARTBEAT":
             return Heartbeat(event_time(payload))
         if op in NO_ROW_OPS:
             return Skipped(str(op))
-        schema = _fields(obj.get("schema"), "schema")
-        source = _fields(schema.get("source"), "schema.source")
+        schema = an_object(obj.get("schema"), "schema")
+        source = an_object(schema.get("source"), "schema.source")
         source_table = source.get("tableName")
         if not isinstance(source_table, str):
             raise BadInput(None, "schema.source.tableName is not a name")
@@ -100,14 +94,14 @@ class DataWorksDecoder:
         sequence = _whole(payload.get("sequenceId"), "sequenceId")
         millis = event_time(payload)
         if op in ("INSERT", "UPDATE_AFTER"):
-            after = table.row(_fields(self._columns(payload, "after"), f"{op} after"), op)
+            after = table.row(an_object(self._columns(payload, "after"), f"{op} after"), op)
             before_obj = payload.get("before")
             before = None
             if op == "UPDATE_AFTER" and before_obj:
-                before = table.key_row(_fields(self._columns(payload, "before"), "before"), op)
+                before = table.key_row(an_object(self._columns(payload, "before"), "before"), op)
             rows: tuple[RowChange, ...] = table.changes(before, after)
         else:  # UPDATE_BEFOR (the key's old half) or DELETE
-            gone = table.key_row(_fields(self._columns(payload, "before"), f"{op} before"), op)
+            gone = table.key_row(an_object(self._columns(payload, "before"), f"{op} before"), op)
             rows = (table.delete(gone),)
         half = 0 if op == "UPDATE_BEFOR" else 1
         return Change(
@@ -168,7 +162,7 @@ class DataWorksDecoder:
         if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
             raise BadInput(None, f"table {source_table}: primaryKey is not a list of names")
         table, mapped = map_table(source_table, columns, key, "schema")
-        origin = _fields(schema.get("source"), "schema.source")
+        origin = an_object(schema.get("source"), "schema.source")
         where = ".".join(str(origin.get(k)) for k in ("dbName", "schemaName", "tableName"))
         self.sources.claim(table.name, where)
         check_against(self.expected, table)

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from origin.cdc.records import Position
 from origin.errors import OriginError
+
+
+def an_object(obj: Any, what: str) -> dict[str, Any]:
+    """`obj` if it is a JSON object (a dict), else BadInput naming `what`."""
+    if not isinstance(obj, dict):
+        raise BadInput(None, f"{what} is not an object")
+    return obj
 
 
 class CdcError(OriginError):

@@ -17,7 +17,7 @@ from typing import Any
 import fastavro
 import orjson
 
-from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop
+from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, an_object
 from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
 from origin.cdc.records import Change, Record, RowChange, TableSeen
 from origin.cdc.tables import MappedTable, SourceNames, check_against, map_table
@@ -29,12 +29,6 @@ SEQUENCE_WIDTH = 40
 _MAGIC_TEXT = MAGIC.decode()
 #: Writer schemas kept at most (metadata `dataSchema`s and inline `messageSchema`s).
 MAX_SCHEMAS = 10_000
-
-
-def _fields(obj: Any, what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise BadInput(None, f"{what} is not an object")
-    return obj
 
 
 def _read_avro(data: Any, schema: Any) -> Any:
@@ -120,9 +114,9 @@ class QlikDecoder:
             obj = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             raise BadInput(None, f"not JSON: {exc}") from None
-        obj = _fields(obj, "the value")
+        obj = an_object(obj, "the value")
         if obj.get("magic") == _MAGIC_TEXT:
-            message = _fields(obj.get("message"), "the envelope's message")
+            message = an_object(obj.get("message"), "the envelope's message")
             if obj.get("type") == "MD":
                 return self._metadata(message)
             if obj.get("type") == "DT":
@@ -137,7 +131,7 @@ class QlikDecoder:
             envelope = _read_avro(value, PARSED_ENVELOPE)
             if envelope["type"] == "MD":
                 metadata = _read_avro(envelope["message"], PARSED_METADATA)
-                return self._metadata(_fields(metadata, "the metadata message"))
+                return self._metadata(an_object(metadata, "the metadata message"))
         except (EOFError, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
             raise BadInput(None, f"not a Qlik Avro envelope: {exc!r}"[:200]) from None
         if envelope["type"] != "DT":
@@ -150,7 +144,7 @@ class QlikDecoder:
             raise BadInput(
                 None, f"the data message is not Avro of its schema: {exc!r}"[:200]
             ) from None
-        return self._data(_fields(message, "the data message"), table)
+        return self._data(an_object(message, "the data message"), table)
 
     def _data_schema(self, schema_id: str | None, inline: str | None) -> Any:
         """The writer schema of a data message: its own `messageSchema`, else its table's
@@ -180,9 +174,9 @@ class QlikDecoder:
     def _metadata(self, message: dict[str, Any]) -> Record:
         try:
             schema_id = str(message["schemaId"])
-            table_name = str(_fields(message["lineage"], "lineage")["table"])
-            columns = _fields(
-                _fields(message["tableStructure"], "tableStructure")["tableColumns"],
+            table_name = str(an_object(message["lineage"], "lineage")["table"])
+            columns = an_object(
+                an_object(message["tableStructure"], "tableStructure")["tableColumns"],
                 "tableColumns",
             )
             ordered = sorted(columns.items(), key=lambda item: int(item[1]["ordinal"]))
@@ -248,17 +242,17 @@ class QlikDecoder:
         schema_id, table = found
         headers = message.get("headers")
         if type(headers) is not dict:
-            headers = _fields(headers, "headers")
+            headers = an_object(headers, "headers")
         operation = headers.get("operation")
         data, before = message.get("data"), message.get("beforeData")
         self._check_mask(schema_id, table, headers.get("columnMask"), operation)
         if operation in UPSERTS:
-            after = table.row(data if type(data) is dict else _fields(data, "data"), operation)
-            old = table.row(_fields(before, "beforeData"), "beforeData") if before else None
+            after = table.row(data if type(data) is dict else an_object(data, "data"), operation)
+            old = table.row(an_object(before, "beforeData"), "beforeData") if before else None
             rows: tuple[RowChange, ...] = table.changes(old, after)
         elif operation == "DELETE":
             gone = before if before else data
-            rows = (table.delete(table.key_row(_fields(gone, "DELETE data"), "DELETE")),)
+            rows = (table.delete(table.key_row(an_object(gone, "DELETE data"), "DELETE")),)
         else:
             raise BadInput(None, f"operation {str(operation)[:20]!r} is not one Qlik writes")
         if operation == "REFRESH":
