@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from origin.cdc.cutlog import partition_key
 from origin.cdc.cutter import Cutter
 from origin.cdc.dataworks import DataWorksDecoder
 from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop
@@ -77,7 +78,7 @@ class Intake:
             parse = feed = 0.0
             self.stats.messages += len(batch)
             for message in batch:
-                key = f"{message.topic}:{message.partition}"
+                key = partition_key(message.topic, message.partition)
                 if key in self.blocked or key in reader.paused:
                     continue
                 at = Position(message.topic, message.partition, message.offset)
@@ -128,7 +129,7 @@ class Intake:
             reader.resume(key)  # read the waiting message again, now that a table is known
 
     async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
-        key = f"{message.topic}:{message.partition}"
+        key = partition_key(message.topic, message.partition)
         if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop):
             reader.pause(key, message.offset)
             self.blocked[key] = exc

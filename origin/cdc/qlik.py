@@ -96,6 +96,7 @@ class QlikDecoder:
         self.topic_tables = dict(topic_tables or {})
         self.by_schema_id: dict[str, MappedTable] = {}
         self.by_name: dict[str, MappedTable] = {}
+        self._id_by_name: dict[str, str] = {}  # a table's newest schemaId
         self._changed: dict[str, SchemaStop] = {}  # a table's newest metadata, if refused
         self._ordinals: dict[str, dict[str, int]] = {}
         self._needed: dict[str, tuple[int, int]] = {}  # schemaId → masks: every column, key
@@ -206,6 +207,7 @@ class QlikDecoder:
             self._changed[schema_id] = stop  # refused at the first data message that uses it
         self.by_schema_id[schema_id] = current
         self.by_name[table.name] = current
+        self._id_by_name[table.name] = schema_id
         self._ordinals[schema_id] = {c.name: ordinals[c.source_name] for c in mapped}
         bits = {c.name: 1 << (ordinals[c.source_name] - 1) for c in mapped}
         self._needed[schema_id] = (sum(bits.values()), sum(bits[k] for k in table.primary_key))
@@ -232,7 +234,7 @@ class QlikDecoder:
         table = self.by_name.get(name)
         if table is None:
             raise AwaitingMetadata(f"table {name}")
-        schema_id = next(k for k, v in self.by_schema_id.items() if v is table)
+        schema_id = self._id_by_name[name]
         if schema_id in self._changed:
             raise self._changed[schema_id]
         return schema_id, table
