@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         agent = replace(bench.agent, bootstrap=fresh)
                         results[fmt] = await cdc_run(
                             fmt, kafka, agent, root, args.changes, args.seed, dsn,
-                            peer=fmt == "qlik",
+                            peer=fmt == "qlik" and not args.no_peer,
                         )  # fmt: skip
 
             asyncio.run(measure())
@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delta-in-rows", type=int, default=1_000_000, help="0: skip it")
     parser.add_argument("--formats", nargs="+", default=["qlik", "dataworks"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-peer", action="store_true", help="skip the per-row peer")
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
     parser.add_argument("--record", action="store_true",
                         help="merge into bench-results.json and render BENCHMARKS.md")  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 import fastavro
 
+from protocol.avro_encoder import fast_body
 from protocol.body import SYS_OP
 from protocol.codec import Codec, write_ocf
 from protocol.schema import Table
@@ -66,9 +67,22 @@ def encode_body(
     """A body OCF for `rows`: each row is the column values in order, then `sys_op`.
 
     Values are Python's own (bool, int, float, str, date, time, datetime) or the Avro
-    encodings' integers for date (days), time and timestamp (microseconds).
+    encodings' integers for date (days), time and timestamp (microseconds). Plain values take
+    the compiled writer (`protocol.avro_encoder`); the rest, fastavro.
     """
+    rows = rows if isinstance(rows, list) else list(rows)
     schema = body_schema(table, all_nullable=all_nullable)
+    nullable = [isinstance(f["type"], list) for f in schema["fields"][:-1]]
+    fast = fast_body(table, rows, schema, codec, nullable)
+    if fast is not None:
+        return fast
+    return fastavro_body(table, rows, schema, codec)
+
+
+def fastavro_body(
+    table: Table, rows: Sequence[Sequence[Any]], schema: dict[str, Any], codec: str
+) -> bytes:
+    """The body written by fastavro: any value fastavro takes, and its error for a bad one."""
     names = [f["name"] for f in schema["fields"]]
     width = len(names)
     stamps = [i for i, c in enumerate(table.columns) if c.type.avro.logical == "timestamp-micros"]
