@@ -18,7 +18,9 @@ import fastavro
 import orjson
 
 from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, an_object
+from origin.cdc.json_fast import DecodeError, NotSure, RowReader, checked, plain_message
 from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
+from origin.cdc.qlik_fast import ENVELOPE_READER, NULL, row_reader
 from origin.cdc.records import Change, Record, RowChange, TableSeen
 from origin.cdc.tables import MappedTable, SourceNames, check_against, map_table
 from origin.cdc.values import qlik_column
@@ -86,13 +88,45 @@ def _mask(value: Any) -> int | None:
         raise BadInput(None, f"columnMask {str(value)[:40]!r} is not hexadecimal") from None
 
 
+def _change(
+    rows: tuple[RowChange, ...],
+    operation: Any,
+    sequence_value: Any,
+    timestamp: Any,
+    transaction: Any,
+    counter: Any,
+    last_event: Any,
+) -> Change:
+    """The change of a data message, from its rows and headers."""
+    if operation == "REFRESH":
+        return Change(rows, None, ("",), None)
+    sequence = sequence_key(sequence_value)
+    if transaction is not None and (
+        not isinstance(counter, int) or isinstance(counter, bool) or counter < 1
+    ):
+        raise BadInput(None, f"transactionEventCounter {str(counter)[:20]!r} is not 1 or more")
+    return Change(
+        rows,
+        sequence,
+        (sequence,),
+        (sequence,),
+        source_time(timestamp),
+        None if transaction is None else str(transaction),
+        counter if transaction is not None else None,
+        transaction is None or last_event is True,
+    )
+
+
 class QlikDecoder:
     def __init__(
         self,
         expected: LogicalSchema | None = None,
         topic_tables: Mapping[str, str] | None = None,
+        *,
+        fast: bool = True,
     ) -> None:
         self.expected = expected
+        self.fast = fast  # the msgspec path for data messages in their envelope
         self.topic_tables = dict(topic_tables or {})
         self.by_schema_id: dict[str, MappedTable] = {}
         self.by_name: dict[str, MappedTable] = {}
@@ -102,6 +136,7 @@ class QlikDecoder:
         self._needed: dict[str, tuple[int, int]] = {}  # schemaId → masks: every column, key
         self.sources = SourceNames()
         self._data_schemas: dict[str, Any] = {}
+        self._readers: dict[str, RowReader] = {}  # schemaId → the fast path's row reader
 
     # --- the message ------------------------------------------------------------------
     def decode(self, topic: str, value: bytes | None) -> Record:
@@ -109,6 +144,10 @@ class QlikDecoder:
             raise BadInput(None, "an empty value")
         if value[:5] == MAGIC:
             return self._avro_envelope(value)
+        if self.fast and value[:1] == b"{" and plain_message(value):
+            fast = self._fast(value)
+            if fast is not None:
+                return fast
         if value[:1] != b"{" and value.lstrip()[:1] != b"{":
             raise BadInput(None, "neither JSON nor a Qlik Avro envelope")
         try:
@@ -206,6 +245,7 @@ class QlikDecoder:
         except SchemaStop as stop:
             self._changed[schema_id] = stop  # refused at the first data message that uses it
         self.by_schema_id[schema_id] = current
+        self._readers.pop(schema_id, None)
         self.by_name[table.name] = current
         self._id_by_name[table.name] = schema_id
         self._ordinals[schema_id] = {c.name: ordinals[c.source_name] for c in mapped}
@@ -257,25 +297,45 @@ class QlikDecoder:
             rows = (table.delete(table.key_row(an_object(gone, "DELETE data"), "DELETE")),)
         else:
             raise BadInput(None, f"operation {str(operation)[:20]!r} is not one Qlik writes")
-        if operation == "REFRESH":
-            return Change(rows, None, ("",), None)
-        sequence = sequence_key(headers.get("changeSequence"))
-        transaction = headers.get("transactionId")
-        counter = headers.get("transactionEventCounter")
-        if transaction is not None and (
-            not isinstance(counter, int) or isinstance(counter, bool) or counter < 1
-        ):
-            raise BadInput(None, f"transactionEventCounter {str(counter)[:20]!r} is not 1 or more")
-        return Change(
-            rows,
-            sequence,
-            (sequence,),
-            (sequence,),
-            source_time(headers.get("timestamp")),
-            None if transaction is None else str(transaction),
-            counter if transaction is not None else None,
-            transaction is None or headers.get("transactionLastEvent") is True,
-        )
+        get = headers.get
+        return _change(rows, operation, get("changeSequence"), get("timestamp"),
+                       get("transactionId"), get("transactionEventCounter"),
+                       get("transactionLastEvent"))  # fmt: skip
+
+    def _fast(self, value: bytes) -> Record | None:
+        """A data message in its envelope, by `qlik_fast`; None: the exact path decides."""
+        try:
+            envelope = ENVELOPE_READER.decode(value)
+            message = envelope.message
+            schema_id = envelope.messageSchemaId
+            if envelope.magic != _MAGIC_TEXT or envelope.type != "DT" or message is None:
+                return None
+            if type(schema_id) is not str or schema_id in self._changed:
+                return None
+            table = self.by_schema_id.get(schema_id)
+            if table is None:
+                return None
+            reader = self._readers.get(schema_id)
+            if reader is None:
+                reader = self._readers[schema_id] = row_reader(table)
+            headers = message.headers
+            operation = headers.operation
+            self._check_mask(schema_id, table, checked(headers.columnMask), operation)
+            if operation in UPSERTS:
+                after = reader.whole(message.data)
+                old = None if message.beforeData == NULL else reader.whole(message.beforeData)
+                rows = table.changes(old, after)
+            elif operation == "DELETE":
+                gone = message.data if message.beforeData == NULL else message.beforeData
+                rows = (table.delete(reader.keyed(gone)),)
+            else:
+                return None
+            return _change(rows, operation, checked(headers.changeSequence),
+                           checked(headers.timestamp), checked(headers.transactionId),
+                           checked(headers.transactionEventCounter),
+                           checked(headers.transactionLastEvent))  # fmt: skip
+        except (DecodeError, NotSure, BadInput, UnicodeDecodeError):
+            return None
 
     def _check_mask(self, schema_id: str, table: MappedTable, raw: Any, operation: Any) -> None:
         mask = _mask(raw)
