@@ -5,7 +5,8 @@
    applied are rebuilt from exactly their offsets and sent again.
 2. Read every partition from where the last cut left it (or the start offsets).
 3. When a delta is due, record its cut durably, then send it (`origin.driver`) and wait for
-   `delta.in.rs`; one delta in flight, as the protocol requires.
+   `delta.in.rs`; one delta in flight, as the protocol requires. The next delta is cut and
+   framed meanwhile, and sent once the one in flight is applied.
 4. Bad input stops reading its partition; what can still be cut before it is applied, then
    the run ends with the error. With a dead-letter topic, bad messages go there instead.
 """
@@ -32,6 +33,7 @@ from origin.cdc.topic_reader import TopicReader, read_spans
 from origin.client import OriginClient
 from origin.driver import DriverOptions, OriginDriver, Resync
 from origin.sources import SourceDelta
+from protocol.framing import Chunk
 from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin.cdc")
@@ -161,56 +163,105 @@ class CdcOrigin:
     async def _cut_and_send(
         self, reader: TopicReader, cutter: Cutter, reading: asyncio.Task[None], number: int
     ) -> None:
-        while True:
-            if reading.done():
-                reading.result()  # raises what stopped the reader
-                raise CdcError("the reader stopped")
-            quiet = reader.quiet()
-            live = set(cutter.parts) - set(self.intake.blocked)
-            stuck = bool(self.intake.blocked) and quiet >= live
-            full = cutter.pending >= self.options.bounds.max_pending
-            started = time.monotonic()
-            found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full)
-            if found is not None:
-                self.cutlog.record(found[0])
-            self.stats.cut_seconds += time.monotonic() - started
-            if cutter.silent - self._named_silent:
-                log.warning("partitions carry no heartbeats: they do not hold the watermark",
-                            partitions=sorted(cutter.silent - self._named_silent))  # fmt: skip
-                self._named_silent |= cutter.silent
-            if found is not None:
-                cut, rows = found
-                log.info("delta cut", deltaNum=cut.delta, changes=cut.changes, rows=cut.rows,
-                         lag=reader.lag(), pending=cutter.pending)  # fmt: skip
-                await self._send(cut, rows, lag=reader.lag())
-                number += 1
-                continue
-            if stuck:
-                raise next(iter(self.intake.blocked.values()))
-            if full:
-                raise BadInput(cutter.oldest_open(), (
-                    f"{cutter.pending:,} changes are held and none can be cut: a transaction "
-                    f"larger than {self.options.bounds.max_pending:,} changes, or one never "
-                    "completed"))  # fmt: skip
-            idle = self.options.until_idle
-            if time.monotonic() - self._progress_at >= PROGRESS_SECONDS:
-                self._progress_at = time.monotonic()
-                log.info("reading", messages=self.stats.messages, held=cutter.pending,
-                         lag=reader.lag(), deltas=self.stats.deltas)  # fmt: skip
-            settled = quiet >= set(cutter.parts) and not self.intake.waiting
-            if idle is not None and settled and time.monotonic() - reader.last_arrival() >= idle:
-                if cutter.pending:
-                    log.warning("changes of incomplete transactions held, not sent",
-                                changes=cutter.pending)  # fmt: skip
-                return
-            await asyncio.sleep(0.05)
+        """Cut, frame and send, one delta in flight. While delta N is sent and applied, delta
+        N + 1 is cut (recorded first, as every cut) and framed, so the replica does not wait
+        on the origin between two deltas."""
+        sending: asyncio.Task[None] | None = None
+        ready: tuple[Cut, SourceDelta, tuple[str, list[Chunk]]] | None = None
+        try:
+            while True:
+                if reading.done():
+                    reading.result()  # raises what stopped the reader
+                    raise CdcError("the reader stopped")
+                if sending is not None and sending.done():
+                    finished, sending = sending, None
+                    finished.result()  # raises what stopped the send
+                if ready is not None and sending is None:
+                    sending = asyncio.create_task(self._transfer(*ready, lag=reader.lag()))
+                    ready = None
+                quiet = reader.quiet()
+                if ready is None:
+                    found, stop = self._cut(reader, cutter, quiet, number)
+                    if found is not None:
+                        ready = (found[0], *self._frame(*found))
+                        number += 1
+                        continue
+                    if stop is not None:
+                        if sending is None:
+                            raise stop
+                        await asyncio.wait([sending])  # what was cut before it is applied
+                        continue
+                if self._idle(reader, cutter, quiet) and sending is None and ready is None:
+                    if cutter.pending:
+                        log.warning("changes of incomplete transactions held, not sent",
+                                    changes=cutter.pending)  # fmt: skip
+                    return
+                await asyncio.sleep(0.05)
+        finally:
+            if sending is not None:
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
 
-    async def _send(self, cut: Cut, rows: dict[str, Any], lag: int | None = None) -> None:
+    def _cut(
+        self, reader: TopicReader, cutter: Cutter, quiet: set[str], number: int
+    ) -> tuple[tuple[Cut, dict[str, Any]] | None, CdcError | None]:
+        """Delta `number` if one is due, recorded in the cut log; else what stops the run,
+        if anything does (bad input with nothing left to cut, or the memory bound)."""
+        live = set(cutter.parts) - set(self.intake.blocked)
+        stuck = bool(self.intake.blocked) and quiet >= live
+        full = cutter.pending >= self.options.bounds.max_pending
+        started = time.monotonic()
+        found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full)
+        if found is not None:
+            self.cutlog.record(found[0])
+        self.stats.cut_seconds += time.monotonic() - started
+        if cutter.silent - self._named_silent:
+            log.warning("partitions carry no heartbeats: they do not hold the watermark",
+                        partitions=sorted(cutter.silent - self._named_silent))  # fmt: skip
+            self._named_silent |= cutter.silent
+        if found is not None:
+            cut = found[0]
+            log.info("delta cut", deltaNum=cut.delta, changes=cut.changes, rows=cut.rows,
+                     lag=reader.lag(), pending=cutter.pending)  # fmt: skip
+            return found, None
+        if stuck:
+            return None, next(iter(self.intake.blocked.values()))
+        if full:
+            return None, BadInput(cutter.oldest_open(), (
+                f"{cutter.pending:,} changes are held and none can be cut: a transaction "
+                f"larger than {self.options.bounds.max_pending:,} changes, or one never "
+                "completed"))  # fmt: skip
+        return None, None
+
+    def _idle(self, reader: TopicReader, cutter: Cutter, quiet: set[str]) -> bool:
+        """Whether `until_idle` has passed with every partition settled (and a progress line
+        every `PROGRESS_SECONDS`)."""
+        if time.monotonic() - self._progress_at >= PROGRESS_SECONDS:
+            self._progress_at = time.monotonic()
+            log.info("reading", messages=self.stats.messages, held=cutter.pending,
+                     lag=reader.lag(), deltas=self.stats.deltas)  # fmt: skip
+        idle = self.options.until_idle
+        settled = quiet >= set(cutter.parts) and not self.intake.waiting
+        return idle is not None and settled and time.monotonic() - reader.last_arrival() >= idle
+
+    async def _send(self, cut: Cut, rows: dict[str, Any]) -> None:
+        await self._transfer(cut, *self._frame(cut, rows))
+
+    def _frame(self, cut: Cut, rows: dict[str, Any]) -> tuple[SourceDelta, tuple[str, list[Chunk]]]:
         delta = SourceDelta(cut.delta, cut.date, rows)
         started = time.monotonic()
         framing = self.driver.frame(delta)
-        framed = time.monotonic()
-        self.stats.frame_seconds += framed - started
+        self.stats.frame_seconds += time.monotonic() - started
+        return delta, framing
+
+    async def _transfer(
+        self,
+        cut: Cut,
+        delta: SourceDelta,
+        framing: tuple[str, list[Chunk]],
+        lag: int | None = None,
+    ) -> None:
+        started = time.monotonic()
         try:
             outcome = await self.driver.transfer(delta, framing)
         except Resync:
@@ -220,7 +271,7 @@ class CdcOrigin:
                 f"{state.expected_delta_num}: another origin drives it? Run again to reconcile"
             ) from None
         self.stats.last_answer = time.monotonic()
-        self.stats.load_seconds += self.stats.last_answer - framed
+        self.stats.load_seconds += self.stats.last_answer - started
         self.stats.deltas += 1
         self.stats.changes += cut.changes
         self.stats.rows += cut.rows
