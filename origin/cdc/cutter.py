@@ -29,6 +29,11 @@ Format = Literal["qlik", "dataworks"]
 _MICRO = timedelta(microseconds=1)
 #: DataWorks watermarks remembered between two cuts, at most (the newest are kept).
 MAX_WATERMARKS = 10_000
+#: A look that found changes to cut, but not yet a due delta, is not repeated until this many
+#: records were fed or this many seconds passed (or a partition settled): a look walks every
+#: change held, and the runner asks every 50 ms.
+RELOOK_RECORDS = 5_000
+RELOOK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ class Cutter:
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
         self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
+        self._not_due: tuple[int, frozenset[str], float] | None = None  # the last look too early
         self._watermarks: list[int] = []  # DataWorks: the watermarks passed since the last cut
         #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
         self.silent: set[str] = set()
@@ -149,19 +155,31 @@ class Cutter:
 
     # --- the cut ----------------------------------------------------------------------
     def cut(
-        self, delta: int, quiet: set[str], now: float, wall: datetime, *, force: bool = False
+        self,
+        delta: int,
+        quiet: set[str],
+        now: float,
+        wall: datetime,
+        *,
+        force: bool = False,
+        by_age: bool = True,
     ) -> tuple[Cut, dict[str, list[DeltaRow]]] | None:
-        """Delta `delta` if one is due (size, age, every partition quiet, or `force`), else
-        None."""
+        """Delta `delta` if one is due (size, age unless not `by_age`, every partition quiet,
+        or `force`), else None."""
         all_quiet = quiet >= set(self.parts)
         if not (force or all_quiet or self.pending >= self.bounds.max_rows):
             oldest = min((p.pending[0].arrived for p in self.parts.values() if p.pending),
                          default=now)  # fmt: skip
-            if oldest > now - self.bounds.max_age:
+            if not by_age or oldest > now - self.bounds.max_age:
                 return None  # cheap: nothing held is old enough, nor enough of it
         looked = (self._fed, frozenset(quiet))
         if looked == self._fruitless:
             return None  # nothing read and no partition settled since the last empty look
+        if not force and self._not_due is not None:
+            fed, settled, at = self._not_due
+            relook = min(RELOOK_SECONDS, self.bounds.max_age / 4)
+            if settled == looked[1] and self._fed - fed < RELOOK_RECORDS and now - at < relook:
+                return None  # the last look found a delta not yet due; little changed since
         if self.fmt == "dataworks":
             self.silent |= {k for k in quiet if self.parts[k].last_key is None}
             self._note_watermark()
@@ -172,11 +190,13 @@ class Cutter:
         due = (
             force
             or len(chosen) >= self.bounds.max_rows
-            or min(p.arrived for p in chosen) <= now - self.bounds.max_age
+            or (by_age and min(p.arrived for p in chosen) <= now - self.bounds.max_age)
             or all_quiet
         )
         if not due:
+            self._not_due = (self._fed, looked[1], now)
             return None
+        self._not_due = None
         return self._take(delta, chosen, bound, wall)
 
     def _qlik(self, quiet: set[str]) -> tuple[list[_Pending], Any]:

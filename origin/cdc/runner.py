@@ -181,7 +181,7 @@ class CdcOrigin:
                     ready = None
                 quiet = reader.quiet()
                 if ready is None:
-                    found, stop = self._cut(reader, cutter, quiet, number)
+                    found, stop = self._cut(reader, cutter, quiet, number, sending is None)
                     if found is not None:
                         ready = (found[0], *self._frame(*found))
                         number += 1
@@ -203,15 +203,18 @@ class CdcOrigin:
                 await asyncio.gather(sending, return_exceptions=True)
 
     def _cut(
-        self, reader: TopicReader, cutter: Cutter, quiet: set[str], number: int
+        self, reader: TopicReader, cutter: Cutter, quiet: set[str], number: int, by_age: bool
     ) -> tuple[tuple[Cut, dict[str, Any]] | None, CdcError | None]:
         """Delta `number` if one is due, recorded in the cut log; else what stops the run,
-        if anything does (bad input with nothing left to cut, or the memory bound)."""
+        if anything does (bad input with nothing left to cut, or the memory bound). While a
+        delta is in flight (not `by_age`), only a full one is cut ahead: the changes read
+        meanwhile make the next delta larger, and each delta costs the replica a load."""
         live = set(cutter.parts) - set(self.intake.blocked)
         stuck = bool(self.intake.blocked) and quiet >= live
         full = cutter.pending >= self.options.bounds.max_pending
         started = time.monotonic()
-        found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full)
+        found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full,
+                           by_age=by_age)  # fmt: skip
         if found is not None:
             self.cutlog.record(found[0])
         self.stats.cut_seconds += time.monotonic() - started
