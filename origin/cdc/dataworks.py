@@ -11,7 +11,9 @@ from typing import Any
 
 import orjson
 
+from origin.cdc.dataworks_fast import MESSAGE_READER, row_reader
 from origin.cdc.errors import BadInput, SchemaStop, an_object
+from origin.cdc.json_fast import DecodeError, NotSure, Raw, RowReader, checked, plain_message
 from origin.cdc.records import Change, Heartbeat, Record, RowChange, Skipped
 from origin.cdc.tables import (
     DATAWORKS_ROW_ID,
@@ -25,6 +27,7 @@ from origin.cdc.values import BIGINT_RANGE, dataworks_column
 from protocol.schema import LogicalSchema
 
 ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
+UPSERT_OPS = frozenset({"INSERT", "UPDATE_AFTER"})
 #: Messages that change no row: counted and passed over.
 NO_ROW_OPS = frozenset(
     {"TRANSACTION_BEGIN", "TRANSACTION_END", "GTID", "XACOMMIT", "XAROLLBACK", "CINDEX",
@@ -45,6 +48,13 @@ def _whole(value: Any, what: str) -> int:
     return value
 
 
+def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) -> Change:
+    half = 0 if op == "UPDATE_BEFOR" else 1
+    return Change(
+        rows, millis, (sequence, half), (sequence, op), millis_time(millis), None, None, True
+    )
+
+
 def event_time(payload: dict[str, Any]) -> int:
     stamps = an_object(payload.get("timestamp"), "payload.timestamp")
     millis = _whole(stamps.get("eventTime"), "eventTime")
@@ -58,8 +68,10 @@ def millis_time(millis: int) -> datetime:
 
 
 class DataWorksDecoder:
-    def __init__(self, expected: LogicalSchema | None = None) -> None:
+    def __init__(self, expected: LogicalSchema | None = None, *, fast: bool = True) -> None:
         self.expected = expected
+        self.fast = fast  # the msgspec path for row messages
+        self._fast_tables: dict[bytes, tuple[MappedTable, RowReader]] = {}  # by raw schema
         self._tables: dict[bytes, MappedTable] = {}
         self.by_name: dict[str, MappedTable] = {}
         self._last: dict[str, tuple[Any, MappedTable]] = {}  # by source table name
@@ -67,6 +79,10 @@ class DataWorksDecoder:
 
     def decode(self, topic: str, value: bytes | None) -> Record:
         del topic  # every message names its table
+        if self.fast and value and value[:1] == b"{" and plain_message(value):
+            fast = self._fast(value)
+            if fast is not None:
+                return fast
         if not value or (value[:1] != b"{" and value.lstrip()[:1] != b"{"):
             raise BadInput(None, "not a JSON object")
         try:
@@ -103,10 +119,49 @@ class DataWorksDecoder:
         else:  # UPDATE_BEFOR (the key's old half) or DELETE
             gone = table.key_row(an_object(self._columns(payload, "before"), f"{op} before"), op)
             rows = (table.delete(gone),)
-        half = 0 if op == "UPDATE_BEFOR" else 1
-        return Change(
-            rows, millis, (sequence, half), (sequence, op), millis_time(millis), None, None, True
-        )
+        return _change(rows, str(op), sequence, millis)
+
+    def _fast(self, value: bytes) -> Record | None:
+        """A row message by `dataworks_fast`; None: the exact path decides."""
+        try:
+            message = MESSAGE_READER.decode(value)
+            payload = message.payload
+            if payload is None or payload.op not in ROW_OPS or payload.timestamp is None:
+                return None
+            found = self._fast_tables.get(bytes(message.schema))
+            if found is None:
+                found = self._learn(message.schema)
+            table, reader = found
+            op = payload.op
+            sequence = _whole(checked(payload.sequenceId), "sequenceId")
+            millis = _whole(checked(payload.timestamp.eventTime), "eventTime")
+            if millis > BIGINT_RANGE[1] or (payload.after is None and op in UPSERT_OPS):
+                return None
+            if op in UPSERT_OPS:
+                after = reader.whole(payload.after.dataColumn)  # type: ignore[union-attr]
+                before = None
+                if op == "UPDATE_AFTER" and payload.before is not None:
+                    before = reader.keyed(payload.before.dataColumn)
+                rows = table.changes(before, after)
+            elif payload.before is not None:
+                rows = (table.delete(reader.keyed(payload.before.dataColumn)),)
+            else:
+                return None
+            return _change(rows, op, sequence, millis)
+        except (DecodeError, NotSure, BadInput, UnicodeDecodeError, orjson.JSONDecodeError):
+            return None
+
+    def _learn(self, raw: Raw) -> tuple[MappedTable, RowReader]:
+        """The table a message's raw `schema` names, by the exact path's rules."""
+        schema = an_object(orjson.loads(bytes(raw)), "schema")
+        source_table = an_object(schema.get("source"), "schema.source").get("tableName")
+        if not isinstance(source_table, str):
+            raise NotSure
+        table = self._table(schema, source_table)
+        found = (table, row_reader(table))
+        if len(self._fast_tables) < MAX_SCHEMAS:
+            self._fast_tables[bytes(raw)] = found
+        return found
 
     @staticmethod
     def _columns(payload: dict[str, Any], side: str) -> Any:

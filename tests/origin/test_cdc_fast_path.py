@@ -1,6 +1,7 @@
-"""The msgspec fast path of Qlik data messages (`origin.cdc.json_fast`) decides exactly as the
-exact path does: for good messages the same change, and for every bad one the exact path's
-error (the fast path may only step aside, never accept what the exact path refuses)."""
+"""The msgspec fast paths of Qlik and DataWorks messages (`origin.cdc.json_fast`) decide
+exactly as the exact paths do: for good messages the same change, and for every bad one the
+exact path's error (a fast path may only step aside, never accept what the exact path
+refuses)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from origin.cdc.dataworks import DataWorksDecoder
 from origin.cdc.errors import BadInput
+from origin.cdc.json_fast import plain_message
 from origin.cdc.qlik import QlikDecoder
 from tests.origin.test_cdc_decode import ROW, TYPES, qlik_data, qlik_metadata
 
@@ -102,3 +105,86 @@ def test_the_fast_path_reads_most_of_these_itself() -> None:
     assert len(taken) > len(messages) // 3
     assert fast._fast(qlik_data(PLAIN)) is not None
     assert fast._fast(qlik_data({"K": 7}, op="DELETE")) is not None
+
+
+# ---- DataWorks ------------------------------------------------------------------------
+
+DW_COLUMNS = [("id", "LONG"), ("at", "DATE"), ("raw", "BYTES"), ("s", "STRING"),
+              ("b", "BOOLEAN"), ("d", "DOUBLE")]  # fmt: skip
+DW_ROW = {"id": 1, "at": 1_700_000_000_123, "raw": "AAE=", "s": "x", "b": True, "d": 1.5}
+DW_VARIANTS: dict[str, list[Any]] = {
+    "id": [0, -(2**63), 2**63 - 1, 2**63, "5", 1.0, True, None, BIG],
+    "at": [0, -1, "5", 1.5, None, BIG, 2**63],
+    "raw": ["", "AAE", "!!", 5, None],
+    "s": ["", "a\x00", "日本", 5, None, "\ud7ff"],
+    "b": [True, False, 0, 1, "true", 2, None],
+    "d": [0, -0.0, 1e308, BIG, "1.5", None, True],
+}
+
+
+def dw_message(op: str, after: Any = None, before: Any = None, seq: Any = "12",
+               event: Any = 1_700_000_000_000) -> bytes:  # fmt: skip
+    schema = {"dataColumn": [{"name": n, "type": t} for n, t in DW_COLUMNS], "primaryKey": ["id"],
+              "source": {"dbName": "shop", "schemaName": "s", "tableName": "T"}}  # fmt: skip
+
+    def image(row: Any) -> Any:
+        return None if row is None else {"dataColumn": row}
+
+    payload = {"op": op, "sequenceId": seq, "before": image(before), "after": image(after),
+               "timestamp": {"eventTime": event}}  # fmt: skip
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def _dw_messages() -> list[bytes]:
+    found = []
+    for column, values in DW_VARIANTS.items():
+        for value in values:
+            row = dict(DW_ROW, **{column: value})
+            found += [dw_message("INSERT", row), dw_message("UPDATE_AFTER", row, DW_ROW),
+                      dw_message("DELETE", before={"id": 1, column: value}),
+                      dw_message("UPDATE_BEFOR", before=row)]  # fmt: skip
+    whole = dw_message("INSERT", DW_ROW)
+    found += [
+        dw_message("INSERT", {k: v for k, v in DW_ROW.items() if k != "s"}),
+        dw_message("INSERT", dict(DW_ROW, extra=1)),
+        dw_message("DELETE", before={"s": "x"}),
+        dw_message("DELETE", after=DW_ROW),
+        dw_message("UPDATE_AFTER", dict(DW_ROW, id=2), DW_ROW),  # the key changed
+        dw_message("UPDATE_AFTER", DW_ROW, {}),
+        dw_message("INSERT", DW_ROW, seq="1e3"),
+        dw_message("INSERT", DW_ROW, seq=BIG),
+        dw_message("INSERT", DW_ROW, seq=-1),
+        dw_message("INSERT", DW_ROW, event=2**63),
+        dw_message("INSERT", DW_ROW, event=None),
+        dw_message("TRUNCATE"),
+        whole.replace(b'"x"', b'"\\u0000"'),
+        whole.replace(b'"x"', b'"\xff"'),
+        whole.replace(b'"version"', b'"\xff"'),
+        whole.replace(b'"dbName": "shop"', b'"dbName": "shop", "x": "\xff"'),
+        whole.replace(b'"tableName": "T"', b'"tableName": 5'),
+        whole.replace(b'"primaryKey": ["id"]', b'"primaryKey": []'),
+        whole.replace(b'"primaryKey": ["id"]', b'"primaryKey": ["id"], "dataColumn": []'),
+        whole + b"x",
+    ]
+    return found
+
+
+def _dw_outcome(decoder: DataWorksDecoder, value: bytes) -> Any:
+    try:
+        return decoder.decode("t", value)
+    except BadInput as exc:
+        return ("bad", exc.reason)
+
+
+@pytest.mark.parametrize("value", _dw_messages())
+def test_the_dataworks_fast_path_decides_as_the_exact_path(value: bytes) -> None:
+    fast, exact = DataWorksDecoder(), DataWorksDecoder(fast=False)
+    for _ in range(2):  # the table not known yet, then known
+        assert _dw_outcome(fast, value) == _dw_outcome(exact, value)
+
+
+def test_the_dataworks_fast_path_reads_most_of_these_itself() -> None:
+    fast = DataWorksDecoder()
+    messages = _dw_messages()
+    taken = [m for m in messages if plain_message(m) and fast._fast(m) is not None]
+    assert len(taken) > len(messages) // 3

@@ -1,0 +1,44 @@
+"""The shapes of a DataWorks row message, for the fast path (`origin.cdc.json_fast`). Every
+field is optional and unchecked here: the decoder checks them as the exact path does. The
+`schema` stays raw: its bytes name the mapped table once it has been seen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from origin.cdc.json_fast import RowReader
+from origin.cdc.tables import MappedTable
+
+NULL = msgspec.Raw(b"null")
+
+
+class Stamps(msgspec.Struct):
+    eventTime: Any = None
+
+
+class Image(msgspec.Struct):
+    dataColumn: msgspec.Raw = NULL
+
+
+class Payload(msgspec.Struct):
+    op: Any = None
+    sequenceId: Any = None
+    timestamp: Stamps | None = None
+    before: Image | None = None
+    after: Image | None = None
+
+
+class Message(msgspec.Struct):
+    schema: msgspec.Raw = NULL
+    payload: Payload | None = None
+
+
+MESSAGE_READER = msgspec.json.Decoder(Message)
+
+
+def row_reader(table: MappedTable) -> RowReader:
+    sources = [(c.source_name, c.mapped) for c in table.columns]
+    key = {c.source_name for c in table.columns if c.name in table.table.primary_key}
+    return RowReader(table.name, sources, key)
