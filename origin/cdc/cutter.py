@@ -114,7 +114,8 @@ class Cutter:
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
         self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
-        self._not_due: tuple[int, frozenset[str], float] | None = None  # the last look too early
+        #: The last look that found a delta not yet due: records fed, quiet, when, by age.
+        self._not_due: tuple[int, frozenset[str], float, bool] | None = None
         self._watermarks: list[int] = []  # DataWorks: the watermarks passed since the last cut
         #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
         self.silent: set[str] = set()
@@ -176,9 +177,14 @@ class Cutter:
         if looked == self._fruitless:
             return None  # nothing read and no partition settled since the last empty look
         if not force and self._not_due is not None:
-            fed, settled, at = self._not_due
+            fed, settled, at, aged = self._not_due
             relook = min(RELOOK_SECONDS, self.bounds.max_age / 4)
-            if settled == looked[1] and self._fed - fed < RELOOK_RECORDS and now - at < relook:
+            if (
+                (aged or not by_age)  # a look ahead does not stand for one by age
+                and settled == looked[1]
+                and self._fed - fed < RELOOK_RECORDS
+                and now - at < relook
+            ):
                 return None  # the last look found a delta not yet due; little changed since
         if self.fmt == "dataworks":
             self.silent |= {k for k in quiet if self.parts[k].last_key is None}
@@ -194,7 +200,7 @@ class Cutter:
             or all_quiet
         )
         if not due:
-            self._not_due = (self._fed, looked[1], now)
+            self._not_due = (self._fed, looked[1], now, by_age)
             return None
         self._not_due = None
         return self._take(delta, chosen, bound, wall)

@@ -187,3 +187,25 @@ def test_a_rebuilt_delta_is_the_delta_first_cut(fmt: str) -> None:
         if at.offset >= cuts[-1][0].spans[f"cdc:{at.partition}"].next_lo:
             resumed.cutter.feed(at, record, 0.0)
     assert resumed.cutter.pending == feed.cutter.pending
+
+
+def test_cut_ahead_closes_only_full_deltas_and_a_look_too_early_is_not_repeated() -> None:
+    feed = Feed("qlik", Bounds(max_rows=3, max_age=10.0))
+    feed(P0, qlik(1, 1), qlik(2, 2))
+    feed(P1, qlik(3, 3))  # P1 may still deliver below 3: only 1 and 2 can be cut
+    cutter = feed.cutter
+    assert cutter.cut(0, set(), 9.9, WALL) is None  # not old enough (arrived at 0.0), not full
+    assert cutter.cut(0, set(), 10.5, WALL) is None  # old enough, but looked 0.6 s ago
+    found = cutter.cut(0, set(), 11.0, WALL)  # a look again: due by age
+    assert found is not None
+    assert keys(found[1]) == [1, 2]
+    feed(P0, qlik(4, 4))  # 3 and 4 held; P1 read to 3: only 3 can be cut
+    assert cutter.cut(1, set(), 50.0, WALL, by_age=False) is None  # ahead: not full
+    found = cutter.cut(1, set(), 50.0, WALL)  # a look ahead does not hold back one by age
+    assert found is not None
+    assert keys(found[1]) == [3]
+    feed(P0, qlik(5, 5), qlik(6, 6))
+    feed(P1, qlik(7, 7))
+    ahead = cutter.cut(2, set(), 50.0, WALL, by_age=False)  # 4, 5, 6 below the bound: full
+    assert ahead is not None
+    assert keys(ahead[1]) == [4, 5, 6]
