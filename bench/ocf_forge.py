@@ -11,19 +11,12 @@ import fastavro
 from fastavro import schemaless_writer
 from fastavro.read import HEADER_SCHEMA
 
+from protocol.avro_encoder import avro_long
+
 SYNC = b"0123456789abcdef"
 
 
-def zigzag(value: int) -> bytes:
-    """Avro's variable-length zigzag encoding of a long."""
-    n = (value << 1) ^ (value >> 63)
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+zigzag = avro_long  # Avro's variable-length zigzag encoding of a long
 
 
 def string(text: str | bytes) -> bytes:

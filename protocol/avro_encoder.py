@@ -174,8 +174,9 @@ def fast_body(
     return container(schema, codec, out, ends)
 
 
-def _long(value: int) -> bytes:
-    z = (value << 1) ^ (value >> 63)
+def avro_long(value: int) -> bytes:
+    """Avro's variable-length zigzag encoding of a long (wrapped to 64 bits)."""
+    z = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
@@ -185,7 +186,7 @@ def _long(value: int) -> bytes:
 
 
 def _bytes(data: bytes) -> bytes:
-    return _long(len(data)) + data
+    return avro_long(len(data)) + data
 
 
 def container(schema: dict[str, Any], codec: str, records: Any, ends: Any) -> bytes:
@@ -195,7 +196,13 @@ def container(schema: dict[str, Any], codec: str, records: Any, ends: Any) -> by
         raise ValueError(f"codec {codec!r} is not null or deflate")
     sync = os.urandom(16)
     meta = [(b"avro.schema", json.dumps(schema).encode()), (b"avro.codec", codec.encode())]
-    parts = [_MAGIC, _long(len(meta)), *(_bytes(k) + _bytes(v) for k, v in meta), _long(0), sync]
+    parts = [
+        _MAGIC,
+        avro_long(len(meta)),
+        *(_bytes(k) + _bytes(v) for k, v in meta),
+        avro_long(0),
+        sync,
+    ]
     first = start = 0
     while first < len(ends):
         last = min(int(np.searchsorted(ends, start + BLOCK_BYTES)), len(ends) - 1)
@@ -203,6 +210,6 @@ def container(schema: dict[str, Any], codec: str, records: Any, ends: Any) -> by
         if codec == "deflate":
             packer = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)
             block = packer.compress(block) + packer.flush()
-        parts += [_long(last + 1 - first), _bytes(block), sync]
+        parts += [avro_long(last + 1 - first), _bytes(block), sync]
         first, start = last + 1, int(ends[last])
     return b"".join(parts)

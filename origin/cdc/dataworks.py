@@ -11,9 +11,17 @@ from typing import Any
 
 import orjson
 
-from origin.cdc.dataworks_fast import MESSAGE_READER, row_reader
+from origin.cdc.dataworks_fast import MESSAGE_READER
 from origin.cdc.errors import BadInput, SchemaStop, an_object
-from origin.cdc.json_fast import DecodeError, NotSure, Raw, RowReader, checked, plain_message
+from origin.cdc.json_fast import (
+    DecodeError,
+    NotSure,
+    Raw,
+    RowReader,
+    checked,
+    plain_message,
+    row_reader,
+)
 from origin.cdc.records import Change, Heartbeat, Record, RowChange, Skipped
 from origin.cdc.tables import (
     DATAWORKS_ROW_ID,

@@ -8,9 +8,6 @@ from typing import Any
 
 import msgspec
 
-from origin.cdc.json_fast import RowReader
-from origin.cdc.tables import MappedTable
-
 NULL = msgspec.Raw(b"null")
 
 
@@ -36,9 +33,3 @@ class Message(msgspec.Struct):
 
 
 MESSAGE_READER = msgspec.json.Decoder(Message)
-
-
-def row_reader(table: MappedTable) -> RowReader:
-    sources = [(c.source_name, c.mapped) for c in table.columns]
-    key = {c.source_name for c in table.columns if c.name in table.table.primary_key}
-    return RowReader(table.name, sources, key)

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from origin.cdc.tables import MappedTable
 from origin.cdc.values import MAX_VALUE_BYTES, SourceColumn
 from protocol.types import TypeKind
 
@@ -126,8 +127,11 @@ class RowReader:
         return tuple(out)
 
 
-def decoder(kind: type) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(kind)
+def row_reader(table: MappedTable) -> RowReader:
+    """The fast path's reader of `table`'s rows."""
+    sources = [(c.source_name, c.mapped) for c in table.columns]
+    key = {c.source_name for c in table.columns if c.name in table.table.primary_key}
+    return RowReader(table.name, sources, key)
 
 
 DecodeError = msgspec.DecodeError
