@@ -13,19 +13,19 @@ use it, so a rebuilt delta is the delta first sent.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from itertools import accumulate
+from typing import Any
 
 from origin.cdc.cutlog import Cut, Span, partition_key
 from origin.cdc.dataworks import millis_time
+from origin.cdc.membership import Format, le, taken_by
 from origin.cdc.records import Change, Heartbeat, Position, Record
 from origin.cdc.rows import delta_rows, rows_digest
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
-Format = Literal["qlik", "dataworks"]
 _MICRO = timedelta(microseconds=1)
 #: DataWorks watermarks remembered between two cuts, at most (the newest are kept).
 MAX_WATERMARKS = 10_000
@@ -51,42 +51,50 @@ class _Pending:
 
 
 @dataclass
+class _Group:
+    """A Qlik transaction held (or a change without one), kept up to date as it is fed, so
+    a look costs the transactions held, not the changes."""
+
+    items: list[_Pending]
+    transaction: bool
+    lo: Any
+    hi: Any
+    counters: set[int] = field(default_factory=set)
+    lasts: list[int | None] = field(default_factory=list)
+    low_counter: int = 0
+
+    def add(self, item: _Pending) -> None:
+        change = item.change
+        self.items.append(item)
+        self.lo, self.hi = min(self.lo, change.cut_key), max(self.hi, change.cut_key)
+        counter = change.counter or 0
+        self.counters.add(counter)
+        self.low_counter = min(self.low_counter, counter)
+        if change.last_in_transaction:
+            self.lasts.append(change.counter)
+
+    def complete(self) -> bool:
+        """No transaction, or its last event and every counter from 1 to it, once each."""
+        if not self.transaction:
+            return True
+        if len(self.lasts) != 1:
+            return False
+        last = self.lasts[0] or 0
+        n = len(self.items)
+        return n == last == len(self.counters) and self.low_counter >= 1 and max(self.counters) == n
+
+
+def _group_key(change: Change) -> Any:
+    return change.transaction if change.transaction is not None else change.identity
+
+
+@dataclass
 class _Partition:
     next_offset: int
     prev_end: int
     refresh_done: int
     last_key: Any = None  # Qlik: last changeSequence read; DataWorks: last heartbeat
     pending: list[_Pending] = field(default_factory=list)
-
-
-def taken_by(fmt: Format, cut: Cut, at: Position, change: Change) -> bool:
-    """Whether `change`, read at `at`, belongs to `cut` or a delta before it (or, for Qlik, is
-    a second copy of one that did)."""
-    span = cut.spans.get(partition_key(at.topic, at.partition))
-    if change.cut_key is None:  # a full-load row
-        return span is not None and at.offset < span.refresh_upto
-    if cut.bound is None:
-        return False
-    below = _le(change.cut_key, cut.bound)
-    if fmt == "qlik":
-        return below
-    return below and span is not None and at.offset < span.end
-
-
-def in_delta(fmt: Format, cut: Cut, prev: Cut | None, at: Position, change: Change) -> bool:
-    """Whether `change`, read at `at` within the cut's spans, is one of delta `cut.delta`."""
-    span = cut.spans.get(partition_key(at.topic, at.partition))
-    if span is None or not span.lo <= at.offset < span.end:
-        return False
-    if change.cut_key is None:
-        return span.refresh_from <= at.offset < span.refresh_upto
-    if cut.bound is None or not _le(change.cut_key, cut.bound):
-        return False
-    return prev is None or not taken_by(fmt, prev, at, change)
-
-
-def _le(a: Any, b: Any) -> bool:
-    return bool(a <= b)
 
 
 class Cutter:
@@ -111,6 +119,8 @@ class Cutter:
                 span.refresh_upto if span else offset,
             )
         self._identities: set[tuple[Any, ...]] = set()
+        self._groups: dict[Any, _Group] = {}  # Qlik: the transactions held, by id
+        self._key_counts: dict[Any, int] = {}  # DataWorks: changes held by eventTime
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
         self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
@@ -145,8 +155,18 @@ class Cutter:
                 return
             self._identities.add(change.identity)
         if self.fmt == "dataworks" and self.last is not None and self.last.bound is not None:
-            self.late += int(_le(change.cut_key, self.last.bound))
-        part.pending.append(_Pending(at, change, now))
+            self.late += int(le(change.cut_key, self.last.bound))
+        item = _Pending(at, change, now)
+        part.pending.append(item)
+        if self.fmt == "qlik" and change.cut_key is not None:
+            group = self._groups.get(key := _group_key(change))
+            if group is None:
+                key_ = change.cut_key
+                group = self._groups[key] = _Group([], change.transaction is not None, key_, key_,
+                                                   low_counter=change.counter or 0)  # fmt: skip
+            group.add(item)
+        elif self.fmt == "dataworks":
+            self._key_counts[change.cut_key] = self._key_counts.get(change.cut_key, 0) + 1
         self.pending += 1
         self._refresh_held += change.cut_key is None
 
@@ -210,41 +230,25 @@ class Cutter:
         limits = [p.last_key for k, p in self.parts.items() if k not in quiet]
         everything = not limits
         bound = None if None in limits or everything else min(limits)
-        groups: dict[Any, list[_Pending]] = {}
-        for part in self.parts.values():
-            for item in part.pending:
-                if item.change.cut_key is not None:
-                    tx = item.change.transaction
-                    groups.setdefault(tx if tx is not None else item.change.identity, []).append(
-                        item
-                    )
-        ordered = sorted(groups.values(), key=lambda g: min(i.change.cut_key for i in g))
-        taken: list[list[_Pending]] = []
+        ordered = sorted(self._groups.values(), key=lambda g: g.lo)
+        taken: list[_Group] = []
         count = 0
         for group in ordered:
-            keys = [i.change.cut_key for i in group]
-            lasts = [i.change.counter for i in group if i.change.last_in_transaction]
-            complete = (everything or (bound is not None and max(keys) <= bound)) and (
-                group[0].change.transaction is None
-                or (len(lasts) == 1 and sorted(i.change.counter or 0 for i in group)
-                    == list(range(1, (lasts[0] or 0) + 1)))
-            )  # fmt: skip
-            if not complete or (count >= self.bounds.max_rows and taken):
+            below = everything or (bound is not None and group.hi <= bound)
+            if not (below and group.complete()) or (count >= self.bounds.max_rows and taken):
                 break
             taken.append(group)
-            count += len(group)
+            count += len(group.items)
         # No change left behind may sort below a change taken: keep the longest such prefix.
-        rest_min = min((min(i.change.cut_key for i in g) for g in ordered[len(taken):]),
-                       default=None)  # fmt: skip
+        rest_min = min((g.lo for g in ordered[len(taken) :]), default=None)
         while taken:
-            top = max(max(i.change.cut_key for i in g) for g in taken)
+            top = max(g.hi for g in taken)
             if rest_min is None or top < rest_min:
                 break
             dropped = taken.pop()
-            low = min(i.change.cut_key for i in dropped)
-            rest_min = low if rest_min is None else min(rest_min, low)
-        chosen = [i for g in taken for i in g]
-        cut_bound = max((i.change.cut_key for i in chosen), default=prev)
+            rest_min = dropped.lo if rest_min is None else min(rest_min, dropped.lo)
+        chosen = [i for g in taken for i in g.items]
+        cut_bound = max((g.hi for g in taken), default=prev)
         chosen += self._refresh_rows(chosen, quiet)
         return chosen, cut_bound
 
@@ -283,10 +287,13 @@ class Cutter:
         gives `max_rows` changes, else the latest."""
         if not self._watermarks:
             return [], None
-        keys = sorted(i.change.cut_key for p in self.parts.values() for i in p.pending)
         watermark = self._watermarks[-1]
+        counts = sorted(self._key_counts.items())
+        keys = [k for k, _ in counts]
+        totals = list(accumulate(n for _, n in counts))
         for mark in self._watermarks:
-            if bisect.bisect_right(keys, mark) >= self.bounds.max_rows:
+            at = bisect.bisect_right(keys, mark)
+            if at and totals[at - 1] >= self.bounds.max_rows:
                 watermark = mark
                 break
         chosen = [
@@ -311,8 +318,19 @@ class Cutter:
                               max(upto, part.refresh_done), next_lo)  # fmt: skip
             part.prev_end, part.refresh_done = part.next_offset, max(upto, part.refresh_done)
         for item in chosen:
-            if item.change.identity is not None:
-                self._identities.discard(item.change.identity)
+            change = item.change
+            if change.identity is not None:
+                self._identities.discard(change.identity)
+            if change.cut_key is None:
+                continue
+            if self.fmt == "qlik":
+                self._groups.pop(_group_key(change), None)
+            else:
+                left = self._key_counts[change.cut_key] - 1
+                if left:
+                    self._key_counts[change.cut_key] = left
+                else:
+                    del self._key_counts[change.cut_key]
         self.pending -= len(chosen)
         self._refresh_held -= sum(1 for i in chosen if i.change.cut_key is None)
         changes = [(i.at, i.change) for i in chosen]
@@ -341,24 +359,3 @@ class Cutter:
         """Where the oldest change still held was read (for a bound's error message)."""
         items = [p.pending[0] for p in self.parts.values() if p.pending]
         return min((i.at for i in items), default=None)
-
-
-def rebuild(
-    fmt: Format,
-    schema: LogicalSchema,
-    cut: Cut,
-    prev: Cut | None,
-    records: Iterable[tuple[Position, Record]],
-) -> dict[str, list[DeltaRow]]:
-    """Delta `cut.delta` again, from the records read back over its spans."""
-    seen: set[tuple[Any, ...]] = set()
-    changes = []
-    for at, record in records:
-        if not isinstance(record, Change) or not in_delta(fmt, cut, prev, at, record):
-            continue
-        if record.identity is not None:
-            if record.identity in seen:
-                continue
-            seen.add(record.identity)
-        changes.append((at, record))
-    return delta_rows(schema, changes)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from origin.cdc.cutter import Bounds, Format
+from origin.cdc.cutter import Bounds
+from origin.cdc.membership import Format
 
 #: Where a Qlik run keeps the metadata messages it has read, in its state directory.
 CATALOG = "qlik-catalog.json"

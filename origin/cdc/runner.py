@@ -23,9 +23,10 @@ from typing import Any
 import structlog
 
 from origin.cdc.cutlog import Cut, CutLog
-from origin.cdc.cutter import Cutter, rebuild
+from origin.cdc.cutter import Cutter
 from origin.cdc.errors import AwaitingMetadata, BadInput, CdcError
 from origin.cdc.intake import Intake, make_decoder
+from origin.cdc.membership import rebuild
 from origin.cdc.options import CdcOptions, CdcStats
 from origin.cdc.records import Position, Record
 from origin.cdc.rows import rows_digest
@@ -181,7 +182,10 @@ class CdcOrigin:
                     ready = None
                 quiet = reader.quiet()
                 if ready is None:
-                    found, stop = self._cut(reader, cutter, quiet, number, sending is None)
+                    # By age only with nothing in flight and no full delta waiting unread.
+                    backlog = reader.lag() >= self.options.bounds.max_rows
+                    by_age = sending is None and not backlog
+                    found, stop = self._cut(reader, cutter, quiet, number, by_age)
                     if found is not None:
                         ready = (found[0], *self._frame(*found))
                         number += 1
@@ -207,8 +211,9 @@ class CdcOrigin:
     ) -> tuple[tuple[Cut, dict[str, Any]] | None, CdcError | None]:
         """Delta `number` if one is due, recorded in the cut log; else what stops the run,
         if anything does (bad input with nothing left to cut, or the memory bound). While a
-        delta is in flight (not `by_age`), only a full one is cut ahead: the changes read
-        meanwhile make the next delta larger, and each delta costs the replica a load."""
+        delta is in flight, or a full delta's worth of messages waits unread (not `by_age`),
+        only a full one is cut: each delta costs the replica a load, and in a backlog a cut
+        by age takes what was read during the last load, ever smaller."""
         live = set(cutter.parts) - set(self.intake.blocked)
         stuck = bool(self.intake.blocked) and quiet >= live
         full = cutter.pending >= self.options.bounds.max_pending

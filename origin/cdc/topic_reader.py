@@ -21,6 +21,8 @@ from podd_kafka.settings import KafkaSettings
 log = structlog.get_logger("origin.cdc")
 #: The largest message read (a Kafka fetch of one partition); larger ones cannot be read.
 MAX_MESSAGE_BYTES = 16 << 20
+#: Records taken from one partition per batch.
+PARTITION_RECORDS = 500
 
 
 def consumer(settings: KafkaSettings, bootstrap: list[str]) -> AIOKafkaConsumer:
@@ -88,7 +90,18 @@ class TopicReader:
         self.position[key] = offset
 
     async def batch(self, timeout_ms: int = 100) -> list[ConsumerRecord[Any, Any]]:
-        found = await self.reader.getmany(timeout_ms=timeout_ms, max_records=2000)
+        """The next records, up to `PARTITION_RECORDS` from each partition. aiokafka hands
+        out a fetch partition by partition (16 MiB of one before the next), and the Qlik
+        bound follows the partition read least far: taken evenly, the bound moves evenly
+        and deltas keep their size in a backlog."""
+        found: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        for tp in self.partitions:
+            if partition_key(tp.topic, tp.partition) not in self._paused:
+                found |= await self.reader.getmany(tp, timeout_ms=0,
+                                                   max_records=PARTITION_RECORDS)  # fmt: skip
+        if not any(found.values()):
+            found = await self.reader.getmany(timeout_ms=timeout_ms,
+                                              max_records=PARTITION_RECORDS)  # fmt: skip
         now = time.monotonic()
         records = []
         for tp, items in found.items():

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from origin.cdc.cutlog import Cut
-from origin.cdc.cutter import Bounds, Cutter, rebuild
+from origin.cdc.cutter import Bounds, Cutter
+from origin.cdc.membership import rebuild
 from origin.cdc.records import Change, Heartbeat, Position, Record, RowChange
 from origin.cdc.rows import rows_digest
 from protocol.apply_model import DeltaRow
