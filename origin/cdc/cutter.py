@@ -55,21 +55,18 @@ class _Group:
     """A Qlik transaction held (or a change without one), kept up to date as it is fed, so
     a look costs the transactions held, not the changes."""
 
-    items: list[_Pending]
     transaction: bool
     lo: Any
     hi: Any
+    items: list[_Pending] = field(default_factory=list)
     counters: set[int] = field(default_factory=set)
     lasts: list[int | None] = field(default_factory=list)
-    low_counter: int = 0
 
     def add(self, item: _Pending) -> None:
         change = item.change
         self.items.append(item)
         self.lo, self.hi = min(self.lo, change.cut_key), max(self.hi, change.cut_key)
-        counter = change.counter or 0
-        self.counters.add(counter)
-        self.low_counter = min(self.low_counter, counter)
+        self.counters.add(change.counter or 0)
         if change.last_in_transaction:
             self.lasts.append(change.counter)
 
@@ -81,7 +78,8 @@ class _Group:
             return False
         last = self.lasts[0] or 0
         n = len(self.items)
-        return n == last == len(self.counters) and self.low_counter >= 1 and max(self.counters) == n
+        counters = self.counters
+        return n == last == len(counters) and min(counters) >= 1 and max(counters) == n
 
 
 def _group_key(change: Change) -> Any:
@@ -159,11 +157,12 @@ class Cutter:
         item = _Pending(at, change, now)
         part.pending.append(item)
         if self.fmt == "qlik" and change.cut_key is not None:
-            group = self._groups.get(key := _group_key(change))
+            key = _group_key(change)
+            group = self._groups.get(key)
             if group is None:
-                key_ = change.cut_key
-                group = self._groups[key] = _Group([], change.transaction is not None, key_, key_,
-                                                   low_counter=change.counter or 0)  # fmt: skip
+                sequence = change.cut_key
+                group = self._groups[key] = _Group(change.transaction is not None, sequence,
+                                                   sequence)  # fmt: skip
             group.add(item)
         elif self.fmt == "dataworks":
             self._key_counts[change.cut_key] = self._key_counts.get(change.cut_key, 0) + 1

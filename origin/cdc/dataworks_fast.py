@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-NULL = msgspec.Raw(b"null")
+from origin.cdc.json_fast import NULL
 
 
 class Stamps(msgspec.Struct):

@@ -136,4 +136,5 @@ def row_reader(table: MappedTable) -> RowReader:
 
 DecodeError = msgspec.DecodeError
 Raw = msgspec.Raw
-Struct = msgspec.Struct
+#: A field absent or JSON `null`, kept raw.
+NULL = msgspec.Raw(b"null")

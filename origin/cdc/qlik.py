@@ -18,9 +18,17 @@ import fastavro
 import orjson
 
 from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, an_object
-from origin.cdc.json_fast import DecodeError, NotSure, RowReader, checked, plain_message, row_reader
+from origin.cdc.json_fast import (
+    NULL,
+    DecodeError,
+    NotSure,
+    RowReader,
+    checked,
+    plain_message,
+    row_reader,
+)
 from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
-from origin.cdc.qlik_fast import ENVELOPE_READER, NULL
+from origin.cdc.qlik_fast import ENVELOPE_READER
 from origin.cdc.records import Change, Record, RowChange, TableSeen
 from origin.cdc.tables import MappedTable, SourceNames, check_against, map_table
 from origin.cdc.values import qlik_column
