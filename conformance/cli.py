@@ -20,17 +20,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiokafka.errors import KafkaError
-from pydantic import ValidationError
-
 from conformance.context import HarnessOptions
 from conformance.harness import run_scenarios, summary
 from conformance.scenarios import SCENARIOS
 from origin.client import OriginClient
 from podd_kafka.settings import KafkaSettings
+from podd_runtime.exit_codes import ExitCode, run_command
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
-from protocol.errors import PoddError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,11 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace, settings: KafkaSettings) -> int:
     if not (args.datamart and args.schema):
         print("podd-conformance: give --datamart NAME and --schema FILE.sql", file=sys.stderr)
-        return 2
+        return ExitCode.CANNOT_RUN
     bootstrap = settings.bootstrap_servers()
     if not bootstrap:
         print("podd-conformance: give --broker kafka://HOST:PORT", file=sys.stderr)
-        return 2
+        return ExitCode.CANNOT_RUN
     schema = parse_schema(args.schema.read_text(), args.datamart)
     options = HarnessOptions(
         rows_per_delta=args.rows_per_delta,
@@ -79,19 +76,19 @@ async def _run(args: argparse.Namespace, settings: KafkaSettings) -> int:
         state = await client.ask(schema.datamart, options.answer_timeout)
         if state is None:
             print("podd-conformance: no delta.rs: is an agent listening?", file=sys.stderr)
-            return 2
+            return ExitCode.CANNOT_RUN
         if state.delta_ok_num is not None:
             print(
                 f"podd-conformance: {schema.datamart} has deltas up to {state.delta_ok_num} "
                 "applied; the scenarios need a datamart with none",
                 file=sys.stderr,
             )
-            return 2
+            return ExitCode.CANNOT_RUN
         outcomes = await run_scenarios(
             client, schema, options, args.replica, lambda o: print(o.line(), flush=True)
         )
     print(summary(outcomes))
-    return 1 if any(o.verdict == "FAIL" for o in outcomes) else 0
+    return ExitCode.FAILED if any(o.verdict == "FAIL" for o in outcomes) else ExitCode.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,18 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if getattr(args, name) is not None
     }
-    try:
-        settings = KafkaSettings(**overrides)
-        return asyncio.run(_run(args, settings))
-    except ValidationError as exc:
-        print(f"podd-conformance: invalid settings: {exc}", file=sys.stderr)
-        return 2
-    except (PoddError, OSError) as exc:
-        print(f"podd-conformance: {exc}", file=sys.stderr)
-        return 2
-    except KafkaError as exc:
-        print(f"podd-conformance: the Kafka broker cannot be used: {exc}", file=sys.stderr)
-        return 2
+    return run_command(
+        "podd-conformance", lambda: asyncio.run(_run(args, KafkaSettings(**overrides)))
+    )
 
 
 if __name__ == "__main__":

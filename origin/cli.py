@@ -31,19 +31,17 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from aiokafka.errors import KafkaError
-from pydantic import ValidationError
 
 from origin.backup import BackupLayout, incremental, produce, snapshot
 from origin.cdc import cli as cdc_cli
 from origin.client import OriginClient
 from origin.driver import OriginDriver
-from origin.errors import OriginError, ReplicaRefused
+from origin.errors import OriginError
 from origin.progress import DeltaProgress
 from origin.settings import OriginSettings
 from origin.sources import DeltaSource, DirectorySource, WorkloadSource, save_deltas
+from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
-from protocol.errors import PoddError
 from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin")
@@ -181,30 +179,20 @@ def settings_from(args: argparse.Namespace) -> OriginSettings:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     log_to_stderr()
-    try:
-        settings = None if args.command == "cdc" else settings_from(args)
-    except ValidationError as exc:
-        print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if settings is None:
-            return cdc_cli.main(args)
-        if args.command == "record":
-            return record(settings, args.out)
-        if args.command == "state":
-            return asyncio.run(print_state(settings))
-        if args.command == "backup":
-            return asyncio.run(backup(settings, args))
-        return asyncio.run(drive(settings))
-    except ReplicaRefused as exc:
-        print(f"podd-origin: stopped: {exc}", file=sys.stderr)
-        return 1
-    except PoddError as exc:
-        print(f"podd-origin: {exc}", file=sys.stderr)
-        return 2
-    except KafkaError as exc:
-        print(f"podd-origin: the Kafka broker cannot be used: {exc}", file=sys.stderr)
-        return 2
+    return run_command("podd-origin", lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.command == "cdc":
+        return cdc_cli.main(args)
+    settings = settings_from(args)
+    if args.command == "record":
+        return record(settings, args.out)
+    if args.command == "state":
+        return asyncio.run(print_state(settings))
+    if args.command == "backup":
+        return asyncio.run(backup(settings, args))
+    return asyncio.run(drive(settings))
 
 
 if __name__ == "__main__":

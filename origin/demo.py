@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -21,7 +20,6 @@ from importlib import resources
 from pathlib import Path
 
 import psycopg
-from aiokafka.errors import KafkaError
 
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
@@ -33,10 +31,10 @@ from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.agent_child import AgentChild, agent_env
 from podd_runtime.dsn import safe_dsn
+from podd_runtime.exit_codes import run_command
 from podd_runtime.ports import free_port
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
-from protocol.errors import PoddError
 from protocol.schema import LogicalSchema, quote_ident
 from protocol.workload import WorkloadSpec
 from spark_loader.embedded_pg import replica_dsn
@@ -201,17 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spark-master", default="local[*]")
     args = parser.parse_args(argv)
     log_to_stderr()
-    try:
-        return run(args)
-    except (PoddError, OSError, psycopg.Error) as exc:
-        print(f"podd-demo: {exc}", file=sys.stderr)
-        return 1
-    except KafkaError as exc:
-        print(f"podd-demo: the Kafka broker cannot be used: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("podd-demo: interrupted; processes stopped", file=sys.stderr)
-        return 130
+    return run_command("podd-demo", lambda: run(args))
 
 
 if __name__ == "__main__":

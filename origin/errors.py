@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from protocol.errors import PoddError
+from protocol.exit_codes import ExitCode
 
 
 class OriginError(PoddError):
@@ -11,6 +14,8 @@ class OriginError(PoddError):
 
 class ReplicaRefused(OriginError):
     """The replica answered an error the origin cannot fix by resending."""
+
+    exit_code: ClassVar[ExitCode] = ExitCode.FAILED
 
     def __init__(self, delta_num: int, code: str, message: str) -> None:
         super().__init__(f"delta {delta_num}: the replica answered {code}: {message}")

@@ -17,6 +17,7 @@ from types import FrameType
 
 from podd_kafka.broker import embedded_broker
 from podd_kafka.errors import BrokerError
+from podd_runtime.exit_codes import exit_code_for
 from protocol.console import log_to_stderr
 
 
@@ -38,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop.wait()
     except BrokerError as exc:
         print(f"podd-broker: {exc}", file=sys.stderr)
-        return 2
+        return int(exit_code_for(exc))
     return 0
 
 

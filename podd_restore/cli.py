@@ -25,15 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import structlog
-from aiokafka.errors import KafkaError
-from pydantic import ValidationError
 
 from podd_restore import runner
-from podd_restore.errors import RestoreError
 from podd_restore.settings import RestoreSettings
-from protocol.errors import PoddError
+from podd_runtime.exit_codes import ExitCode, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,36 +110,23 @@ def _run(settings: RestoreSettings, as_json: bool) -> int:
     stop = runner.stopped(outcome)
     if stop is not None:
         print(f"podd-restore: {stop}", file=sys.stderr)
-        return 1
-    return 0
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        settings = settings_from(args)
-    except ValidationError as exc:
-        print(f"podd-restore: invalid settings: {exc}", file=sys.stderr)
-        return 2
+    return run_command("podd-restore", lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
     _configure_logs(settings.log_format)
-    try:
-        if args.command == "check":
-            report = runner.check(settings)
-            print(json.dumps(report.data, indent=1) if args.json else report.text())
-            return 0 if report.restorable else 1
-        return _run(settings, args.json)
-    except RestoreError as exc:
-        print(f"podd-restore: {exc}", file=sys.stderr)
-        return 1
-    except PoddError as exc:
-        print(f"podd-restore: {exc}", file=sys.stderr)
-        return 2
-    except KafkaError as exc:
-        print(f"podd-restore: the Kafka broker cannot be used: {exc}", file=sys.stderr)
-        return 2
-    except psycopg.Error as exc:
-        print(f"podd-restore: the replica database cannot be used: {exc}", file=sys.stderr)
-        return 2
+    if args.command == "check":
+        report = runner.check(settings)
+        print(json.dumps(report.data, indent=1) if args.json else report.text())
+        return ExitCode.OK if report.restorable else ExitCode.FAILED
+    return _run(settings, args.json)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ root and the errors that carry a PROTOCOL.md error code.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import ClassVar
+
+from protocol.exit_codes import ExitCode
 
 
 class ErrorCode(StrEnum):
@@ -26,10 +29,14 @@ class ErrorCode(StrEnum):
 class PoddError(Exception):
     """Root of the project's exceptions."""
 
+    #: What a command ends with when this error stops it.
+    exit_code: ClassVar[ExitCode] = ExitCode.CANNOT_RUN
+
 
 class ProtocolError(PoddError):
     """A rejection the replica reports on the wire with `code`."""
 
+    exit_code: ClassVar[ExitCode] = ExitCode.FAILED
     code: ErrorCode = ErrorCode.BAD_CHUNK
     #: Where a row error was found, when known: (table name, chunk number in its stream).
     chunk: tuple[str, int] | None = None

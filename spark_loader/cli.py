@@ -16,16 +16,15 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from podd_runtime.dsn import safe_dsn, split_password
+from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
-from protocol.errors import PoddError, ProtocolError
 from protocol.sequence import expected_next
 from spark_loader.embedded_pg import psql_binary, replica_for
 from spark_loader.settings import LoaderSettings
@@ -145,16 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Logs go to stderr: stdout carries the command's own output.
     log_to_stderr()
-    try:
-        if args.command == "sql":
-            return _sql(args)
-        return _apply(args) if args.command == "apply" else _registry(args)
-    except ProtocolError as error:
-        print(f"rejected: {error}", file=sys.stderr)
-        return 1 if error.code == "LOAD_FAILED" else 2
-    except PoddError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    if args.command == "sql":
+        return run_command("podd-loader", lambda: _sql(args))
+    return run_command(
+        "podd-loader", lambda: _apply(args) if args.command == "apply" else _registry(args)
+    )
 
 
 if __name__ == "__main__":

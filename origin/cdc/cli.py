@@ -24,17 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from origin.cdc.errors import BadInput
 from origin.cdc.runner import CdcOrigin
 from origin.cdc.schema_scan import scan
 from origin.cdc.settings import CdcSettings
 from origin.cdc_write import cli as write_cli
 from origin.client import OriginClient
 from origin.errors import OriginError
-
-EXIT_BAD_INPUT = 3
+from protocol.exit_codes import ExitCode
 
 
 def add_parser(commands: Any) -> None:
@@ -108,9 +104,9 @@ async def _schema(settings: CdcSettings) -> int:
     if not found.tables:
         print(f"podd-origin: no table described in {found.messages:,} message(s)",
               file=sys.stderr)  # fmt: skip
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     print(found.schema(settings.datamart).to_ddl())
-    return EXIT_BAD_INPUT if found.refused else 0
+    return ExitCode.BAD_INPUT if found.refused else ExitCode.OK
 
 
 def main(args: argparse.Namespace) -> int:
@@ -122,9 +118,6 @@ def main(args: argparse.Namespace) -> int:
             return asyncio.run(_schema(settings))
         settings.options()  # settings errors before any connection
         return asyncio.run(_run(settings))
-    except (ValidationError, ValueError) as exc:
+    except ValueError as exc:  # settings; the other errors map in `origin.cli.main`
         print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)
-        return 2
-    except BadInput as exc:  # the other errors map to exit codes in `origin.cli.main`
-        print(f"podd-origin: stopped: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.CANNOT_RUN

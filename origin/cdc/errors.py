@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from origin.cdc.records import Position
 from origin.errors import OriginError
+from protocol.exit_codes import ExitCode
 
 
 def an_object(obj: Any, what: str) -> dict[str, Any]:
@@ -21,6 +22,8 @@ class CdcError(OriginError):
 
 class BadInput(CdcError):
     """A source message that cannot become a row change (CDC.md "Bad input")."""
+
+    exit_code: ClassVar[ExitCode] = ExitCode.BAD_INPUT
 
     def __init__(self, at: Position | None, reason: str) -> None:
         where = f"{at}: " if at is not None else ""

@@ -11,6 +11,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from protocol.ddl import parse_schema
+from protocol.exit_codes import ExitCode
 from protocol.workload import Workload, WorkloadSpec
 from tests.conftest import REPO
 from tests.loader.conftest import unique
@@ -51,7 +52,7 @@ def test_apply_by_hand_then_print_the_registry(tmp_path: Path, replica_dsn: str)
     assert "next expected delta: 1" in registry.stdout
 
     unknown = _run("apply", str(tmp_path), "--replica", replica_dsn)
-    assert unknown.returncode == 1
+    assert unknown.returncode == ExitCode.CANNOT_RUN  # not a transfer: nothing was done
     assert "no manifest.json" in unknown.stderr
 
 
