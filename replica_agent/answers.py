@@ -1,4 +1,7 @@
-"""The answers' contents: `delta.in.rs` from the registry, `delta.rs` from the tracker."""
+"""The answers' contents: `delta.in.rs` from the registry, `delta.rs` from the tracker.
+
+What the answers say, not who sends them: `Outbox` sends every `delta.in.rs`, `StateDesk`
+every `delta.rs`."""
 
 from __future__ import annotations
 
@@ -7,21 +10,26 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState, TableResult
 from replica_agent.tracker import TransferTracker
-from replica_agent.transfers import Transfer
+from replica_agent.transfers import Transfer, TransferFraming
 from spark_loader.store import RegistryEntry
 
 
-@dataclass
-class DatamartStatus:
-    failed: bool = False  # the last load ended LOAD_FAILED
-    last_error: tuple[str, str, str] | None = None  # (code, message, requestId)
+@dataclass(frozen=True)
+class LastError:
+    """A datamart's latest ERROR answer."""
+
+    code: str
+    message: str
+    request_id: str
 
 
 #: The longest `errorMessage` an answer carries; longer ones are cut (with a mark).
 MAX_ERROR_CHARS = 4000
 
 
-def error_result(transfer: Transfer, code: ErrorCode, message: str) -> DeltaInResult:
+def error_result(
+    transfer: Transfer | TransferFraming, code: ErrorCode, message: str
+) -> DeltaInResult:
     """`delta.in.rs` ERROR for a transfer, with the framing of its first chunk."""
     if len(message) > MAX_ERROR_CHARS:
         mark = " … (truncated)"
@@ -58,10 +66,16 @@ def result_from_registry(transfer: Transfer, entry: RegistryEntry) -> DeltaInRes
 
 
 def replica_state(
-    request_id: str, datamart: str, tracker: TransferTracker, status: DatamartStatus | None
+    request_id: str,
+    datamart: str,
+    tracker: TransferTracker,
+    *,
+    failed: bool,
+    last_error: LastError | None,
 ) -> DeltaState:
-    """The `delta.rs` answer: the datamart's state as this agent sees it now."""
-    if status is None:
+    """The `delta.rs` answer: the datamart's state as this agent sees it now. `failed`: its
+    last load ended LOAD_FAILED."""
+    if datamart not in tracker.schemas:
         return DeltaState(
             request_id=request_id,
             datamart=datamart,
@@ -75,13 +89,13 @@ def replica_state(
     in_progress = tuple(t.progress(limit) for t in tracker.open.values() if t.datamart == datamart)
     if tracker.loading(datamart) is not None:
         state = ReplicaState.LOADING
-    elif status.failed:
+    elif failed:
         state = ReplicaState.FAILED
     elif in_progress:
         state = ReplicaState.RECEIVING
     else:
         state = ReplicaState.IDLE
-    error = status.last_error if state is ReplicaState.FAILED else None
+    error = last_error if state is ReplicaState.FAILED else None
     return DeltaState(
         request_id=request_id,
         datamart=datamart,
@@ -90,6 +104,6 @@ def replica_state(
         delta_ok_date=None if last is None else last.delta_date,
         expected_delta_num=tracker.expected(datamart),
         in_progress=in_progress,
-        error_code=None if error is None else error[0],
-        error_message=None if error is None else error[1],
+        error_code=None if error is None else error.code,
+        error_message=None if error is None else error.message,
     )

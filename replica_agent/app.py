@@ -21,6 +21,7 @@ import structlog
 from podd_kafka.fetch_pace import FetchPace
 from podd_runtime.files import durable_write
 from protocol.codec import encode_datamart_key, encode_message
+from protocol.exit_codes import ExitCode
 from protocol.messages import DeltaInResult
 from replica_agent.kafka_client import consumer_transport, faust_credentials
 from replica_agent.metrics import AgentMetrics
@@ -28,9 +29,6 @@ from replica_agent.service import ReplicaService
 from replica_agent.settings import AgentSettings
 
 log = structlog.get_logger("replica_agent")
-
-#: The exit code after a fatal error; a supervisor restarts the agent, which recovers.
-FATAL_EXIT = 70
 
 #: Most `delta.in` messages, and their bytes, handled (and staged) as one group.
 MAX_GROUP = 64
@@ -47,7 +45,7 @@ def fatal_exit(reason: str) -> NoReturn:
             hook()
         except Exception as exc:
             log.warning("clean-up before exit failed", error=str(exc))
-    os._exit(FATAL_EXIT)
+    os._exit(ExitCode.RESTART)  # a supervisor restarts it; it recovers
 
 
 def build_app(
@@ -195,18 +193,7 @@ def _write_status(path: Path, service: ReplicaService, previous: bytes) -> bytes
 
     Written only when it differs from `previous`; returns what the file now holds.
     """
-    snapshot: dict[str, Any] = {
-        name: {
-            "loading": None
-            if (loading := service.tracker.loading(name)) is None
-            else loading.request_id,
-            "failed": status.failed,
-            "last_error": None
-            if status.last_error is None
-            else dict(zip(("code", "message", "requestId"), status.last_error, strict=True)),
-        }
-        for name, status in service.status.items()
-    }
+    snapshot: dict[str, Any] = dict(service.datamarts())
     snapshot["_health"] = service.health()
     data = json.dumps(snapshot, indent=1).encode()
     if data != previous:

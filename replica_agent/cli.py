@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
-from protocol.errors import PoddError
 from protocol.sequence import expected_next
+from replica_agent.answer_records import AnswerRecords
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
@@ -68,7 +66,10 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
 
     status_path = settings.data_dir / STATUS_FILE
     agent = json.loads(status_path.read_text()) if status_path.exists() else {}
-    staging = TransferStaging(settings.staging_path).recover(cleanup=False)
+    transfers = TransferStaging(settings.staging_path)
+    answers = AnswerRecords(transfers.outbox, transfers.quarantine, keep_finished=0)
+    finished = answers.recover(cleanup=False).finished
+    staging = transfers.recover(finished, cleanup=False)
     report: dict[str, Any] = {}
     with replica_for(settings) as dsn:
         store = ReplicaStore(dsn)
@@ -153,21 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = settings_from(args)
-    except ValidationError as exc:
-        print(f"replica-agent: invalid settings: {exc}", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(argv)
+    return run_command("replica-agent", lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
     if args.command == "run":
         return main_run(settings)
     log_to_stderr()
-    try:
-        report = status_report(settings, args.datamart or ())
-    except PoddError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    report = status_report(settings, args.datamart or ())
     if args.json:
         print(json.dumps(report, indent=1))
     else:

@@ -1,18 +1,19 @@
-"""`delta.in` chunks in: admitted one by one, staged in groups, acked once durable.
+"""`delta.in` chunks in: admitted one by one, staged in groups, their verdicts returned.
 
-The app hands `ChunkIntake.receive` every `delta.in` message already waiting (a group). The
-tracker admits each in Kafka's order, exactly as if it came alone. What a chunk needs on
-disk (its body; its stream's file when the stream changed) is collected, and the group's
-files are written together by `TransferStaging.write_group`: each file as durable as
-before, their fsyncs side by side, one directory fsync per transfer, where one chunk at a
-time paid two fsyncs of its own.
+The intake owns "chunks in → files durable → verdicts", and never answers. The caller hands
+`ChunkIntake.receive` every `delta.in` message already waiting (a group). The tracker admits
+each in Kafka's order, exactly as if it came alone. What a chunk needs on disk (its body;
+its stream's file when the stream changed) is collected, and the group's files are written
+together by `TransferStaging.write_group`: each file as durable as before, their fsyncs side
+by side, one directory fsync per transfer, where one chunk at a time paid two fsyncs.
 
-Anything else that touches staging or answers (a chunk that opens a transfer, completes one,
-is refused, or evicts another) first flushes what is pending, so seals, answers and
-evictions see the disk as the tracker does. A file that cannot be written fails its message
-(the app skips it as poison) and its transfer is read again from disk: the files are the
-truth. The app acks a group's events only after `receive` returns, so no offset is committed
-before its chunk's files are durable.
+A chunk that completes its transfer first flushes what is pending, so the seal sees the disk
+as the tracker does. A file that cannot be written fails its message (the app skips it as
+poison) and its transfer is read again from disk: the files are the truth. `receive` returns
+once every file of the group is durable, with the group's outcomes in order: transfers
+completed (sealed: the `StagedTransfer` for the loader), refused (answer ERROR) and evicted
+(answer INCOMPLETE_DELTA). The app acks a group's events only after that, so no offset is
+committed before its chunk's files are durable.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -32,16 +32,53 @@ from protocol.codec import decode_delta_in_key
 from protocol.errors import ErrorCode, MessageDecodeError
 from protocol.messages import DeltaInKey
 from replica_agent.errors import FatalAgentError
-from replica_agent.tracker import Accepted, Dropped, Rejected
-from replica_agent.transfers import Phase, Transfer
-
-if TYPE_CHECKING:
-    from replica_agent.service import ReplicaService
+from replica_agent.metrics import AgentMetrics
+from replica_agent.staging import TransferStaging
+from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+from replica_agent.transfers import Transfer, TransferFraming
+from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("replica_agent")
 
 #: One `delta.in` message: its raw key and value.
 RawMessage = tuple[bytes | None, bytes | None]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A transfer is complete and sealed: `staged` is the loader's hand-over."""
+
+    transfer: Transfer
+    staged: StagedTransfer
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A transfer is refused (finished): answer it ERROR with `code`."""
+
+    framing: TransferFraming
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """A transfer still receiving was removed to keep a staging budget (finished): answer
+    it INCOMPLETE_DELTA."""
+
+    transfer: Transfer
+
+
+Outcome = Completed | Refused | Evicted
+
+
+@dataclass
+class Received:
+    """A group handled: per message, the unexpected error that made it fail (None: handled,
+    whatever the verdict); and the transfers' outcomes, in the order they happened."""
+
+    failures: list[Exception | None]
+    outcomes: list[Outcome] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -81,29 +118,40 @@ class _Pending:
 
 
 class ChunkIntake:
-    """The `delta.in` side of a `ReplicaService`."""
+    """`delta.in` chunks → durable files → outcomes, for one agent's tracker and staging."""
 
-    def __init__(self, service: ReplicaService) -> None:
-        self.service = service
-        self.tracker = service.tracker
-        self.staging = service.staging
-        self.metrics = service.metrics
+    def __init__(
+        self,
+        tracker: TransferTracker,
+        staging: TransferStaging,
+        metrics: AgentMetrics,
+        *,
+        incomplete_timeout: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.tracker = tracker
+        self.staging = staging
+        self.metrics = metrics
+        self.incomplete_timeout = incomplete_timeout
+        self.clock = clock
 
-    async def receive(self, messages: Sequence[RawMessage]) -> list[Exception | None]:
-        """Handle a group of messages in order. Returns, per message, the unexpected error
-        that made it fail (None: handled, whatever the verdict). `FatalAgentError` and
-        cancellation propagate."""
-        failures: list[Exception | None] = [None] * len(messages)
+    async def receive(self, messages: Sequence[RawMessage]) -> Received:
+        """Handle a group of messages in order; every file is durable when it returns.
+        `FatalAgentError` and cancellation propagate."""
+        done = Received([None] * len(messages))
         pending = _Pending()
         for index, (raw_key, raw_value) in enumerate(messages):
             try:
-                await self._one(index, raw_key, raw_value, pending, failures)
+                await self._one(index, raw_key, raw_value, pending, done)
             except FatalAgentError:
                 raise
             except Exception as exc:
-                failures[index] = failures[index] or exc
-        await self._flush(pending, failures)
-        return failures
+                done.failures[index] = done.failures[index] or exc
+        await self._flush(pending, done)
+        return done
+
+    def _deadline(self) -> float:
+        return self.clock() + self.incomplete_timeout
 
     async def _one(
         self,
@@ -111,7 +159,7 @@ class ChunkIntake:
         raw_key: bytes | None,
         raw_value: bytes | None,
         pending: _Pending,
-        failures: list[Exception | None],
+        done: Received,
     ) -> None:
         try:
             key = decode_delta_in_key(raw_key)
@@ -120,10 +168,7 @@ class ChunkIntake:
             log.warning("delta.in message skipped: its key cannot be decoded", error=str(exc))
             return
         admission = self.tracker.admit(key, raw_value)
-        evicted = self.tracker.take_evicted()
-        if evicted:
-            await self._flush(pending, failures)
-            await self.service.answer_evicted(evicted)
+        done.outcomes.extend(Evicted(t) for t in self.tracker.take_evicted())
         if isinstance(admission, Dropped):
             self.metrics.dropped.labels(admission.reason).inc()
             if admission.reason == "oversize":
@@ -132,10 +177,9 @@ class ChunkIntake:
                 )
             return
         if isinstance(admission, Rejected):
-            await self._flush(pending, failures)
-            await self.service.reject_key(admission)
+            done.outcomes.append(Refused(admission.framing, admission.code, admission.message))
             return
-        await self._stage(index, key, raw_value, admission, pending, failures)
+        await self._stage(index, key, raw_value, admission, pending, done)
 
     async def _stage(
         self,
@@ -144,15 +188,15 @@ class ChunkIntake:
         body: bytes | None,
         accepted: Accepted,
         pending: _Pending,
-        failures: list[Exception | None],
+        done: Received,
     ) -> None:
         transfer = accepted.transfer
         rid = transfer.request_id
         try:
             if accepted.opened:
-                transfer.first_seen = time.perf_counter()
-                await asyncio.to_thread(self.staging.open_transfer, transfer)
-                transfer.arm(self.service.clock() + self.service.incomplete_timeout)
+                first_seen = time.perf_counter()
+                await asyncio.to_thread(self.staging.open_transfer, transfer.framing)
+                self.tracker.opened(transfer, self._deadline(), first_seen)
                 self.metrics.open_transfers.set(len(self.tracker.open))
                 log.info(
                     "first chunk", **transfer.log_ids(), streamTotal=transfer.stream_total,
@@ -163,58 +207,66 @@ class ChunkIntake:
                 path = self.staging.chunk_path(rid, key.stream_number, key.chunk_number)
                 pending.add_body(_Owner(index, transfer), key.stream_number, (path, body or b""))
                 self.metrics.chunks.labels(transfer.datamart).inc()
-                if transfer.phase is Phase.REPORTED_INCOMPLETE:  # answered incomplete: re-arm
-                    transfer.arm(self.service.clock() + self.service.incomplete_timeout)
+                self.tracker.chunk_staged(transfer, self._deadline())
             else:
                 self.metrics.duplicates.labels(transfer.datamart).inc()
             if accepted.stream_changed:
                 file = self.staging.stream_file(rid, key.stream_number, stream)
                 pending.add_stream(_Owner(index, transfer), file)
         except Exception:
-            await self._flush(pending, failures)  # what is pending is on disk before reading
-            await asyncio.to_thread(self._reload, transfer)
+            await self._flush(pending, done)  # what is pending is on disk before reading
+            await self._reload(transfer)
             raise
         except BaseException:
-            await asyncio.to_thread(self._reload, transfer)
+            await self._reload(transfer)
             raise
         if accepted.completed:
-            await self._flush(pending, failures)
-            if failures[index] is None and self.tracker.open.get(rid) is transfer:
-                await self.service.complete(transfer)
+            await self._flush(pending, done)
+            if done.failures[index] is None and self.tracker.open.get(rid) is transfer:
+                done.outcomes.append(await self.seal(transfer))
 
-    async def _flush(self, pending: _Pending, failures: list[Exception | None]) -> None:
+    async def seal(self, transfer: Transfer) -> Completed:
+        """A complete transfer, its files durable: its manifest written, the loader's."""
+        staged = await asyncio.to_thread(self.staging.seal, transfer)
+        sizes = {s.stream_number: s.decoded_bytes for s in staged.manifest.streams}
+        self.tracker.sealed(transfer, sizes)
+        log.info(
+            "complete", **transfer.log_ids(), chunks=transfer.chunks_received,
+            seconds=transfer.seconds_since_first(),
+        )  # fmt: skip
+        return Completed(transfer, staged)
+
+    async def _flush(self, pending: _Pending, done: Received) -> None:
         """Write what is pending. A body beyond the limits gets its transfer refused
         (BAD_CHUNK); a file that could not be written fails its message, and its transfer
         is read again from disk."""
         group = pending.take()
         if not group.bodies and not group.streams:
             return
-        done = await asyncio.to_thread(
+        written = await asyncio.to_thread(
             self.staging.write_group,
             [(path, data) for path, (data, _, _) in group.bodies.items()],
             [(path, data) for path, (data, _) in group.streams.items()],
         )
         self.metrics.staging_writes.inc()
-        for path, size in done.sizes.items():
+        for path, size in written.sizes.items():
             _, owner, number = group.bodies[path]
-            counted = owner.transfer.streams[number]
-            if counted.decoded_bytes is not None:
-                counted.decoded_bytes += size
-        for path, refused in done.refused.items():
+            self.tracker.measured(owner.transfer, number, size)
+        for path, refused in written.refused.items():
             transfer = group.bodies[path][1].transfer
             if self.tracker.open.get(transfer.request_id) is transfer:
+                self.tracker.finish(transfer.request_id)
                 message = f"the body is refused: {refused}"
-                await self.service.reject(transfer, ErrorCode.BAD_CHUNK, message)
-        for path, error in done.failed.items():
+                done.outcomes.append(Refused(transfer.framing, ErrorCode.BAD_CHUNK, message))
+        for path, error in written.failed.items():
             for owner in group.owners(path):
-                failures[owner.index] = failures[owner.index] or error
+                done.failures[owner.index] = done.failures[owner.index] or error
                 if self.tracker.open.get(owner.transfer.request_id) is owner.transfer:
-                    await asyncio.to_thread(self._reload, owner.transfer)
+                    await self._reload(owner.transfer)
 
-    def _reload(self, transfer: Transfer) -> None:
-        """After a failed write: forget what memory holds of the transfer, re-read the disk."""
-        self.tracker.open.pop(transfer.request_id, None)
+    async def _reload(self, transfer: Transfer) -> None:
+        """After a failed write: what memory holds of the transfer is replaced by the disk's."""
+        on_disk: Transfer | None = None
         with contextlib.suppress(Exception):
-            recovered = self.staging.read_transfer(transfer.request_id)
-            recovered.arm(transfer.deadline)
-            self.tracker.restore(recovered)
+            on_disk = await asyncio.to_thread(self.staging.read_transfer, transfer.request_id)
+        self.tracker.reloaded(transfer.request_id, on_disk, transfer.deadline)

@@ -12,15 +12,13 @@ from contextlib import ExitStack
 from typing import Any
 
 import faust
-import psycopg
 import structlog
-from aiokafka.errors import KafkaError
 
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_runtime.dsn import safe_dsn
+from podd_runtime.exit_codes import HANDLED, exit_code_for, explain
 from protocol.ddl import parse_schema
-from protocol.errors import PoddError
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from replica_agent import app as agent_app
@@ -149,14 +147,11 @@ def run_agent(settings: AgentSettings) -> int:
 
 
 def main_run(settings: AgentSettings) -> int:
+    """`run_agent`, its failure to start logged (not printed: the log is what operators
+    read) and mapped to an exit code as every command maps it."""
     try:
         return run_agent(settings)
-    except PoddError as exc:
-        log.error("agent cannot start", error=str(exc))
-        return 2
-    except psycopg.Error as exc:  # its messages name host and port, never the password
-        log.error("the replica database cannot be used", error=str(exc).strip())
-        return 2
-    except KafkaError as exc:
-        log.error("the Kafka broker cannot be used", error=f"{type(exc).__name__}: {exc}")
-        return 2
+    except HANDLED as exc:
+        what, words = explain(exc)
+        log.error(what or "agent cannot start", error=words)
+        return int(exit_code_for(exc))

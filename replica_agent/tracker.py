@@ -3,7 +3,9 @@
 Per `requestId` it checks each chunk's framing against what the transfer has shown so far,
 checks the sequence against the applied deltas, de-duplicates by (stream, chunk), and says
 when the transfer is complete and what it still misses. It decides; the caller stages bodies,
-loads and answers. Rejected and answered transfers are "finished": their later chunks are
+loads and answers. It alone changes a `Transfer` (its life: `opened`, `measured`, `sealed`,
+`load_started`, `load_ended`, `reported_incomplete`, `reloaded`); the others tell it what
+happened. Rejected and answered transfers are "finished": their later chunks are
 dropped silently. The sequence rules are `protocol.sequence`'s, the gap items
 `protocol.gaps'`, and each open transfer is one `Transfer` value (`replica_agent.transfers`).
 
@@ -15,7 +17,8 @@ Nothing a message claims drives memory or time without a bound (`TransferLimits`
   is exceeded, the oldest transfer still receiving is evicted (the caller answers it
   `INCOMPLETE_DELTA` and removes its files);
 * chunks of a transfer already handed to the loader are dropped (the load reads its files);
-* the finished requestIds remembered are capped, oldest forgotten first.
+* the finished requestIds remembered are capped, oldest forgotten first (`max_finished`: the
+  outbox keeps as many answers on disk, so a restart remembers what the agent knew).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from protocol.messages import DeltaInKey
 from protocol.ocf import OcfLimits
 from protocol.schema import LogicalSchema
 from protocol.sequence import AppliedDelta, SequenceRefusal, check_sequence, expected_next
-from replica_agent.transfers import Phase, StreamState, Transfer
+from replica_agent.chunk_rules import check_last, check_same_transfer
+from replica_agent.transfers import Phase, StreamState, Transfer, TransferFraming
 
 GiB = 2**30
 
@@ -47,7 +51,8 @@ class TransferLimits:
     max_missing_items: int = 100
     max_name_chars: int = 256  # requestId, datamart, tableName
     max_subscription_chars: int = 65_536
-    max_finished: int = 100_000  # requestIds remembered as answered
+    #: requestIds remembered as answered, in memory and (as sent answers) on disk alike
+    max_finished: int = 10_000
     body: OcfLimits = field(default_factory=OcfLimits)
 
 
@@ -65,12 +70,12 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Rejected:
-    """Answer the transfer ERROR with `code`; it is finished."""
+    """Answer the transfer ERROR with `code`; it is finished. `framing`: the transfer's
+    own (from its first chunk) when it has one, else the rejected chunk's."""
 
-    key: DeltaInKey
+    framing: TransferFraming
     code: ErrorCode
     message: str
-    transfer: Transfer | None
 
 
 @dataclass(frozen=True)
@@ -177,11 +182,12 @@ class TransferTracker:
                 self._check_new(key)
                 transfer = Transfer.opened_by(key)
             else:
-                _check_same_transfer(transfer, key)
+                check_same_transfer(transfer, key)
             accepted = self._admit_chunk(transfer, key, body, opened=opened)
         except ProtocolError as exc:
             self.finish(key.request_id)
-            return Rejected(key, exc.code, exc.message, transfer)
+            framing = TransferFraming.of(key) if transfer is None else transfer.framing
+            return Rejected(framing, exc.code, exc.message)
         if accepted.new:
             self._make_room(transfer, len(body or b""), opened=opened)
             if transfer in self.evicted:
@@ -206,9 +212,51 @@ class TransferTracker:
         for request_id in request_ids:
             self.finish(request_id)
 
-    def restore(self, transfer: Transfer) -> None:
+    # --- a transfer's life: the only places a `Transfer` changes ---------------------------
+    def restore(self, transfer: Transfer, deadline: float) -> None:
         """Re-open a transfer rebuilt from staging after a restart."""
         self.open[transfer.request_id] = transfer
+        _arm(transfer, deadline)
+
+    def opened(self, transfer: Transfer, deadline: float, first_seen: float) -> None:
+        """Its first chunk (at `first_seen`) is staged: receiving, and answered
+        INCOMPLETE_DELTA at `deadline` unless complete by then."""
+        transfer.first_seen = first_seen
+        _arm(transfer, deadline)
+
+    def chunk_staged(self, transfer: Transfer, deadline: float) -> None:
+        """A new chunk arrived: a transfer answered incomplete is receiving again."""
+        if transfer.phase is Phase.REPORTED_INCOMPLETE:
+            _arm(transfer, deadline)
+
+    def measured(self, transfer: Transfer, stream_number: int, decoded_bytes: int) -> None:
+        """A staged body of the stream decompresses to `decoded_bytes`."""
+        stream = transfer.streams[stream_number]
+        if stream.decoded_bytes is not None:  # None: recovered, measured when sealed
+            stream.decoded_bytes += decoded_bytes
+
+    def sealed(self, transfer: Transfer, decoded_bytes: Mapping[int, int | None]) -> None:
+        """Its manifest is written (with each stream's decoded size): for the loader."""
+        for number, size in decoded_bytes.items():
+            transfer.streams[number].decoded_bytes = size
+        transfer.phase = Phase.SEALED
+
+    def load_started(self, transfer: Transfer) -> None:
+        transfer.phase = Phase.LOADING
+
+    def load_ended(self, transfer: Transfer) -> None:
+        transfer.phase = Phase.SEALED
+
+    def reported_incomplete(self, transfer: Transfer) -> None:
+        """Answered INCOMPLETE_DELTA at its deadline; it stays open (a new chunk re-arms it)."""
+        transfer.phase = Phase.REPORTED_INCOMPLETE
+
+    def reloaded(self, request_id: str, on_disk: Transfer | None, deadline: float) -> None:
+        """After a failed write: what memory held is replaced by what the files hold (None:
+        they cannot be read; the transfer is forgotten, and Kafka's redelivery rebuilds it)."""
+        self.open.pop(request_id, None)
+        if on_disk is not None:
+            self.restore(on_disk, deadline)
 
     def take_evicted(self) -> list[Transfer]:
         """The transfers evicted since the last call (each finished already)."""
@@ -297,7 +345,7 @@ class TransferTracker:
             raise ProtocolError(
                 f"stream {s} names two tables: {stream.table_name!r} and {key.table_name!r}"
             )
-        changed = _check_last(stream, s, c, key.is_last_chunk)
+        changed = check_last(stream, s, c, key.is_last_chunk)
         new = c not in stream.chunks
         if new:
             # SCHEMA_MISMATCH / BAD_CHUNK from the header alone
@@ -309,32 +357,6 @@ class TransferTracker:
         return Accepted(transfer, opened, new, changed, (new or changed) and transfer.complete)
 
 
-def _check_same_transfer(transfer: Transfer, key: DeltaInKey) -> None:
-    for name, mine, theirs in (
-        ("datamart", transfer.datamart, key.datamart),
-        ("deltaNum", transfer.delta_num, key.delta_num),
-        ("deltaDate", transfer.delta_date, key.delta_date),
-        ("streamTotal", transfer.stream_total, key.stream_total),
-    ):
-        if mine != theirs:
-            raise ProtocolError(f"{name} differs between chunks: {mine} and {theirs}")
-
-
-def _check_last(stream: StreamState, s: int, c: int, is_last: bool) -> bool:
-    """The last-chunk rules; True when this chunk makes the stream's last chunk known."""
-    if is_last:
-        if stream.last is not None and stream.last != c:
-            raise ProtocolError(f"stream {s} has two last chunks: {stream.last} and {c}")
-        if stream.chunks and max(stream.chunks) > c:
-            raise ProtocolError(
-                f"stream {s}: chunk {max(stream.chunks)} is beyond the last chunk {c}"
-            )
-        if stream.last is None:
-            stream.last = c
-            return True
-        return False
-    if stream.last is not None and c > stream.last:
-        raise ProtocolError(f"stream {s}: chunk {c} is beyond the last chunk {stream.last}")
-    if stream.last == c:
-        raise ProtocolError(f"stream {s}: chunk {c} arrived as the last chunk and as not last")
-    return False
+def _arm(transfer: Transfer, deadline: float) -> None:
+    transfer.phase = Phase.RECEIVING
+    transfer.deadline = deadline

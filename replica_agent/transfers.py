@@ -1,18 +1,52 @@
 """One transfer's state: its framing, its streams, and where it is in its life.
 
-The tracker owns these values; the service moves them along (`Phase`). Nothing about a
+The framing (what the first chunk's key says of the whole transfer) is a frozen model: it
+never changes once the transfer is open. The rest changes, and only the tracker changes it
+(`TransferTracker`: chunks admitted, sizes measured, sealed, load started and ended, reported
+incomplete, read again from disk); staging persists it, answers read it. Nothing about a
 transfer lives anywhere else, so bounds and supervision have one place to look.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from pydantic import BaseModel, ConfigDict
+
 from protocol.gaps import Gap, cap_items, stream_gaps
 from protocol.messages import DeltaInKey, TransferProgress
+
+
+class TransferFraming(BaseModel):
+    """What every chunk of a transfer repeats of it; staged as its `transfer.json`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    request_id: str
+    datamart: str
+    delta_num: int
+    delta_date: datetime
+    subscription: str
+    stream_total: int
+
+    @classmethod
+    def of(cls, key: DeltaInKey) -> TransferFraming:
+        return cls(
+            request_id=key.request_id,
+            datamart=key.datamart,
+            delta_num=key.delta_num,
+            delta_date=key.delta_date,
+            subscription=key.subscription,
+            stream_total=key.stream_total,
+        )
+
+    def log_ids(self) -> dict[str, object]:
+        """What names this transfer in every log record about it."""
+        return {"datamart": self.datamart, "deltaNum": self.delta_num, "requestId": self.request_id}
 
 
 @dataclass
@@ -45,12 +79,7 @@ class Phase(StrEnum):
 class Transfer:
     """One transfer as far as it has arrived. `streams` maps stream number to its state."""
 
-    request_id: str
-    datamart: str
-    delta_num: int
-    delta_date: datetime
-    subscription: str
-    stream_total: int
+    framing: TransferFraming
     streams: dict[int, StreamState] = field(default_factory=dict)
     phase: Phase = Phase.RECEIVING
     #: When a still receiving transfer is answered INCOMPLETE_DELTA (the caller's clock).
@@ -60,28 +89,44 @@ class Transfer:
     #: Bytes of its chunk bodies as staged (what it takes of the staging budget).
     staged_bytes: int = 0
 
-    def arm(self, deadline: float) -> None:
-        """Receiving, and answered INCOMPLETE_DELTA at `deadline` unless complete by then."""
-        self.phase = Phase.RECEIVING
-        self.deadline = deadline
+    @property
+    def request_id(self) -> str:
+        return self.framing.request_id
+
+    @property
+    def datamart(self) -> str:
+        return self.framing.datamart
+
+    @property
+    def delta_num(self) -> int:
+        return self.framing.delta_num
+
+    @property
+    def delta_date(self) -> datetime:
+        return self.framing.delta_date
+
+    @property
+    def subscription(self) -> str:
+        return self.framing.subscription
+
+    @property
+    def stream_total(self) -> int:
+        return self.framing.stream_total
 
     def overdue(self, now: float) -> bool:
         return self.phase is Phase.RECEIVING and self.deadline <= now and not self.complete
 
     def log_ids(self) -> dict[str, object]:
-        """What names this transfer in every log record about it."""
-        return {"datamart": self.datamart, "deltaNum": self.delta_num, "requestId": self.request_id}
+        return self.framing.log_ids()
+
+    def seconds_since_first(self) -> float | None:
+        """Seconds since its first chunk in this run (None: it was recovered from staging)."""
+        first = self.first_seen
+        return None if first is None else round(time.perf_counter() - first, 3)
 
     @classmethod
     def opened_by(cls, key: DeltaInKey) -> Transfer:
-        return cls(
-            key.request_id,
-            key.datamart,
-            key.delta_num,
-            key.delta_date,
-            key.subscription,
-            key.stream_total,
-        )
+        return cls(TransferFraming.of(key))
 
     @property
     def complete(self) -> bool:

@@ -1,12 +1,31 @@
 """Staging files written one at a time, as durable as the agent's grouped writes make them
 (`TransferStaging.write_group`), for tests that lay out a transfer on disk by hand with
-bodies that are not containers."""
+bodies that are not containers; and transfers made by hand."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from podd_runtime.files import durable_write
 from replica_agent.staging import TransferStaging
-from replica_agent.transfers import StreamState
+from replica_agent.transfers import StreamState, Transfer, TransferFraming
+
+
+def transfer_of(
+    request_id: str,
+    datamart: str,
+    delta_num: int,
+    delta_date: datetime,
+    subscription: str,
+    stream_total: int,
+) -> Transfer:
+    """A transfer as its first chunk opens it."""
+    return Transfer(
+        TransferFraming(
+            request_id=request_id, datamart=datamart, delta_num=delta_num,
+            delta_date=delta_date, subscription=subscription, stream_total=stream_total,
+        )
+    )  # fmt: skip
 
 
 def write_chunk(

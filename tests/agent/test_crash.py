@@ -14,10 +14,10 @@ import psycopg
 import pytest
 
 from protocol.apply_model import ReplicaModel, apply_delta
+from protocol.exit_codes import ExitCode
 from protocol.messages import DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from replica_agent.service import CRASH_EXIT
 from tests.agent.conftest import AgentProcess, renamed
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
@@ -69,7 +69,7 @@ def scenario(
             else:  # after the commit, before the answer: the agent exits by itself
                 await origin.send_chunks(chunks, shuffle=rng)
                 assert agent.process is not None
-                assert await asyncio.to_thread(agent.process.wait, 300) == CRASH_EXIT
+                assert await asyncio.to_thread(agent.process.wait, 300) == ExitCode.CRASH_INJECTED
                 assert rid not in origin.results
                 await asyncio.to_thread(agent.start)
                 await asyncio.to_thread(

@@ -1,14 +1,13 @@
-"""Chunks in groups (`ChunkIntake`): admitted one by one, staged together, on real files.
+"""Chunks in groups (`ChunkIntake`), on its own: admitted one by one, staged together, on
+real files, and its outcomes returned (it answers nothing, loads nothing).
 
-The service runs without Faust or Kafka (answers are recorded; the loader is a stand-in);
-staging is the real `TransferStaging` on a temporary directory. The grouped path must decide
-exactly what the one-chunk-at-a-time path decides; what differs is how many fsync rounds
-the disk sees, which a recording subclass of the real staging counts.
+Staging is the real `TransferStaging` on a temporary directory; no service, Faust or Kafka.
+The grouped path must decide exactly what the one-chunk-at-a-time path decides; what differs
+is how many fsync rounds the disk sees, which a recording subclass of the real staging counts.
 """
 
 from __future__ import annotations
 
-import asyncio
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,17 +19,15 @@ from podd_runtime.files import FileWrite, temporary_path
 from protocol.body_writer import body_schema
 from protocol.codec import decode_delta_in_key, encode_delta_in_key
 from protocol.errors import ErrorCode
-from protocol.messages import DeltaInResult, DeltaStatus
 from protocol.ocf import OcfLimits, decoded_size
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from replica_agent.intake import RawMessage
+from replica_agent.intake import ChunkIntake, Completed, RawMessage, Received, Refused
 from replica_agent.metrics import AgentMetrics
-from replica_agent.service import ReplicaService
 from replica_agent.staging import GroupWrite, TransferStaging
 from replica_agent.tracker import TransferTracker
+from spark_loader.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
-from tests.agent.test_faust_app import RecordingLoader
 
 MiB = 2**20
 
@@ -50,29 +47,15 @@ class CountingStaging(TransferStaging):
 class Harness:
     def __init__(self, schema: LogicalSchema, root: Path) -> None:
         self.schema = schema
-        self.sent: list[DeltaInResult] = []
-        self.loader = RecordingLoader()
         self.staging = CountingStaging(root / "staging")
         self.metrics = AgentMetrics()
-        self.service = ReplicaService(
-            tracker=TransferTracker({schema.datamart: schema}, {schema.datamart: {}}),
-            staging=self.staging,
-            loader=self.loader,
-            registry=lambda datamart, n: None,
-            send_result=self.record,
-            metrics=self.metrics,
-            incomplete_timeout=600,
+        self.tracker = TransferTracker({schema.datamart: schema}, {schema.datamart: {}})
+        self.intake = ChunkIntake(
+            self.tracker, self.staging, self.metrics, incomplete_timeout=600, clock=lambda: 0.0
         )
 
-    async def record(self, result: DeltaInResult) -> None:
-        self.sent.append(result)
-
-    async def answers(self, count: int) -> list[DeltaInResult]:
-        for _ in range(300):
-            if len(self.sent) >= count:
-                break
-            await asyncio.sleep(0.02)
-        return self.sent
+    async def receive(self, messages: list[RawMessage]) -> Received:
+        return await self.intake.receive(messages)
 
     def messages(self, n: int, *, rows: int = 20, chunk_rows: int = 3) -> list[RawMessage]:
         workload = Workload(self.schema, WorkloadSpec(rows_per_delta=rows, seed=n))
@@ -81,27 +64,26 @@ class Harness:
 
 
 @pytest.fixture
-async def harness(marketing: LogicalSchema, tmp_path: Path) -> Harness:
-    made = Harness(marketing, tmp_path)
-    await made.service.start()
-    return made
+def harness(marketing: LogicalSchema, tmp_path: Path) -> Harness:
+    return Harness(marketing, tmp_path)
 
 
 def metric(harness: Harness, line: str) -> bool:
     return line in harness.metrics.render().decode()
 
 
-async def test_a_whole_delta_in_one_group_is_staged_in_one_write_and_loaded_once(
+async def test_a_whole_delta_in_one_group_is_staged_in_one_write_and_sealed_once(
     harness: Harness,
 ) -> None:
     messages = harness.messages(0)
-    failures = await harness.service.receive([*messages, *messages[:4]])  # 4 duplicates
-    assert failures == [None] * (len(messages) + 4)
-    (result,) = await harness.answers(1)
-    assert result.status is DeltaStatus.OK
+    received = await harness.receive([*messages, *messages[:4]])  # 4 duplicates
+    assert received.failures == [None] * (len(messages) + 4)
+    (completed,) = received.outcomes  # the one outcome: the transfer, sealed for the loader
+    assert isinstance(completed, Completed)
     # One group write for every body (the duplicates write nothing).
     assert harness.staging.groups == [len(messages)]
-    (loaded,) = harness.loader.loaded
+    loaded = completed.staged
+    assert loaded == StagedTransfer.open(loaded.directory)  # the manifest on disk
     assert sum(s.chunk_count for s in loaded.manifest.streams) == len(messages)
     # Each stream's decoded size is what its bodies decompress to, measured in the group.
     by_stream: dict[int, int] = {}
@@ -114,15 +96,15 @@ async def test_a_whole_delta_in_one_group_is_staged_in_one_write_and_loaded_once
     assert sum(by_stream.values()) > 0
     assert metric(harness, 'podd_chunk_duplicates_total{datamart="marketing"} 4.0')
     assert metric(harness, "podd_staging_writes_total 1.0")
-    await harness.service.stop()
 
 
 async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stays_the_truth(
     harness: Harness,
 ) -> None:
     messages = harness.messages(0)
-    assert await harness.service.receive(messages[:1]) == [None]  # opens the transfer
-    (transfer,) = harness.service.tracker.open.values()
+    opened = await harness.receive(messages[:1])  # opens the transfer
+    assert (opened.failures, opened.outcomes) == ([None], [])
+    (transfer,) = harness.tracker.open.values()
     rid = transfer.request_id
     # Something in the way of the third chunk's body: it cannot be written.
     third = decode_delta_in_key(messages[2][0])
@@ -133,7 +115,9 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     (blocker / "in-the-way").write_text("x")
 
     group = messages[1:-1]
-    failures = await harness.service.receive(group)
+    received = await harness.receive(group)
+    failures = received.failures
+    assert received.outcomes == []
     assert isinstance(failures[1], OSError)
     # Besides the blocked chunk, every chunk that changed a stream's file fails: the
     # directory's later files (stream files) are not written once one of its files failed.
@@ -146,7 +130,7 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     assert failed == {1} | changers
     assert len(changers) >= 2
     # The tracker was read again from disk: what it holds is what the files hold.
-    reread = harness.service.tracker.open[rid]
+    reread = harness.tracker.open[rid]
     assert third.chunk_number not in reread.streams[third.stream_number].chunks
     on_disk = harness.staging.read_transfer(rid)
     assert {n: s.chunks for n, s in reread.streams.items()} == {
@@ -156,11 +140,11 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     # Once the way is clear, the origin sends the delta again: it completes and loads.
     (blocker / "in-the-way").unlink()
     blocker.rmdir()
-    again = await harness.service.receive(messages)
-    assert again == [None] * len(messages)
-    (result,) = await harness.answers(1)
-    assert result.status is DeltaStatus.OK
-    await harness.service.stop()
+    again = await harness.receive(messages)
+    assert again.failures == [None] * len(messages)
+    (completed,) = again.outcomes
+    assert isinstance(completed, Completed)
+    assert completed.transfer is harness.tracker.open[rid]
 
 
 def bomb_body(schema: LogicalSchema, table: str) -> bytes:
@@ -174,22 +158,25 @@ def bomb_body(schema: LogicalSchema, table: str) -> bytes:
 async def test_a_body_beyond_its_bounds_refuses_its_transfer_within_the_group(
     harness: Harness,
 ) -> None:
-    """Measured side by side in the group: the bomb's transfer is BAD_CHUNK, answered once,
-    its chunks after the bomb leave nothing on disk; the next delta then loads."""
+    """Measured side by side in the group: the bomb's transfer is refused BAD_CHUNK, once,
+    and finished (its later chunks are dropped); the bomb is never written; the next delta
+    then completes."""
     bad = harness.messages(0)
     key = decode_delta_in_key(bad[1][0])
     bombed = (bad[1][0], bomb_body(harness.schema, key.table_name))
-    failures = await harness.service.receive([bad[0], bombed, *bad[2:]])
-    assert failures == [None] * len(bad)
-    (refused,) = await harness.answers(1)
-    assert refused.request_id == key.request_id
-    assert refused.error_code == ErrorCode.BAD_CHUNK.value
-    assert "decompresses to more than" in (refused.error_message or "")
-    assert not harness.staging.directory(key.request_id).exists()
-    assert harness.loader.loaded == []
+    received = await harness.receive([bad[0], bombed, *bad[2:]])
+    assert received.failures == [None] * len(bad)
+    (refused,) = received.outcomes
+    assert isinstance(refused, Refused)
+    assert refused.framing.request_id == key.request_id
+    assert refused.code is ErrorCode.BAD_CHUNK
+    assert "decompresses to more than" in refused.message
+    assert harness.tracker.is_finished(key.request_id)
+    bomb_file = harness.staging.chunk_path(key.request_id, key.stream_number, key.chunk_number)
+    assert not bomb_file.exists()
 
     good = harness.messages(0)  # delta 0 again, under a new requestId
-    assert await harness.service.receive(good) == [None] * len(good)
-    _, loaded = await harness.answers(2)
-    assert loaded.status is DeltaStatus.OK
-    await harness.service.stop()
+    again = await harness.receive(good)
+    assert again.failures == [None] * len(good)
+    (completed,) = again.outcomes
+    assert isinstance(completed, Completed)

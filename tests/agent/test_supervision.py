@@ -21,10 +21,10 @@ from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
-from replica_agent.transfers import Transfer
 from spark_loader.store import RegistryEntry
 from spark_loader.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
+from tests.agent.staging_writes import transfer_of
 from tests.loader.staging_helpers import delta_date
 
 SECRET = "password=hunter2 host=db.internal"
@@ -110,7 +110,7 @@ async def test_a_fault_after_the_commit_is_answered_ok_from_the_registry(
 
 
 def test_long_error_messages_are_cut_and_marked() -> None:
-    transfer = Transfer("r", "marketing", 0, delta_date(0), "s", 1)
+    transfer = transfer_of("r", "marketing", 0, delta_date(0), "s", 1)
     result = error_result(transfer, ErrorCode.BAD_CHUNK, "x" * 100_000)
     assert len(result.error_message or "") == MAX_ERROR_CHARS
     assert (result.error_message or "").endswith("(truncated)")

@@ -236,16 +236,19 @@ def test_one_value_holds_a_transfers_life(tracker: TransferTracker) -> None:
     assert again.transfer is transfer
     assert transfer.phase is Phase.RECEIVING
     assert tracker.overdue(1e12) == []
-    transfer.arm(10.0)
+    tracker.opened(transfer, 10.0, first_seen=0.0)
     assert tracker.overdue(9.9) == []
     assert tracker.overdue(10.0) == [transfer]
-    transfer.phase = Phase.REPORTED_INCOMPLETE  # answered: not overdue again until re-armed
+    tracker.reported_incomplete(transfer)  # answered: not overdue again until re-armed
     assert tracker.overdue(1e12) == []
-    transfer.arm(20.0)
+    tracker.chunk_staged(transfer, 20.0)  # a new chunk re-arms it
     assert tracker.overdue(20.0) == [transfer]
     assert tracker.loading("marketing") is None
-    transfer.phase = Phase.LOADING
+    tracker.load_started(transfer)
     assert tracker.loading("marketing") is transfer
+    tracker.load_ended(transfer)
+    assert tracker.loading("marketing") is None
+    tracker.load_started(transfer)
     assert tracker.finish("r1") is transfer
     assert tracker.loading("marketing") is None
 
@@ -258,5 +261,5 @@ def test_a_complete_transfer_is_never_overdue(tracker: TransferTracker) -> None:
         admission = tracker.admit(k, None)
     assert isinstance(admission, Accepted)
     assert admission.completed
-    admission.transfer.arm(0.0)
+    tracker.opened(admission.transfer, 0.0, first_seen=0.0)
     assert tracker.overdue(1.0) == []

@@ -14,7 +14,6 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
 from replica_agent.tracker import Accepted, Dropped, Rejected, TransferLimits, TransferTracker
-from replica_agent.transfers import Phase
 from tests.agent.test_tracker import code_of, key
 
 D2 = datetime(2026, 1, 3, tzinfo=UTC)
@@ -93,7 +92,7 @@ def test_the_staged_bytes_budget_evicts_the_oldest_receiving_transfer(
     size = len(body)
     tracker = tracker_of(marketing, max_staged_bytes=3 * size)
     tracker.admit(key(request_id="a"), body)
-    tracker.open["a"].phase = Phase.SEALED  # handed to the loader: never evicted
+    tracker.sealed(tracker.open["a"], {})  # handed to the loader: never evicted
     tracker.admit(key(request_id="b"), body)
     tracker.admit(key(request_id="c"), body)
     assert tracker.staged_bytes() == 3 * size
@@ -104,8 +103,8 @@ def test_the_staged_bytes_budget_evicts_the_oldest_receiving_transfer(
     assert set(tracker.open) == {"a", "c", "d"}
     assert tracker.staged_bytes() == 3 * size
     # When only the new transfer itself can go, it goes: dropped, and answered by the caller.
-    tracker.open["c"].phase = Phase.SEALED
-    tracker.open["d"].phase = Phase.SEALED
+    tracker.sealed(tracker.open["c"], {})
+    tracker.sealed(tracker.open["d"], {})
     dropped = tracker.admit(key(request_id="e"), body)
     assert isinstance(dropped, Dropped)
     assert dropped.reason == "evicted"
@@ -122,7 +121,8 @@ def test_chunks_of_a_transfer_being_loaded_never_reject_it(marketing: LogicalSch
         tracker.admit(k.model_copy(update={"stream_total": 3}), None)
     (transfer,) = tracker.open.values()
     assert transfer.complete
-    transfer.phase = Phase.LOADING
+    tracker.sealed(transfer, {})
+    tracker.load_started(transfer)
     # A chunk beyond the last, and a changed date: rejections before; dropped now.
     later = D2 + timedelta(days=1)
     for noise in (key(chunk_number=5, stream_total=3), key(chunk_number=2, delta_date=later)):

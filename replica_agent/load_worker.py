@@ -1,0 +1,236 @@
+"""The load worker: sealed transfers are loaded one at a time, in a thread, and answered.
+
+It owns the load queue (each entry the `StagedTransfer` that sealing returned), the loader's
+calls and the registry's reads. Before a load it asks the tracker what to do with the
+transfer (`TransferTracker.decide`, once per transfer); the loader checks the sequence again
+under the datamart's lock, and its verdict is the authority.
+
+It is supervised: an unexpected error while handling a transfer answers it (`LOAD_FAILED`,
+or `OK` if the registry shows its delta applied), is logged, and the worker goes on. If the
+worker itself ends, `fatal` is set and the agent exits non-zero, so its supervisor restarts
+it and it recovers from staging and the registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+import structlog
+
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.exit_codes import ExitCode
+from replica_agent.answers import result_from_registry
+from replica_agent.errors import FatalAgentError
+from replica_agent.metrics import AgentMetrics
+from replica_agent.outbox import Outbox
+from replica_agent.tracker import TransferTracker
+from replica_agent.transfers import Transfer
+from spark_loader.errors import CommitStateUnknownError
+from spark_loader.store import RegistryEntry
+from spark_loader.transfer import StagedTransfer
+
+log = structlog.get_logger("replica_agent")
+
+#: Seconds between the registry's read attempts; about 30 s in all, then the agent restarts.
+REGISTRY_BACKOFF = (0.5, 1, 2, 4, 8, 16, 0)
+
+
+class Loader(Protocol):
+    """What the worker needs of `spark_loader.loader.DeltaLoader`."""
+
+    def load(self, transfer: StagedTransfer) -> RegistryEntry: ...
+
+
+Registry = Callable[[str, int], RegistryEntry | None]
+
+
+class LoadWorker:
+    def __init__(
+        self,
+        *,
+        tracker: TransferTracker,
+        loader: Loader,
+        registry: Registry,
+        outbox: Outbox,
+        metrics: AgentMetrics,
+        crash_after_commit_of: int | None = None,
+    ) -> None:
+        self.tracker = tracker
+        self.loader = loader
+        self.registry = registry
+        self.outbox = outbox
+        self.metrics = metrics
+        #: Fault injection for the crash tests: die between this delta's commit and its answer.
+        self.crash_after_commit_of = crash_after_commit_of
+        #: Datamarts whose last load ended LOAD_FAILED.
+        self.failed: set[str] = set()
+        self.fatal: BaseException | None = None
+        #: When the worker last finished handling a transfer (or started).
+        self.last_progress = time.time()
+        self._queue: asyncio.Queue[tuple[Transfer, StagedTransfer]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- life ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="podd-loads")
+        self._task.add_done_callback(self._ended)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and not self._task.done() and self.fatal is None
+
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self.fatal is not None:
+            return
+        error = task.exception()
+        self.fatal = error or FatalAgentError("the load worker ended")
+        log.critical("the load worker ended", error=repr(self.fatal))
+
+    # --- work ------------------------------------------------------------------------------
+    def submit(self, transfer: Transfer, staged: StagedTransfer) -> None:
+        """A sealed transfer, for the worker to decide on and load in turn."""
+        self._queue.put_nowait((transfer, staged))
+
+    async def close_superseded(self, datamart: str) -> None:
+        """Transfers still receiving a delta that is now applied: answered as if complete."""
+        for transfer in self.tracker.superseded(datamart):
+            log.info("delta applied under another requestId: closing", **transfer.log_ids())
+            await self._answer_unless_load(transfer)
+
+    async def _run(self) -> None:
+        while True:
+            transfer, staged = await self._queue.get()
+            try:
+                if self.tracker.open.get(transfer.request_id) is transfer and (
+                    await self._answer_unless_load(transfer)
+                ):
+                    await self._load(transfer, staged)
+            except FatalAgentError as exc:
+                self.fatal = exc
+                log.critical("agent stopping", error=str(exc))
+                return
+            except Exception:
+                log.exception("a transfer could not be handled", requestId=transfer.request_id)
+                await self._settle_after_fault(transfer)
+            self.last_progress = time.time()
+
+    async def _answer_unless_load(self, transfer: Transfer) -> bool:
+        """Answer a transfer that needs no load (refused, or applied before); True when it
+        must be loaded."""
+        decision = self.tracker.decide(transfer)
+        if decision.action == "reject":
+            code = decision.code or ErrorCode.BAD_CHUNK
+            await self.outbox.refuse(transfer.framing, code, decision.message)
+        elif decision.action == "answer-stored":
+            entry = await self._applied(transfer)
+            if entry is None:  # the registry lost a delta the tracker saw: never expected
+                raise FatalAgentError(f"delta {transfer.delta_num} vanished from the registry")
+            log.info("already applied: answering the stored result", **transfer.log_ids())
+            await self.outbox.answer(result_from_registry(transfer, entry))
+        else:
+            return True
+        return False
+
+    async def _load(self, transfer: Transfer, staged: StagedTransfer) -> None:
+        self.tracker.load_started(transfer)
+        started = time.perf_counter()
+        log.info("load start", **transfer.log_ids())
+        failure: tuple[ErrorCode, str] | None = None
+        try:
+            entry = await asyncio.to_thread(self.loader.load, staged)
+        except ProtocolError as exc:
+            failure = exc.code, exc.message
+        except CommitStateUnknownError as exc:
+            raise FatalAgentError(f"delta {transfer.delta_num}: {exc}") from exc
+        except Exception:  # a bug or an environment fault: report, keep the replica
+            log.exception("load failed unexpectedly", **transfer.log_ids())
+            failure = ErrorCode.LOAD_FAILED, internal_error()
+        finally:
+            self.tracker.load_ended(transfer)
+        if failure is not None and failure[0] is ErrorCode.LOAD_FAILED:
+            applied = await self._applied(transfer)  # never LOAD_FAILED for an applied delta
+            if applied is not None:
+                entry, failure = applied, None
+        if failure is not None:
+            self._mark_failed(transfer.datamart, failure[0] is ErrorCode.LOAD_FAILED)
+            await self.outbox.refuse(transfer.framing, *failure)
+            return
+        if self.crash_after_commit_of == entry.delta_num:
+            log.warning("fault injection: exiting after the commit, before the answer")
+            os._exit(ExitCode.CRASH_INJECTED)
+        seconds = time.perf_counter() - started
+        self._mark_failed(transfer.datamart, False)
+        self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
+        self.metrics.count_applied(transfer.datamart, entry, seconds)
+        log.info(
+            "applied",
+            **transfer.log_ids(),
+            seconds=round(seconds, 3),
+            tables={c.table_name: [c.rows_received, c.rows_upserted, c.rows_deleted]
+                    for c in entry.tables},
+        )  # fmt: skip
+        await self.outbox.answer(result_from_registry(transfer, entry))
+        await self.close_superseded(transfer.datamart)
+
+    def _mark_failed(self, datamart: str, failed: bool) -> None:
+        if failed:
+            self.failed.add(datamart)
+        else:
+            self.failed.discard(datamart)
+
+    async def _applied(self, transfer: Transfer) -> RegistryEntry | None:
+        """The registry's entry of the transfer's delta with its date. If the registry
+        cannot be read (with backoff, about 30 s), nothing may be answered: the agent
+        restarts (FatalAgentError) and recovers from staging and the registry."""
+        for delay in REGISTRY_BACKOFF:
+            try:
+                entry = await asyncio.to_thread(
+                    self.registry, transfer.datamart, transfer.delta_num
+                )
+                break
+            except Exception as exc:
+                if not delay:
+                    raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
+                log.warning("the registry cannot be read; trying again", error=repr(exc)[:300])
+                await asyncio.sleep(delay)
+        return entry if entry is not None and entry.delta_date == transfer.delta_date else None
+
+    async def _settle_after_fault(self, transfer: Transfer) -> None:
+        """An unexpected error: OK if the registry shows the delta applied, else LOAD_FAILED.
+        If even that cannot be done, the agent must restart (FatalAgentError)."""
+        try:
+            entry = await self._applied(transfer)
+            if entry is not None:
+                self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
+                await self.outbox.answer(result_from_registry(transfer, entry))
+                return
+            self.failed.add(transfer.datamart)
+            await self.outbox.refuse(transfer.framing, ErrorCode.LOAD_FAILED, internal_error())
+        except Exception as exc:
+            raise FatalAgentError(
+                f"a transfer could not be answered after a fault: {exc!r}"
+            ) from exc
+
+
+def internal_error() -> str:
+    """What the origin is told of an unexpected fault: a reference, never the fault's text
+    (it may name hosts, paths or settings)."""
+    reference = uuid.uuid4().hex[:12]
+    log.error("internal error reference", reference=reference)
+    return f"the replica failed internally (reference {reference} in its log); retry later"

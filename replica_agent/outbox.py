@@ -1,0 +1,108 @@
+"""Every `delta.in.rs` answer, in one place: decided, recorded, sent, settled.
+
+A transfer's final answer (OK or ERROR) is recorded durably first (`AnswerRecords`: once, a
+transfer never gets two different answers), then sent, then settled: marked sent, the
+transfer finished in the tracker and its staged files removed. A restart resends what is
+owed, so an answer is delivered at least once. The one answer that is not final,
+INCOMPLETE_DELTA at a transfer's deadline, is sent but not recorded: the transfer stays open
+and a restart re-arms it. Every ERROR answer is counted, logged, and becomes its datamart's
+last error (for `delta.rs` and `replica-agent status`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from protocol.errors import ErrorCode
+from protocol.gaps import incomplete_message
+from protocol.messages import DeltaInResult
+from replica_agent.answer_records import AnswerRecords
+from replica_agent.answers import LastError, error_result
+from replica_agent.metrics import AgentMetrics
+from replica_agent.staging import TransferStaging
+from replica_agent.tracker import TransferTracker
+from replica_agent.transfers import Transfer, TransferFraming
+
+log = structlog.get_logger("replica_agent")
+
+SendResult = Callable[[DeltaInResult], Awaitable[None]]
+
+
+class Outbox:
+    def __init__(
+        self,
+        *,
+        records: AnswerRecords,
+        send_result: SendResult,
+        tracker: TransferTracker,
+        staging: TransferStaging,
+        metrics: AgentMetrics,
+    ) -> None:
+        self.records = records
+        self.send_result = send_result
+        self.tracker = tracker
+        self.staging = staging
+        self.metrics = metrics
+        #: Each served datamart's latest ERROR answer.
+        self.last_errors: dict[str, LastError] = {}
+
+    async def answer(self, result: DeltaInResult) -> None:
+        """The transfer's final answer: recorded once, then delivered."""
+        self.tracker.finish(result.request_id)
+        recorded = await asyncio.to_thread(self.records.owe, result)
+        if recorded != result:
+            log.warning("the transfer was answered before: resending that answer",
+                        requestId=result.request_id)  # fmt: skip
+        await self.deliver(recorded)
+
+    async def deliver(self, result: DeltaInResult) -> None:
+        """Send a recorded answer, then settle it."""
+        await self.send_result(result)
+        transfer = self.tracker.finish(result.request_id)
+        await asyncio.to_thread(self._settle, result.request_id)
+        self.metrics.open_transfers.set(len(self.tracker.open))
+        log.info(
+            "answered", requestId=result.request_id, datamart=result.datamart,
+            deltaNum=result.delta_num, status=result.status.value, errorCode=result.error_code,
+            seconds=None if transfer is None else transfer.seconds_since_first(),
+        )  # fmt: skip
+
+    def _settle(self, request_id: str) -> None:
+        self.records.sent(request_id)
+        self.staging.remove(request_id)
+
+    async def refuse(
+        self, framing: TransferFraming, code: ErrorCode, message: str, *, event: str = "rejected"
+    ) -> None:
+        """Answer a transfer ERROR with `code` (final)."""
+        self._record_error(framing, code, message, event)
+        await self.answer(error_result(framing, code, message))
+
+    async def evicted(self, transfer: Transfer) -> None:
+        message = (
+            f"{incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)}; "
+            "removed to keep the replica's staging budget (open transfers or bytes): "
+            "send the delta again"
+        )
+        await self.refuse(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message, event="evicted")
+
+    async def report_overdue(self, now: float) -> None:
+        """Answer INCOMPLETE_DELTA for transfers past their deadline; they stay open."""
+        for transfer in self.tracker.overdue(now):
+            self.tracker.reported_incomplete(transfer)  # re-armed by the next new chunk
+            message = incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)
+            self._record_error(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message, "incomplete")
+            await self.send_result(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
+
+    def _record_error(
+        self, framing: TransferFraming, code: ErrorCode, message: str, event: str
+    ) -> None:
+        """Count and log an ERROR answer; it becomes its datamart's last error."""
+        served = framing.datamart in self.tracker.schemas
+        if served:
+            self.last_errors[framing.datamart] = LastError(code.value, message, framing.request_id)
+        self.metrics.rejections.labels(framing.datamart if served else "", code.value).inc()
+        log.warning(event, **framing.log_ids(), errorCode=code.value, errorMessage=message[:2000])

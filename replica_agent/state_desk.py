@@ -1,0 +1,52 @@
+"""Every `delta.rs` answer, in one place: a `delta.rq` read, bounded, and answered from what
+the agent knows now (the tracker's open and applied deltas, the worker's failed loads, the
+outbox's last errors). Nothing is recorded: a lost answer is asked again."""
+
+from __future__ import annotations
+
+import structlog
+
+from protocol.codec import decode_message
+from protocol.errors import MessageDecodeError
+from protocol.messages import DeltaRequest, DeltaState
+from replica_agent.answers import replica_state
+from replica_agent.load_worker import LoadWorker
+from replica_agent.metrics import AgentMetrics
+from replica_agent.outbox import Outbox
+from replica_agent.tracker import TransferTracker
+
+log = structlog.get_logger("replica_agent")
+
+
+class StateDesk:
+    def __init__(
+        self, tracker: TransferTracker, worker: LoadWorker, outbox: Outbox, metrics: AgentMetrics
+    ) -> None:
+        self.tracker = tracker
+        self.worker = worker
+        self.outbox = outbox
+        self.metrics = metrics
+
+    def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:
+        """The answer to one `delta.rq` message (None: it is skipped, unanswered)."""
+        try:
+            request = decode_message(DeltaRequest, raw_value)
+        except MessageDecodeError as exc:
+            self.metrics.undecodable.labels("delta.rq").inc()
+            log.warning("delta.rq message skipped: it cannot be decoded", error=str(exc)[:500])
+            return None
+        most = self.tracker.limits.max_name_chars
+        if max(len(request.request_id), len(request.datamart)) > most:
+            self.metrics.dropped.labels("oversize").inc()
+            log.warning("delta.rq message dropped: names too long")
+            return None
+        return self.state_of(request.request_id, request.datamart)
+
+    def state_of(self, request_id: str, datamart: str) -> DeltaState:
+        return replica_state(
+            request_id,
+            datamart,
+            self.tracker,
+            failed=datamart in self.worker.failed,
+            last_error=self.outbox.last_errors.get(datamart),
+        )
