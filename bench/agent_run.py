@@ -14,8 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from podd_runtime.agent_child import AgentChild, agent_env
-from podd_runtime.ports import free_port
+from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
 from protocol.schema import LogicalSchema
 
 
@@ -35,25 +34,11 @@ def running_agent(
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[AgentChild]:
     """An agent serving `schemas`, ready (recovered, metrics up) when the block starts."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for schema in schemas:
-        path = data_dir / f"{schema.datamart}.sql"
-        path.write_text(schema.to_ddl())
-        files[schema.datamart] = path
-    port = free_port()
-    env = agent_env(
-        files,
-        bootstrap=config.bootstrap,
-        dsn=config.dsn,
-        data_dir=data_dir,
-        metrics_port=port,
-        group_id=config.group_id,
-        spark_master=config.spark_master,
-    )
-    env["PYTHONUNBUFFERED"] = "1"  # the log is read while the agent runs
-    env.update(extra_env or {})
-    agent = AgentChild(env, data_dir / "agent.log", port)
+    spec = AgentSpec(
+        schemas, config.bootstrap, config.dsn, data_dir, config.group_id, config.spark_master,
+        dict(extra_env or {}),
+    )  # fmt: skip
+    agent = start_agent(spec, data_dir / "agent.log")
     try:
         agent.wait_ready()
         yield agent

@@ -29,10 +29,9 @@ from origin.sources import WorkloadSource, replica_model
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
-from podd_runtime.agent_child import AgentChild, agent_env
+from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
 from podd_runtime.dsn import safe_dsn
 from podd_runtime.exit_codes import run_command
-from podd_runtime.ports import free_port
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, quote_ident
@@ -45,19 +44,12 @@ _DEFAULT_SCHEMA = Path(str(resources.files("origin"))).parent / "examples" / "ma
 
 @contextmanager
 def running_agent(
-    args: argparse.Namespace, schema_file: Path, bootstrap: str, dsn: str
+    args: argparse.Namespace, schema: LogicalSchema, bootstrap: str, dsn: str
 ) -> Iterator[AgentChild]:
-    port = free_port()
-    env = agent_env(
-        {args.datamart: schema_file},
-        bootstrap=bootstrap,
-        dsn=dsn,
-        data_dir=args.data_dir,
-        metrics_port=port,
-        group_id=f"podd-demo-{args.datamart}",
-        spark_master=args.spark_master,
+    spec = AgentSpec(
+        [schema], bootstrap, dsn, args.data_dir, f"podd-demo-{args.datamart}", args.spark_master
     )
-    agent = AgentChild(env, args.data_dir / "agent.log", port)
+    agent = start_agent(spec, args.data_dir / "agent.log")
     try:
         yield agent
     finally:
@@ -166,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(ensure_topics(KafkaSettings(broker=bootstrap), [bootstrap]))
         log = args.data_dir / "agent.log"
         print(f"starting the replica agent (Spark {args.spark_master}; its log: {log}) ...")
-        agent = stack.enter_context(running_agent(args, schema_file, bootstrap, dsn))
+        agent = stack.enter_context(running_agent(args, schema, bootstrap, dsn))
         agent.wait_ready()
         tables = ", ".join(t.name for t in schema)
         print(

@@ -1,9 +1,11 @@
-"""`replica-agent run` as a child process: the demo, the benchmarks and the tests run it so.
+"""`replica-agent run` as a child process: the demo, the benchmarks, the chaos run and the
+tests all start it here (`start_agent`), and only here.
 
 The child is started as `python -m replica_agent.cli run` with its settings in the
-environment (the DSN never on a command line), its output in a log file. It is ready when
-its metrics page answers: it serves that page after recovering from staging and before it
-consumes. It stops with SIGTERM, then SIGKILL after a grace period.
+environment (the DSN never on a command line), its schemas written as Prostore DDL files in
+its data directory, its output in a log file. It is ready when its metrics page answers: it
+serves that page after recovering from staging and before it consumes. It stops with
+SIGTERM, then SIGKILL after a grace period.
 """
 
 from __future__ import annotations
@@ -15,10 +17,48 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from podd_runtime.errors import AgentChildError
+from podd_runtime.ports import free_port
+from protocol.schema import LogicalSchema
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What a `replica-agent run` child serves, and where it connects."""
+
+    schemas: Sequence[LogicalSchema]
+    bootstrap: str
+    dsn: str
+    data_dir: Path
+    group_id: str
+    spark_master: str = "local[2]"
+    #: More `PODD_*` settings (topics, timeouts, fault injection), over the defaults.
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def start_agent(
+    spec: AgentSpec, log_path: Path, *, append: bool = True, cwd: Path | None = None
+) -> AgentChild:
+    """Write the schemas' DDL into the data directory and start the child on a free metrics
+    port (not yet ready: `wait_ready`)."""
+    spec.data_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for schema in spec.schemas:
+        path = spec.data_dir / f"{schema.datamart}.sql"
+        path.write_text(schema.to_ddl())
+        files[schema.datamart] = path
+    port = free_port()
+    env = agent_env(
+        files, bootstrap=spec.bootstrap, dsn=spec.dsn, data_dir=spec.data_dir,
+        metrics_port=port, group_id=spec.group_id, spark_master=spec.spark_master,
+    )  # fmt: skip
+    env["PYTHONUNBUFFERED"] = "1"  # its log is read while it runs
+    env.update(spec.extra_env)
+    return AgentChild(env, log_path, port, append=append, cwd=cwd)
 
 
 def agent_env(

@@ -45,6 +45,9 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     max_staged_mib: float = Field(default=8192, gt=0)
     max_missing_items: int = Field(default=100, ge=1)
     max_name_chars: int = Field(default=256, ge=16)
+    #: Finished requestIds remembered (their later chunks are dropped), in memory and on
+    #: disk alike (the outbox keeps as many sent answers), so a restart changes nothing.
+    max_finished: int = Field(default=10_000, ge=1)
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).
@@ -78,5 +81,6 @@ class AgentSettings(LoaderSettings, KafkaSettings):
             max_staged_bytes=int(self.max_staged_mib * mib),
             max_missing_items=self.max_missing_items,
             max_name_chars=self.max_name_chars,
+            max_finished=self.max_finished,
             body=self.body_limits(),
         )

@@ -1,6 +1,6 @@
 """The chaos command, 20 deltas (CI's version): kill -9s, PostgreSQL crash restarts and
 malformed messages, then the replica equals the model and no applied delta was answered
-ERROR. `python -m bench.chaos` (100 deltas) writes RELIABILITY.md."""
+ERROR. `python -m conformance.chaos` (100 deltas) writes RELIABILITY.md."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the work directory
     done = subprocess.run(
         [
-            sys.executable, "-m", "bench.chaos", "--deltas", "20", "--rows-per-delta", "300",
+            sys.executable, "-m", "conformance.chaos", "--deltas", "20", "--rows-per-delta", "300",
             "--kills", "3", "--kill-within", "3", "--pg-restarts", "2", "--seed", "3",
             "--work-dir", str(tmp_path), "--report", str(report),
         ],

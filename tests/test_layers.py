@@ -168,3 +168,22 @@ def test_the_cycle_rule_sees_a_cycle(tmp_path: Path) -> None:
     assert cycles(import_graph(tmp_path, ["pkg"])) == [["pkg.intake", "pkg.other"]]
     (package / "other.py").write_text("")
     assert cycles(import_graph(tmp_path, ["pkg"])) == []
+
+
+def test_tests_take_no_fixture_from_the_bench() -> None:
+    """`bench` only measures: a test imports it only to test the bench itself."""
+    users = sorted(
+        str(path.relative_to(REPO))
+        for path in (REPO / "tests").rglob("*.py")
+        if not path.name.startswith("test_bench_")
+        and any(module == "bench" for _, module in imports_of(path))
+    )
+    assert users == []
+
+
+def test_the_wheel_ships_neither_bench_nor_tests() -> None:
+    import tomllib  # noqa: PLC0415
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    shipped = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert {p.rstrip("*") for p in shipped} == set(LEVELS) - {"bench"}

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from podd_runtime.agent_child import AgentChild, agent_env
+from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
 from podd_runtime.errors import AgentChildError
-from podd_runtime.ports import free_port
 from protocol.schema import LogicalSchema
 from tests.agent.kafka_io import Topics
 
@@ -60,31 +59,22 @@ class AgentProcess:
         return self.data_dir / f"agent-{self.starts}.log"
 
     def start(self) -> AgentProcess:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        files = {}
-        for schema in self.schemas:
-            path = self.data_dir / f"{schema.datamart}.sql"
-            path.write_text(schema.to_ddl())
-            files[schema.datamart] = path
-        self.metrics_port = free_port()
         self.starts += 1
-        env = agent_env(
-            files,
-            bootstrap=self.broker,
-            dsn=self.dsn,
-            data_dir=self.data_dir,
-            metrics_port=self.metrics_port,
-            group_id=self.group_id,
-            spark_master=self.spark_master,
-        )
+        env = {
+            **self.topics.flags(),
+            "PODD_INCOMPLETE_TIMEOUT_SECONDS": str(self.incomplete_timeout),
+            **self.extra_env,
+        }
         cwd = None
         if self.relative_data_dir:
             env["PODD_DATA_DIR"] = self.data_dir.name
             cwd = self.data_dir.parent
-        env.update(self.topics.flags())
-        env["PODD_INCOMPLETE_TIMEOUT_SECONDS"] = str(self.incomplete_timeout)
-        env.update(self.extra_env)
-        self.child = AgentChild(env, self.log_path, self.metrics_port, append=False, cwd=cwd)
+        spec = AgentSpec(
+            self.schemas, self.broker, self.dsn, self.data_dir, self.group_id,
+            self.spark_master, env,
+        )  # fmt: skip
+        self.child = start_agent(spec, self.log_path, append=False, cwd=cwd)
+        self.metrics_port = self.child.metrics_port
         try:
             self.child.wait_ready(timeout=120)
         except AgentChildError as exc:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ocf_forge import SYNC, header, zigzag
+from conformance.ocf_forge import SYNC, header, zigzag
 from podd_runtime.files import FileWrite, temporary_path
 from protocol.body_writer import body_schema
 from protocol.codec import decode_delta_in_key, encode_delta_in_key

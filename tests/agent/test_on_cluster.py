@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from podd_runtime.agent_child import AgentChild, agent_env
-from podd_runtime.ports import free_port
+from podd_runtime.agent_child import AgentSpec, start_agent
 from podd_runtime.spark_cluster import StandaloneCluster
+from protocol.exit_codes import ExitCode
 from protocol.schema import LogicalSchema
 from tests.agent import test_integration as wire
 from tests.agent.conftest import AgentProcess, renamed
@@ -78,16 +78,12 @@ def _refused_start(
     probe_timeout: float,
 ) -> str:
     """Start an agent on `master`: it must exit 2 before consuming; its log."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    schema_file = data_dir / "marketing.sql"
-    schema_file.write_text(marketing.to_ddl())
-    env = agent_env(
-        {marketing.datamart: schema_file}, bootstrap=broker, dsn=dsn, data_dir=data_dir,
-        metrics_port=free_port(), group_id=f"refused-{data_dir.name}", spark_master=master,
+    spec = AgentSpec(
+        [marketing], broker, dsn, data_dir, f"refused-{data_dir.name}", master,
+        {"PODD_EXECUTOR_PROBE_TIMEOUT_SECONDS": f"{probe_timeout:g}"},
     )  # fmt: skip
-    env["PODD_EXECUTOR_PROBE_TIMEOUT_SECONDS"] = f"{probe_timeout:g}"
-    child = AgentChild(env, data_dir / "agent.log", int(env["PODD_METRICS_PORT"]))
-    assert child.process.wait(180) == 2, (data_dir / "agent.log").read_text()
+    child = start_agent(spec, data_dir / "agent.log")
+    assert child.process.wait(180) == ExitCode.CANNOT_RUN, (data_dir / "agent.log").read_text()
     log = (data_dir / "agent.log").read_text()
     assert "agent cannot start" in log
     assert "agent starting" not in log  # refused before Faust consumed anything

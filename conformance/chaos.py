@@ -1,4 +1,4 @@
-"""`python -m bench.chaos`: deltas through faults, then the replica must be exactly right.
+"""`python -m conformance.chaos`: deltas through faults, then the replica must be exactly right.
 
 The reference origin drives N deltas (default 100) into a real agent process while:
 * the agent is killed with `kill -9` `--kills` times, each a random moment after a random
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.hostile import HostileMessages
+from conformance.hostile import HostileMessages
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
@@ -38,8 +38,7 @@ from origin.sources import WorkloadSource, replica_model
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
-from podd_runtime.agent_child import AgentChild, agent_env
-from podd_runtime.ports import free_port
+from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, PoddError
@@ -75,16 +74,14 @@ class ChaosRun:
 class Supervisor:
     """Keeps one agent process running, as systemd or Kubernetes would."""
 
-    def __init__(self, env: dict[str, str], data_dir: Path, run: ChaosRun) -> None:
-        self.env, self.data_dir, self.run = env, data_dir, run
+    def __init__(self, spec: AgentSpec, data_dir: Path, run: ChaosRun) -> None:
+        self.spec, self.data_dir, self.run = spec, data_dir, run
         self.child: AgentChild | None = None
         self.starts = 0
 
     def start(self) -> None:
         self.starts += 1
-        port = free_port()
-        env = {**self.env, "PODD_METRICS_PORT": str(port)}
-        self.child = AgentChild(env, self.data_dir / f"agent-{self.starts}.log", port)
+        self.child = start_agent(self.spec, self.data_dir / f"agent-{self.starts}.log")
         self.child.wait_ready(timeout=240)
 
     def kill(self) -> None:
@@ -223,8 +220,6 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
     schema = parse_schema(EXAMPLE.read_text())
     schema = schema.model_copy(update={"datamart": f"chaos_{tag}"})
     root = Path(tempfile.mkdtemp(prefix="podd-chaos-", dir=args.work_dir))
-    schema_file = root / "schema.sql"
-    schema_file.write_text(schema.to_ddl())
     spec = WorkloadSpec(rows_per_delta=args.rows_per_delta, seed=args.seed)
     source = WorkloadSource(schema, spec, interval=timedelta(hours=1))
     with ExitStack() as stack:
@@ -235,14 +230,11 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
             topic_delta_rq=f"rq-{tag}", topic_delta_rs=f"rs-{tag}",
         )  # fmt: skip
         asyncio.run(ensure_topics(settings, [bootstrap]))
-        env = agent_env(
-            {schema.datamart: schema_file}, bootstrap=bootstrap, dsn=pg.dsn,
-            data_dir=root / "agent", metrics_port=0, group_id=f"chaos-{tag}",
-            spark_master="local[2]",
+        agent = AgentSpec(
+            [schema], bootstrap, pg.dsn, root / "agent", f"chaos-{tag}", "local[2]",
+            settings.topic_environment(),
         )  # fmt: skip
-        env.update(settings.topic_environment())
-        supervisor = Supervisor(env, root, run)
-        (root / "agent").mkdir()
+        supervisor = Supervisor(agent, root, run)
         supervisor.start()
         stack.callback(supervisor.stop)
         started = time.perf_counter()
@@ -261,8 +253,9 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
     lines = [
         "# Reliability: deltas through faults",
         "",
-        f"`python -m bench.chaos --deltas {args.deltas} --rows-per-delta {args.rows_per_delta} "
-        f"--kills {args.kills} --pg-restarts {args.pg_restarts} --seed {args.seed}` on a 2-core "
+        f"`python -m conformance.chaos --deltas {args.deltas} "
+        f"--rows-per-delta {args.rows_per_delta} --kills {args.kills} "
+        f"--pg-restarts {args.pg_restarts} --seed {args.seed}` on a 2-core "
         "VM: embedded Tansu and PostgreSQL, the agent as a process (local[2] Spark), the "
         "reference origin, malformed messages all along.",
         "",
@@ -288,7 +281,7 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench.chaos", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="conformance.chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=100)
     parser.add_argument("--rows-per-delta", type=int, default=1000)
     parser.add_argument("--chunk-rows", type=int, default=250)
@@ -308,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run = run_chaos(args)
     except (PoddError, OSError) as exc:
-        print(f"bench.chaos: {exc}", file=sys.stderr)
+        print(f"conformance.chaos: {exc}", file=sys.stderr)
         return 2
     text = report(run, args)
     print(text)
