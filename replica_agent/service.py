@@ -7,7 +7,7 @@
 
 The intake answers nothing: the service hands its outcomes on (a completed transfer to the
 worker, a refused or evicted one to the outbox). `start` recovers from what survives a
-`kill -9` (the outbox's records and staging), before the first chunk is consumed.
+`kill -9` (`replica_agent.recovery`), before the first chunk is consumed.
 """
 
 from __future__ import annotations
@@ -17,19 +17,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import structlog
-
 from protocol.messages import DeltaState
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.intake import ChunkIntake, Completed, Evicted, Outcome, RawMessage, Refused
 from replica_agent.load_worker import Loader, LoadWorker, Registry
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox, SendResult
+from replica_agent.recovery import recover
 from replica_agent.staging import TransferStaging
 from replica_agent.state_desk import StateDesk
 from replica_agent.tracker import TransferTracker
-
-log = structlog.get_logger("replica_agent")
 
 __all__ = ["ReplicaService", "SendResult"]
 
@@ -77,38 +74,13 @@ class ReplicaService:
 
     # --- life ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Recover: resend owed answers, reopen transfers, hand complete ones to the worker."""
-        answers = await asyncio.to_thread(self.records.recover)
-        found = await asyncio.to_thread(self.staging.recover, answers.finished)
-        for where, why in [*answers.quarantined, *found.quarantined]:
-            self._quarantined(where, why)
-        self.tracker.remember_finished(answers.finished)
-        for result in answers.owed:
-            log.info("resending an owed answer", requestId=result.request_id)
-            await self.outbox.deliver(result)
-        deadline = self.clock() + self.incomplete_timeout
-        for transfer in found.open:
-            if transfer.datamart not in self.tracker.schemas:
-                why = f"transfer of datamart {transfer.datamart!r}, which is no longer served"
-                directory = self.staging.directory(transfer.request_id)
-                where = await asyncio.to_thread(self.staging.quarantine.move, directory, why)
-                self._quarantined(where, why)
-                continue
-            self.tracker.restore(transfer, deadline)
-            log.info(
-                "transfer recovered from staging", **transfer.log_ids(),
-                chunks=transfer.chunks_received, complete=transfer.complete,
-            )  # fmt: skip
-            if transfer.complete:
-                await self._handle([await self.intake.seal(transfer)])
-        for name in self.tracker.schemas:
-            await self.worker.close_superseded(name)
-        self.metrics.open_transfers.set(len(self.tracker.open))
+        """Recover (`replica_agent.recovery`), then start the load worker."""
+        await recover(
+            records=self.records, staging=self.staging, tracker=self.tracker,
+            intake=self.intake, outbox=self.outbox, worker=self.worker, metrics=self.metrics,
+            deadline=self.clock() + self.incomplete_timeout,
+        )  # fmt: skip
         self.worker.start()
-
-    def _quarantined(self, where: object, why: str) -> None:
-        self.metrics.quarantined.inc()
-        log.error("unreadable staged state moved to quarantine", path=str(where), error=why)
 
     async def stop(self) -> None:
         await self.worker.stop()
