@@ -72,6 +72,9 @@ def test_the_image_holds_every_package_and_spark(services: dict[str, Any]) -> No
     for package in packages:
         assert (REPO / package / "__init__.py").exists()
         assert f"COPY {package} {package}" in text
+    # Nothing the wheel does not ship (the benchmarks, the tests) goes into the image.
+    copied = {line.split()[1] for line in text.splitlines() if line.startswith("COPY ")}
+    assert copied - {"pyproject.toml", "examples"} == set(packages)
     assert "openjdk-17" in text
     for name in ("spark-master", "spark-worker", "replica-agent", "origin"):
         assert services[name]["build"]["dockerfile"] == "compose/Dockerfile"
