@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from origin.client import OriginClient
 from podd_kafka.settings import KafkaSettings
@@ -44,6 +48,34 @@ class Topics:
 
     def flags(self) -> dict[str, str]:
         return self.settings("").topic_environment()
+
+
+async def wait_consumed(
+    broker: str, group_id: str, topic: str, last: Mapping[int, int], timeout: float = 300
+) -> None:
+    """Until the consumer group has committed past `last` (partition → the offset of the last
+    message produced to it): every one of those messages was handled, whatever its verdict.
+    (A `delta.rs` answer proves nothing of `delta.in`: another topic, another Faust agent.)
+    The group's offsets are read by a consumer assigned by hand: it never joins the group."""
+    reader = AIOKafkaConsumer(bootstrap_servers=broker, group_id=group_id, enable_auto_commit=False)
+    await reader.start()
+    try:
+        partitions = {p: TopicPartition(topic, p) for p in last}
+        reader.assign(list(partitions.values()))
+        deadline = time.monotonic() + timeout
+        while True:
+            behind = {}
+            for partition, offset in last.items():
+                committed = await reader.committed(partitions[partition])
+                if committed is None or committed <= offset:
+                    behind[partition] = (committed, offset)
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{group_id} has not consumed {topic}: {behind}")
+            await asyncio.sleep(0.5)
+    finally:
+        await reader.stop()
 
 
 def chunks_of(

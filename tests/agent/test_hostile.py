@@ -22,7 +22,7 @@ from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_agent.staging import transfer_id
 from tests.agent.conftest import AgentProcess, agent_fixture
-from tests.agent.kafka_io import Origin, chunks_of
+from tests.agent.kafka_io import Origin, chunks_of, wait_consumed
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date
 
@@ -80,15 +80,20 @@ def test_two_thousand_malformed_messages_then_a_valid_delta_applies(
     async def fuzz() -> None:
         nonlocal peak
         async with Origin(agent.broker, agent.topics) as origin:
+            last: dict[int, int] = {}  # delta.in partition → its last message's offset
             for number, (kind, topic, key, value) in enumerate(hostile):
                 if number == FUZZ_MESSAGES:
                     break
                 name = agent.topics.delta_in if topic == "delta.in" else agent.topics.delta_rq
-                await origin.producer.send_and_wait(name, key=key, value=value)
+                landed = await origin.producer.send_and_wait(name, key=key, value=value)
+                if topic == "delta.in":
+                    last[landed.partition] = landed.offset
                 sent[kind] += 1
                 if number % 50 == 0:
                     peak = max(peak, process.memory_info().rss / 2**20)
-            # every malformed message handled: a delta.rq is answered after all of them
+            # Every malformed message handled: the agent committed past each of them, and
+            # answers delta.rq after all of those.
+            await wait_consumed(agent.broker, agent.group_id, agent.topics.delta_in, last)
             await asyncio.wait_for(origin.ask(schema.datamart), 300)
             peak = max(peak, process.memory_info().rss / 2**20)
 
