@@ -156,6 +156,9 @@ class LoadWorker:
             entry = await asyncio.to_thread(self.loader.load, staged)
         except ProtocolError as exc:
             failure = exc.code, exc.message
+            if exc.code is ErrorCode.LOAD_FAILED:  # the store's or Spark's words: hosts, paths
+                log.error("load failed", **transfer.log_ids(), error=exc.message[:2000])
+                failure = exc.code, internal_error()
         except CommitStateUnknownError as exc:
             raise FatalAgentError(f"delta {transfer.delta_num}: {exc}") from exc
         except Exception:  # a bug or an environment fault: report, keep the replica

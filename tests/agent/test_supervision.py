@@ -21,6 +21,7 @@ from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
+from spark_loader.errors import LoadFailedError
 from spark_loader.store import RegistryEntry
 from spark_loader.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
@@ -114,3 +115,15 @@ def test_long_error_messages_are_cut_and_marked() -> None:
     result = error_result(transfer, ErrorCode.BAD_CHUNK, "x" * 100_000)
     assert len(result.error_message or "") == MAX_ERROR_CHARS
     assert (result.error_message or "").endswith("(truncated)")
+
+
+async def test_the_stores_refusal_is_load_failed_without_its_text(
+    marketing: LogicalSchema, tmp_path: Path
+) -> None:
+    """LOAD_FAILED from the loader (the store refused after its retries) carries the driver's
+    words, which may name hosts and paths: the origin gets a reference, the log the text."""
+    loader = FailingLoader({0}, LoadFailedError(f"the store refused: cannot reach {SECRET}"))
+    (failed,) = await drive(marketing, tmp_path, loader, 1)
+    assert failed.error_code == ErrorCode.LOAD_FAILED
+    assert "reference" in (failed.error_message or "")
+    assert "hunter2" not in (failed.error_message or "")
