@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from podd_runtime.files import FileWrite, durable_write, durable_write_group
+from podd_runtime.files import FileWrite, durable_write, durable_write_group, fsync_directory
 from protocol.chunk_files import ChunkFile
 from protocol.ocf import ContainerError, OcfLimits, decoded_size
 from replica_agent.errors import StagingError
@@ -113,6 +113,7 @@ class TransferStaging:
     def open_transfer(self, framing: TransferFraming) -> None:
         directory = self.directory(framing.request_id)
         directory.mkdir(exist_ok=True)
+        fsync_directory(self.transfers)  # the new directory's entry, before anything in it
         durable_write(directory / TRANSFER_FILE, framing.model_dump_json().encode())
 
     def chunk_path(self, request_id: str, stream: int, chunk: int) -> Path:

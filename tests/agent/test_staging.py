@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from podd_runtime.files import fsync_directory
 from protocol.body_writer import encode_body
 from protocol.chunk_files import ChunkFile
 from protocol.ocf import OcfLimits, decoded_size
@@ -97,3 +98,21 @@ def test_a_sealed_manifest_records_what_the_bodies_decompress_to(
     assert stream.decoded_bytes == decoded_size(body, OcfLimits()) > 3 * len(body)
     sizes = [size for _, _, size in sealed.sized_chunks("sales")]
     assert sum(sizes) == stream.decoded_bytes  # the loader plans slices from these
+
+
+def test_a_new_transfers_directory_entry_is_made_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transfer's directory is fsynced into `transfers/` before its framing is written:
+    else a crash could keep the framing's data but lose the directory that names it."""
+    synced: list[Path] = []
+
+    def recording(directory: Path) -> None:
+        synced.append(directory)
+        fsync_directory(directory)
+
+    monkeypatch.setattr("replica_agent.staging.fsync_directory", recording)
+    staging = TransferStaging(tmp_path)
+    t = transfer()
+    staging.open_transfer(t.framing)
+    assert synced == [staging.transfers]
