@@ -223,7 +223,7 @@ class LoadWorker:
                 self.tracker.record_applied(transfer.datamart, entry.delta_num, entry.delta_date)
                 await self.outbox.answer(result_from_registry(transfer, entry))
                 return
-            self.failed.add(transfer.datamart)
+            self._mark_failed(transfer.datamart, True)
             await self.outbox.refuse(transfer.framing, ErrorCode.LOAD_FAILED, internal_error())
         except Exception as exc:
             raise FatalAgentError(

@@ -50,18 +50,19 @@ class Outbox:
         self.last_errors: dict[str, LastError] = {}
 
     async def answer(self, result: DeltaInResult) -> None:
-        """The transfer's final answer: recorded once, then delivered."""
-        self.tracker.finish(result.request_id)
+        """The transfer's final answer: recorded once, then delivered. The transfer is
+        finished first, so no chunk arriving meanwhile reopens it."""
+        transfer = self.tracker.finish(result.request_id)
         recorded = await asyncio.to_thread(self.records.owe, result)
         if recorded != result:
             log.warning("the transfer was answered before: resending that answer",
                         requestId=result.request_id)  # fmt: skip
-        await self.deliver(recorded)
+        await self.deliver(recorded, transfer)
 
-    async def deliver(self, result: DeltaInResult) -> None:
-        """Send a recorded answer, then settle it."""
+    async def deliver(self, result: DeltaInResult, transfer: Transfer | None = None) -> None:
+        """Send a recorded answer (of a finished transfer: `answer`, or a restart's owed
+        ones), then settle it. `transfer`: what the tracker held of it, for the log."""
         await self.send_result(result)
-        transfer = self.tracker.finish(result.request_id)
         await asyncio.to_thread(self._settle, result.request_id)
         self.metrics.open_transfers.set(len(self.tracker.open))
         log.info(
