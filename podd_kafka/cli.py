@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
 
 from podd_kafka.broker import embedded_broker
-from podd_kafka.errors import BrokerError
-from podd_runtime.exit_codes import exit_code_for
+from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
 
 
@@ -33,14 +31,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
+
+    def serve() -> int:
         with embedded_broker(args.port) as address:
             print(f"kafka://{address} (in memory; Ctrl-C stops it)", flush=True)
             stop.wait()
-    except BrokerError as exc:
-        print(f"podd-broker: {exc}", file=sys.stderr)
-        return int(exit_code_for(exc))
-    return 0
+        return 0
+
+    return run_command("podd-broker", serve)
 
 
 if __name__ == "__main__":

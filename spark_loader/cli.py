@@ -144,11 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Logs go to stderr: stdout carries the command's own output.
     log_to_stderr()
-    if args.command == "sql":
-        return run_command("podd-loader", lambda: _sql(args))
-    return run_command(
-        "podd-loader", lambda: _apply(args) if args.command == "apply" else _registry(args)
-    )
+    work = {"sql": _sql, "apply": _apply, "registry": _registry}[args.command]
+    return run_command("podd-loader", lambda: work(args))
 
 
 if __name__ == "__main__":
