@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time
 from typing import Any
 
+import cramjam
 import numba
 import numpy as np
 import pyarrow as pa
+import zstandard
 
 from protocol.avro_kernel import (
     KIND_BOOLEAN,
@@ -190,11 +193,29 @@ def _bytes(data: bytes) -> bytes:
     return avro_long(len(data)) + data
 
 
+def _deflate(block: bytes) -> bytes:
+    packer = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)
+    return packer.compress(block) + packer.flush()
+
+
+def _snappy(block: bytes) -> bytes:  # Avro's snappy: raw snappy, then the CRC32 of the input
+    return bytes(cramjam.snappy.compress_raw(block)) + struct.pack(">I", zlib.crc32(block))
+
+
+#: How each Avro codec packs a block.
+BLOCK_PACKERS: dict[str, Callable[[bytes], bytes]] = {
+    "null": bytes,
+    "deflate": _deflate,
+    "snappy": _snappy,
+    "zstandard": lambda block: zstandard.compress(block, 3),
+}
+
+
 def container(schema: dict[str, Any], codec: str, records: Any, ends: Any) -> bytes:
     """An OCF of the encoded `records` (record `r` ends at `ends[r]`), in blocks cut where
     fastavro cuts them: after the record that takes a block to `BLOCK_BYTES`."""
-    if codec not in ("null", "deflate"):
-        raise ValueError(f"codec {codec!r} is not null or deflate")
+    if codec not in BLOCK_PACKERS:
+        raise ValueError(f"codec {codec!r} is not one of {', '.join(BLOCK_PACKERS)}")
     sync = os.urandom(SYNC_SIZE)
     meta = [(b"avro.schema", json.dumps(schema).encode()), (b"avro.codec", codec.encode())]
     parts = [
@@ -208,9 +229,7 @@ def container(schema: dict[str, Any], codec: str, records: Any, ends: Any) -> by
     while first < len(ends):
         last = min(int(np.searchsorted(ends, start + BLOCK_BYTES)), len(ends) - 1)
         block = records[start : ends[last]].tobytes()
-        if codec == "deflate":
-            packer = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)
-            block = packer.compress(block) + packer.flush()
+        block = BLOCK_PACKERS[codec](block)
         parts += [avro_long(last + 1 - first), _bytes(block), sync]
         first, start = last + 1, int(ends[last])
     return b"".join(parts)

@@ -23,7 +23,7 @@ from protocol.errors import MessageDecodeError
 from protocol.messages import DeltaInKey, WireModel
 from protocol.ocf import ContainerError, OcfLimits, iter_blocks, read_header
 
-Codec = Literal["null", "deflate"]
+Codec = Literal["null", "deflate", "snappy", "zstandard"]
 #: The most bytes a key or control message may take, as sent and decompressed.
 MAX_MESSAGE_BYTES = 64 * 1024
 MESSAGE_LIMITS = OcfLimits.small(MAX_MESSAGE_BYTES)

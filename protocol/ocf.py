@@ -5,7 +5,7 @@
 
 Every message this project reads from Kafka is such a container, and any of them may be
 hostile. So the header has a size limit, only the codecs in `ALLOWED_CODECS` are read, and
-each block is decompressed with a limit on its output (per block, and for the container in
+each block is decompressed with a limit on its output (`protocol.bounded_codecs`) (per block, and for the container in
 all): a compression bomb is refused after at most the limit, never inflated in full. Sizes
 and counts are checked against the bytes actually present before anything is allocated.
 Errors are `ContainerError`; callers turn them into their own protocol errors.
@@ -13,14 +13,17 @@ Errors are `ContainerError`; callers turn them into their own protocol errors.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from protocol import bounded_codecs
+from protocol.bounded_codecs import CodecError
+
 OCF_MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
-#: The codecs every reader must accept (PROTOCOL.md); snappy and zstandard are not read here.
-ALLOWED_CODECS = ("null", "deflate")
+#: The codecs read here: the two every reader must accept (PROTOCOL.md), and the two other
+#: codecs of the Avro specification that the Java and Python writers offer.
+ALLOWED_CODECS = ("null", "deflate", "snappy", "zstandard")
 MiB = 2**20
 
 
@@ -111,17 +114,24 @@ def read_header(data: bytes, limits: OcfLimits) -> OcfHeader:
     return OcfHeader(schema_text, codec, data[pos : pos + SYNC_SIZE], pos + SYNC_SIZE)
 
 
-def _inflate(raw: bytes, budget: int) -> bytes:
-    inflater = zlib.decompressobj(-15)
+def _decompressed(codec: str, raw: bytes, budget: int) -> bytes:
+    if codec == "null":
+        if len(raw) > budget:
+            raise ContainerError(f"a block holds more than {budget} bytes")
+        return raw
     try:
-        out = inflater.decompress(raw, budget + 1)
-    except zlib.error as exc:
-        raise ContainerError(f"a deflate block is corrupt: {exc}") from None
-    if len(out) > budget:
-        raise ContainerError(f"a block decompresses to more than {budget} bytes")
-    if not inflater.eof:
-        raise ContainerError("a deflate block is truncated")
-    return out
+        return bounded_codecs.decompress(codec, raw, budget)
+    except CodecError as exc:
+        raise ContainerError(f"a {codec} block {exc}") from None
+
+
+def _decompressed_size(codec: str, raw: bytes, budget: int) -> int:
+    if codec == "null":
+        return len(_decompressed(codec, raw, budget))
+    try:
+        return bounded_codecs.measure(codec, raw, budget)
+    except CodecError as exc:
+        raise ContainerError(f"a {codec} block {exc}") from None
 
 
 def _block_spans(data: bytes, header: OcfHeader) -> Iterator[tuple[int, int, int]]:
@@ -146,52 +156,17 @@ def iter_blocks(data: bytes, header: OcfHeader, limits: OcfLimits) -> Iterator[O
     total = 0
     for count, start, end in _block_spans(data, header):
         budget = min(limits.max_block_bytes, limits.max_total_bytes - total)
-        if header.codec == "deflate":
-            payload = _inflate(data[start:end], budget)
-        elif end - start > budget:
-            raise ContainerError(f"a block holds more than {budget} bytes")
-        else:
-            payload = data[start:end]
+        payload = _decompressed(header.codec, data[start:end], budget)
         total += len(payload)
         yield OcfBlock(count, payload)
 
 
-#: How much `decoded_size` inflates at a time: what it holds, whatever a block's size.
-_MEASURE_PIECE = 1024 * 1024
-
-
-def _inflated_size(raw: bytes, budget: int) -> int:
-    """What `_inflate` would return the length of (same errors), holding one piece at a time."""
-    inflater = zlib.decompressobj(-15)
-    size = 0
-    tail = raw
-    try:
-        while not inflater.eof:
-            out = inflater.decompress(tail, _MEASURE_PIECE)
-            size += len(out)
-            if size > budget:
-                raise ContainerError(f"a block decompresses to more than {budget} bytes")
-            if not out and len(inflater.unconsumed_tail) == len(tail):
-                break  # no progress: the input ends before the block does
-            tail = inflater.unconsumed_tail
-    except zlib.error as exc:
-        raise ContainerError(f"a deflate block is corrupt: {exc}") from None
-    if not inflater.eof:
-        raise ContainerError("a deflate block is truncated")
-    return size
-
-
 def decoded_size(data: bytes, limits: OcfLimits) -> int:
     """The bytes a container's blocks decompress to, checking every block on the way (as
-    `iter_blocks` does), without holding more than a piece of any block."""
+    `iter_blocks` does), without holding a whole block where the codec can avoid it."""
     header = read_header(data, limits)
     total = 0
     for _, start, end in _block_spans(data, header):
         budget = min(limits.max_block_bytes, limits.max_total_bytes - total)
-        if header.codec == "deflate":
-            total += _inflated_size(data[start:end], budget)
-        elif end - start > budget:
-            raise ContainerError(f"a block holds more than {budget} bytes")
-        else:
-            total += end - start
+        total += _decompressed_size(header.codec, data[start:end], budget)
     return total
