@@ -120,6 +120,7 @@ async def produce(
         bootstrap_servers=bootstrap,
         max_request_size=16 * 2**20,
         linger_ms=5,
+        compression_type=settings.compression_type,
         **aiokafka_options(settings),
     )
     await producer.start()

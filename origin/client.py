@@ -18,6 +18,7 @@ from typing import Self, TypeVar
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from podd_kafka.batch_guard import guard_batches
 from podd_kafka.client import aiokafka_options
 from podd_kafka.fetch_pace import FetchPace
 from podd_kafka.settings import KafkaSettings
@@ -51,10 +52,12 @@ class OriginClient:
         self.pace = FetchPace(settings.fetch_max_wait_ms, settings.fetch_idle_wait_ms)
 
     async def __aenter__(self) -> Self:
+        guard_batches(self.settings)
         options = aiokafka_options(self.settings)
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0, **options
-        )
+            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
+            compression_type=self.settings.compression_type, **options,
+        )  # fmt: skip
         await self._producer.start()
         for topic in (self.settings.topic_delta_in_rs, self.settings.topic_delta_rs):
             reader = AIOKafkaConsumer(

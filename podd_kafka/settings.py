@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+Compression = Literal["gzip", "snappy", "lz4", "zstd"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -40,6 +41,11 @@ class KafkaSettings(BaseSettings):
     #: Apache Kafka, which answers a waiting fetch when data arrives, 500 costs nothing.
     #: Equal to `fetch_max_wait_ms`: no pacing.
     fetch_idle_wait_ms: int = Field(default=200, ge=1, le=30_000)
+    #: The most a Kafka record batch may decompress to in any consumer here; a batch beyond
+    #: it (or corrupt, or in a codec not read) is skipped whole (`podd_kafka.batch_guard`).
+    max_batch_decoded_mib: float = Field(default=256, gt=0)
+    #: The codec of the record batches this side produces (None: uncompressed).
+    compression_type: Compression | None = None
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism = "PLAIN"
     sasl_username: str | None = None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from podd_kafka.batch_guard import guard_batches
 from podd_kafka.client import aiokafka_options, partition_count
 from podd_kafka.settings import KafkaSettings
 from podd_restore.errors import RestoreError
@@ -39,6 +40,7 @@ async def scan_topic(
     partitions = await partition_count(settings, bootstrap, topic)
     if partitions is None:
         raise RestoreError(f"topic {topic} does not exist on {','.join(bootstrap)}")
+    guard_batches(settings)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,

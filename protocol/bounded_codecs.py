@@ -140,8 +140,7 @@ _ZSTD_MAX_RATIO = 32 * 1024
 def _zstd_pieces(raw: bytes, budget: int) -> Iterator[bytes]:
     """A zstd stream's output. Input is fed in slices small enough that one call cannot
     make more than the budget left (zstd offers no output limit per call)."""
-    size = 0
-    pos = 0
+    size = pos = 0
     frame = zstandard.ZstdDecompressor().decompressobj()
     try:
         while pos < len(raw):
@@ -153,16 +152,12 @@ def _zstd_pieces(raw: bytes, budget: int) -> Iterator[bytes]:
                 raise _too_big(budget)
             if out:
                 yield out
-            if frame.eof:
-                tail = frame.unused_data
-                if not tail:
-                    frame = None
-                    break
-                raw, pos = tail + raw[pos:], 0
+            if frame.eof and (frame.unused_data or pos < len(raw)):  # another frame follows
+                raw, pos = frame.unused_data + raw[pos:], 0
                 frame = zstandard.ZstdDecompressor().decompressobj()
     except zstandard.ZstdError as exc:
         raise CodecError(f"corrupt zstd data: {exc}") from None
-    if frame is not None and not frame.eof:
+    if not frame.eof:
         raise CodecError("the zstd data is truncated")
 
 
@@ -238,6 +233,23 @@ def measure(name: str, raw: bytes, budget: int) -> int:
     if name in ("zstandard", "zstd"):
         return sum(len(p) for p in _zstd_pieces(raw, budget))
     return len(decompress(name, raw, budget))
+
+
+def check_size(name: str, raw: bytes, budget: int) -> None:
+    """CodecError unless `raw` decompresses within `budget`, checked the cheapest sound way:
+    the sizes snappy blocks state (the decoder allocates exactly those), an LZ4 frame's block
+    count, and for the others a bounded decompression whose output is dropped piece by piece.
+    """
+    if name == "kafka-snappy":
+        blocks = list(_xerial_blocks(raw)) if raw.startswith(_XERIAL) else [raw]
+        if sum(_snappy_claim(block) for block in blocks) > budget:
+            raise _too_big(budget)
+    elif name == "lz4":
+        bound, block_max = _lz4_bound(raw)
+        if bound - block_max >= budget:
+            raise _too_big(budget)
+    else:
+        measure(name, raw, budget)
 
 
 DECOMPRESSORS: dict[str, Decompressor] = {

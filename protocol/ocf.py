@@ -5,10 +5,11 @@
 
 Every message this project reads from Kafka is such a container, and any of them may be
 hostile. So the header has a size limit, only the codecs in `ALLOWED_CODECS` are read, and
-each block is decompressed with a limit on its output (`protocol.bounded_codecs`) (per block, and for the container in
-all): a compression bomb is refused after at most the limit, never inflated in full. Sizes
-and counts are checked against the bytes actually present before anything is allocated.
-Errors are `ContainerError`; callers turn them into their own protocol errors.
+each block is decompressed with a limit on its output (`protocol.bounded_codecs`; per
+block, and for the container in all): a compression bomb is refused after at most the
+limit, never inflated in full. Sizes and counts are checked against the bytes actually
+present before anything is allocated. Errors are `ContainerError`; callers turn them into
+their own protocol errors.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any, NoReturn, cast
 import faust
 import structlog
 
+from podd_kafka.batch_guard import PoisonBatch, guard_batches, log_poison
 from podd_kafka.fetch_pace import FetchPace
 from podd_runtime.files import durable_write
 from protocol.codec import encode_datamart_key, encode_message
@@ -73,7 +74,14 @@ def build_app(
         consumer_auto_offset_reset="earliest",
         topic_replication_factor=settings.topic_replication_factor,
         producer_acks=-1,
+        producer_compression_type=settings.compression_type,
     )
+
+    def poison_batch(batch: PoisonBatch) -> None:  # runs in Faust's consumer thread
+        metrics.poison_batches.labels(batch.topic).inc()
+        log_poison(batch)
+
+    guard_batches(settings, poison_batch)
     pace = FetchPace(settings.fetch_max_wait_ms, settings.fetch_idle_wait_ms)
     app.transport = consumer_transport(pace)(app.conf.broker_consumer, app)
 

@@ -48,6 +48,12 @@ class AgentMetrics:
             ["topic"],
             registry=r,
         )
+        self.poison_batches = Counter(
+            "podd_poison_batches",
+            "Kafka record batches skipped whole: corrupt, a bomb, or in a codec not read",
+            ["topic"],
+            registry=r,
+        )
         self.quarantined = Counter(
             "podd_quarantined", "Unreadable staged files moved to quarantine at start", registry=r
         )

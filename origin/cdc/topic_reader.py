@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from origin.cdc.cutlog import Span, partition_key, split_key
 from origin.cdc.errors import CdcError
+from podd_kafka.batch_guard import guard_batches
 from podd_kafka.client import aiokafka_options
 from podd_kafka.settings import KafkaSettings
 
@@ -26,6 +27,7 @@ PARTITION_RECORDS = 500
 
 
 def consumer(settings: KafkaSettings, bootstrap: list[str]) -> AIOKafkaConsumer:
+    guard_batches(settings)
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,

@@ -14,6 +14,7 @@ import uuid
 import psycopg
 import pytest
 
+from origin.client import OriginClient
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
 from protocol.body_writer import encode_body
 from protocol.errors import ErrorCode
@@ -45,7 +46,7 @@ def final(results: list[DeltaInResult]) -> list[DeltaInResult]:
     return [r for r in results if r.error_code != ErrorCode.INCOMPLETE_DELTA]
 
 
-async def outcome(origin: Origin, request_id: str, timeout: float = 180) -> DeltaInResult:
+async def outcome(origin: OriginClient, request_id: str, timeout: float = 180) -> DeltaInResult:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
         found = final(origin.results.get(request_id, []))

@@ -96,7 +96,8 @@ def test_a_snappy_block_with_a_wrong_checksum_is_bad_chunk(sales: Table) -> None
 
 @pytest.mark.parametrize("codec", ["snappy", "zstandard"])
 def test_a_cut_block_is_bad_chunk(sales: Table, codec: str) -> None:
-    raw = zstandard.compress(b"x" * 5000) if codec == "zstandard" else bytes(
-        cramjam.snappy.compress_raw(b"x" * 5000)) + struct.pack(">I", zlib.crc32(b"x" * 5000))  # fmt: skip
+    data = b"x" * 5000
+    snappy = bytes(cramjam.snappy.compress_raw(data)) + struct.pack(">I", zlib.crc32(data))
+    raw = zstandard.compress(data) if codec == "zstandard" else snappy
     with pytest.raises(BadChunkError):
         list(decode_body(sales, block(sales, codec, raw[: len(raw) // 2], count=1)))

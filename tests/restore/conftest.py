@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from origin.backup import produce
-from podd_kafka.settings import KafkaSettings
+from podd_kafka.settings import Compression, KafkaSettings
 from protocol.backup_writer import BackupMessage
 from protocol.schema import LogicalSchema
 
@@ -28,8 +28,15 @@ def renamed(schema: LogicalSchema) -> LogicalSchema:
     return schema.model_copy(update={"datamart": f"r_{uuid.uuid4().hex[:10]}"})
 
 
-def write_topic(broker: str, topic: str, partitions: int, messages: Iterable[BackupMessage]) -> int:
-    return asyncio.run(produce(KafkaSettings(), [broker], topic, partitions, iter(messages)))
+def write_topic(
+    broker: str,
+    topic: str,
+    partitions: int,
+    messages: Iterable[BackupMessage],
+    compression: Compression | None = None,
+) -> int:
+    settings = KafkaSettings(compression_type=compression)
+    return asyncio.run(produce(settings, [broker], topic, partitions, iter(messages)))
 
 
 def with_duplicates(

@@ -6,6 +6,7 @@ replica with the reference model of `protocol.apply_model`, also as of every del
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,8 +16,10 @@ import time
 
 import pytest
 
+from conformance import raw_batches as rb
 from origin.backup import BackupLayout, incremental, snapshot
 from origin.sources import WorkloadSource, replica_model
+from podd_kafka.settings import Compression
 from protocol.apply_model import (
     DeltaRow,
     ReplicaModel,
@@ -308,3 +311,26 @@ def test_a_row_error_found_by_the_executors_names_its_message(
 def _is_table(message: BackupMessage, delta: int, table: str) -> bool:
     key = decode_message(BackupKey, message.key)
     return key.delta_num == delta and key.table_name == table
+
+
+def test_a_backup_in_every_kafka_codec_with_unreadable_batches_restores(
+    restore: Restore, topic: str, marketing: LogicalSchema, replica_dsn: str
+) -> None:
+    """Backups written by clients that compress (each codec writes a part of the topic), and
+    batches nobody can read in between: those are skipped and named, the rest restores."""
+    schema = renamed(marketing)
+    source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=60, seed=5))
+    messages = list(incremental(source, range(8), BackupLayout(threads=1, partitions=2,
+                                                                 chunk_rows=20), None))  # fmt: skip
+    junk = rb.with_payload(rb.record_batch([(b"k", b"v" * 40)] * 2), "zstd", os.urandom(100))
+    codecs: list[Compression] = ["gzip", "snappy", "lz4", "zstd"]
+    share = -(-len(messages) // len(codecs))
+    for i, codec in enumerate(codecs):
+        write_topic(restore.broker, topic, 2, messages[i * share : (i + 1) * share], codec)
+        for partition in range(2):
+            asyncio.run(rb.send_raw([restore.broker], topic, partition, junk))
+    done = restore("run", "--topic", topic, "--datamart", schema.datamart)
+    assert done.returncode == 0, done.stderr
+    assert "restored deltas 0-7" in done.stdout
+    assert (done.stdout + done.stderr).count("a record batch that cannot be read was skipped") == 8
+    assert_matches_model(replica_dsn, replica_model(source, 7))

@@ -1,0 +1,188 @@
+"""Kafka record batches a consumer cannot decode are skipped and reported, never fatal.
+
+aiokafka decodes a fetched batch while the consumer's `getmany`/`getone` iterates it. A
+batch it cannot decode (a codec it lacks, corrupt compressed bytes, a bad CRC, a record
+that does not parse) raises out of that call, and the same batch is fetched again at every
+retry and every restart: on a shared topic, one hostile or broken producer stops the
+consumer for good. And a compressed batch is inflated in full: a zstd batch of a megabyte
+on the wire can hold gigabytes.
+
+`install(guard)` makes every aiokafka consumer of this process (Faust's too) read batches
+through `BatchGuard`: before a compressed batch (format v2) is inflated, its decompressed
+size is checked against the guard's bound (`protocol.bounded_codecs.check_size`); any
+error while reading a batch ends that batch only. Either way the batch's offsets are
+skipped, as aiokafka skips an aborted transaction's batch, and `guard.on_poison` gets a
+`PoisonBatch` naming topic, partition and offsets. The records of the batch read before an
+error are delivered as usual.
+
+This works through two names of aiokafka's fetcher module (`MemoryRecords`,
+`PartitionRecords`); `install` refuses an aiokafka without them and a test holds the
+behaviour to the installed aiokafka.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiokafka.consumer import fetcher
+
+from podd_kafka.settings import KafkaSettings
+from protocol.bounded_codecs import CodecError, check_size
+
+log = structlog.get_logger("podd_kafka")
+
+#: Kafka's batch codecs by the attribute bits, as `protocol.bounded_codecs` names them.
+_CODECS = {1: "gzip", 2: "kafka-snappy", 3: "lz4", 4: "zstd"}
+#: Where a v2 batch's magic byte, attributes and records are (the header is 61 bytes).
+_MAGIC_AT, _ATTRIBUTES_AT, _RECORDS_AT = 16, 21, 61
+
+
+@dataclass(frozen=True)
+class PoisonBatch:
+    topic: str
+    partition: int
+    first_offset: int
+    last_offset: int
+    reason: str
+
+
+def log_poison(batch: PoisonBatch) -> None:
+    log.error(
+        "a record batch that cannot be read was skipped",
+        topic=batch.topic, partition=batch.partition, first_offset=batch.first_offset,
+        last_offset=batch.last_offset, reason=batch.reason,
+    )  # fmt: skip
+
+
+@dataclass
+class BatchGuard:
+    """The most bytes a batch may decompress to, and who hears of a skipped batch."""
+
+    max_decoded_bytes: int = 256 * 2**20
+    on_poison: Callable[[PoisonBatch], None] = log_poison
+
+    def problem(self, raw: bytes) -> str | None:
+        """Why the v2 batch `raw` must not be inflated, or None."""
+        if len(raw) <= _RECORDS_AT or raw[_MAGIC_AT] != 2:
+            return None  # the older formats: their codec errors are caught while reading
+        (attributes,) = struct.unpack_from(">h", raw, _ATTRIBUTES_AT)
+        codec = attributes & 0x07
+        if codec == 0:
+            return None
+        name = _CODECS.get(codec)
+        if name is None:
+            return f"compression codec {codec} is not a Kafka codec"
+        try:
+            check_size(name, raw[_RECORDS_AT:], self.max_decoded_bytes)
+        except CodecError as exc:
+            return f"{name.removeprefix('kafka-')}: {exc}"
+        return None
+
+
+_state: dict[str, Any] = {"guard": BatchGuard()}
+_ORIGINAL_RECORDS = getattr(fetcher, "MemoryRecords", None)
+_ORIGINAL_PARTITION = getattr(fetcher, "PartitionRecords", None)
+
+
+def install(guard: BatchGuard) -> None:
+    """Read every aiokafka consumer's batches of this process through `guard` (the last
+    guard installed is the one used)."""
+    if _ORIGINAL_RECORDS is None or _ORIGINAL_PARTITION is None:
+        raise RuntimeError("this aiokafka's fetcher has no MemoryRecords/PartitionRecords")
+    _state["guard"] = guard
+    fetcher.MemoryRecords = _GuardedRecords
+    fetcher.PartitionRecords = _make_partition_records()
+
+
+class _GuardedRecords:
+    """aiokafka's MemoryRecords, also handing out each batch's raw bytes."""
+
+    def __init__(self, raw: bytes) -> None:
+        self._inner = _ORIGINAL_RECORDS(raw)  # type: ignore[misc]
+        self._raw = raw
+        self._pos = 0
+        self.topic, self.partition = "?", -1
+
+    def has_next(self) -> bool:
+        return bool(self._inner.has_next())
+
+    def next_batch(self) -> Any:
+        batch = self._inner.next_batch()
+        if batch is None:
+            return None
+        # Every format starts with offset (8 bytes) and a size (4) that excludes those 12.
+        (size,) = struct.unpack_from(">i", self._raw, self._pos + 8)
+        raw = self._raw[self._pos : self._pos + 12 + size]
+        self._pos += 12 + size
+        return _GuardedBatch(batch, raw, self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _GuardedBatch:
+    """One batch: refused before inflating, or read with any error ending it quietly."""
+
+    def __init__(self, batch: Any, raw: bytes, records: _GuardedRecords) -> None:
+        self._batch = batch
+        self._raw = raw
+        self._records = records
+        self._problem: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._batch, name)
+
+    def validate_crc(self) -> bool:
+        # aiokafka raises on a bad CRC and fetches the batch again, for ever: end it instead
+        if not self._batch.validate_crc():
+            self._problem = "its CRC does not match its bytes"
+        return True
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._read()
+
+    def _read(self) -> Iterator[Any]:
+        guard: BatchGuard = _state["guard"]
+        problem = self._problem or guard.problem(self._raw)
+        if problem is None:
+            try:
+                yield from self._batch
+                return
+            except Exception as exc:  # the codec, the record parser: anything in the batch
+                problem = f"{type(exc).__name__}: {str(exc)[:300]}"
+        (first,) = struct.unpack_from(">q", self._raw, 0)  # v2: the base offset
+        poison = PoisonBatch(
+            self._records.topic, self._records.partition, first,
+            int(self._batch.next_offset) - 1, problem,
+        )  # fmt: skip
+        try:
+            guard.on_poison(poison)
+        except Exception as exc:
+            log.warning("reporting a skipped batch failed", error=repr(exc)[:300])
+
+
+def _make_partition_records() -> type:
+    base: Any = _ORIGINAL_PARTITION
+
+    class GuardedPartitionRecords(base):  # type: ignore[misc]
+        """aiokafka's PartitionRecords, telling its records which partition they are."""
+
+        def __init__(self, tp: Any, records: Any, *args: Any, **kwargs: Any) -> None:
+            if isinstance(records, _GuardedRecords):
+                records.topic, records.partition = tp.topic, tp.partition
+            super().__init__(tp, records, *args, **kwargs)
+
+    return GuardedPartitionRecords
+
+
+def guard_batches(
+    settings: KafkaSettings, on_poison: Callable[[PoisonBatch], None] = log_poison
+) -> BatchGuard:
+    """Install a guard bounded by `settings.max_batch_decoded_mib`; returns it."""
+    guard = BatchGuard(int(settings.max_batch_decoded_mib * 2**20), on_poison)
+    install(guard)
+    return guard

@@ -1,0 +1,114 @@
+"""Kafka batches a consumer cannot read are skipped with their offsets named, never fatal.
+
+Batches built by hand (`conformance.raw_batches`) go to a real broker: valid ones in every
+Kafka codec, and broken ones (garbage under a codec's bits, a codec number that is none, a
+wrong CRC, a zstd bomb). A plain aiokafka consumer with the guard installed reads every
+valid record once, in order, and hears of each broken batch by its offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.consumer import fetcher
+
+from conformance import raw_batches as rb
+from podd_kafka import batch_guard
+from podd_kafka.batch_guard import BatchGuard, PoisonBatch
+from podd_kafka.client import ensure_topics
+from podd_kafka.settings import KafkaSettings
+
+MiB = 2**20
+
+
+@pytest.fixture
+def guard() -> Iterator[list[PoisonBatch]]:
+    before = (fetcher.MemoryRecords, fetcher.PartitionRecords)
+    seen: list[PoisonBatch] = []
+    batch_guard.install(BatchGuard(max_decoded_bytes=64 * MiB, on_poison=seen.append))
+    yield seen
+    fetcher.MemoryRecords, fetcher.PartitionRecords = before
+
+
+def batch(tag: str, n: int = 3) -> bytes:
+    return rb.record_batch([(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode() * 20)
+                            for i in range(n)])  # fmt: skip
+
+
+async def read_all(bootstrap: list[str], topic: str, expected: int) -> list[bytes]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                fetch_max_wait_ms=50)  # fmt: skip
+    await consumer.start()
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    await consumer.seek_to_beginning(tp)
+    keys: list[bytes] = []
+    try:
+        async with asyncio.timeout(60):
+            while len(keys) < expected:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    keys += [r.key for r in records if r.key is not None]
+        assert not await consumer.getmany(timeout_ms=1000)  # and nothing after them
+    finally:
+        await consumer.stop()
+    return keys
+
+
+async def test_every_codec_reads_and_every_broken_batch_is_skipped_by_its_offsets(
+    broker: str, guard: list[PoisonBatch]
+) -> None:
+    topic = f"guard-{uuid.uuid4().hex[:8]}"
+    settings = KafkaSettings(topic_delta_in=topic, delta_in_partitions=1)
+    bootstrap = settings.bootstrap_servers(broker)
+    await ensure_topics(settings, bootstrap)
+    sent = [
+        rb.compressed(batch("gzip"), "gzip"),  # offsets 0-2
+        rb.with_payload(batch("junk"), "snappy", os.urandom(200)),  # 3-5
+        rb.compressed(batch("snappy"), "snappy"),  # 6-8
+        rb.compressed(batch("lz4"), "lz4"),  # 9-11
+        rb.bad_crc(batch("crc")),  # 12-14
+        rb.compressed(batch("zstd"), "zstd"),  # 15-17
+        rb.zstd_bomb(batch("bomb"), 1024 * MiB),  # 18-20
+        batch("plain"),  # 21-23
+    ]
+    for raw in sent:
+        await rb.send_raw(bootstrap, topic, 0, raw)
+
+    keys = await read_all(bootstrap, topic, 15)
+
+    good = ["gzip", "snappy", "lz4", "zstd", "plain"]
+    assert keys == [f"{tag}-k{i}".encode() for tag in good for i in range(3)]
+    assert [(p.topic, p.partition, p.first_offset, p.last_offset) for p in guard] == [
+        (topic, 0, first, first + 2) for first in (3, 12, 18)
+    ]
+    reasons = [p.reason for p in guard]
+    assert "snappy" in reasons[0]
+    assert "CRC" in reasons[1]
+    assert "more than" in reasons[2]
+
+
+def test_a_codec_number_that_is_no_codec_is_refused_before_reading() -> None:
+    """(Tansu itself refuses to store such a batch, so this one is checked offline.)"""
+    guard = BatchGuard()
+    plain = batch("x")
+    assert guard.problem(plain) is None
+    assert guard.problem(rb.compressed(plain, "lz4")) is None
+    assert "codec 6" in str(guard.problem(rb.with_payload(plain, 6, rb.records_of(plain))))
+    small = BatchGuard(max_decoded_bytes=100)
+    assert "more than 100" in str(small.problem(rb.compressed(batch("y", 50), "snappy")))
+    # LZ4's bound is its block count times its block size (4 MiB here): within a block
+    big = rb.record_batch([(b"k", bytes(MiB)) for _ in range(12)])
+    assert "more than" in str(BatchGuard(max_decoded_bytes=MiB).problem(rb.compressed(big, "lz4")))
+    assert BatchGuard(max_decoded_bytes=13 * MiB).problem(rb.compressed(big, "lz4")) is None
+
+
+def test_install_refuses_an_aiokafka_without_the_fetcher_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(batch_guard, "_ORIGINAL_RECORDS", None)
+    with pytest.raises(RuntimeError, match="MemoryRecords"):
+        batch_guard.install(BatchGuard())
