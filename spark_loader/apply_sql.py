@@ -7,7 +7,10 @@ Staging holds one row per key (the last of the delta). One statement, one pass:
 3. upserts open new versions at `sys_from = N` (their count: rowsUpserted).
 A delete of a key with no current version matches nothing in 1-2 and is skipped by 3.
 The new versions may reuse keys the same statement deleted: PostgreSQL's unique check
-sees those rows deleted by this transaction. The statement returns (deleted, upserted).
+sees those rows deleted by this transaction. The statement returns (deleted, upserted,
+staged): `staged`, the rows staging holds as the statement sees it, lets the loader check
+that what it applied is what it staged (a table emptied by another process under it
+would otherwise apply nothing, and be answered OK).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from spark_loader.store_sql import physical, q
 
 
 def table_apply_sql(datamart: str, table: Table, staging: str) -> str:
-    """A statement taking %(prev)s (N - 1) and %(delta)s (N); one row: (deleted, upserted)."""
+    """A statement taking %(prev)s (N - 1) and %(delta)s (N); one row: (deleted, upserted,
+    staged)."""
     actual = physical(datamart, table.name, "actual")
     history = physical(datamart, table.name, "history")
     names = [q(c.name) for c in table.columns]
@@ -38,5 +42,6 @@ def table_apply_sql(datamart: str, table: Table, staging: str) -> str:
         f"INSERT INTO {actual} ({target}) "
         f"SELECT {from_staging}, %(delta)s, NULL, 0 FROM {staging} s WHERE s.sys_op = 0 "
         f"RETURNING 1) "
-        f"SELECT (SELECT count(*) FROM moved WHERE sys_op = 1), (SELECT count(*) FROM opened)"
+        f"SELECT (SELECT count(*) FROM moved WHERE sys_op = 1), (SELECT count(*) FROM opened), "
+        f"(SELECT count(*) FROM {staging})"
     )

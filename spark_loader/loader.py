@@ -15,7 +15,6 @@ A connection lost during COMMIT is resolved by reading the registry before anyth
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
@@ -51,7 +50,7 @@ from spark_loader.store import (
     encode_counts,
     registry_entry,
 )
-from spark_loader.store_sql import META_SCHEMA, q
+from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -92,11 +91,6 @@ PLANNER_DEFAULT = "SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergej
 #: ANALYZE samples 300 rows per unit of target (PostgreSQL's default target, 100: 30,000
 #: rows). The apply's plans need little more than the size and that keys are distinct.
 ANALYZE_STATISTICS_TARGET = 10
-
-
-def _lock_key(datamart: str) -> int:
-    digest = hashlib.sha256(f"podd-replica:{datamart}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class DeltaLoader:
@@ -209,7 +203,7 @@ class DeltaLoader:
                 conn = session.conn
                 # Under the datamart's lock: another loader (or our own retry) may have
                 # applied it meanwhile.
-                conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(datamart.name),))
+                conn.execute("SELECT pg_advisory_lock(%s)", (datamart_lock_key(datamart.name),))
                 stored = self._check_sequence(conn, transfer)  # steps 1-2
                 if stored is not None:
                     bound.info("delta already applied", step=1)
@@ -272,7 +266,12 @@ class DeltaLoader:
                     sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
                     applied = conn.execute(sql, params).fetchone()
                     assert applied is not None
-                    deleted, upserted = applied
+                    deleted, upserted, found = applied
+                    if found != staged:  # rolled back: the retry stages the table again
+                        raise TransientLoadError(
+                            f"staging of {table.name} holds {found} rows, {staged} were "
+                            "staged: another process changed it during the load"
+                        )
                 counts.append(TableCounts(table.name, rows, upserted, deleted))
                 if self.between_tables is not None:
                     self.between_tables(conn, table.name)

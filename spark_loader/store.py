@@ -27,13 +27,21 @@ from spark_loader.store_sql import (
     META_DDL,
     META_SCHEMA,
     create_staging_sql,
+    datamart_lock_key,
     format_type,
     q,
     staging_name,
     store_ddl,
 )
 
-_STORE_LOCK = 0x5_0DD_5702  # advisory lock serialising store creation
+_STORE_LOCK = 0x5_0DD_5702  # advisory lock serialising store creation (the catalog)
+
+
+def _lock_datamart(conn: psycopg.Connection, datamart: str) -> None:
+    """The datamart's lock (a load holds it while it stages and applies), then the store's:
+    a schema change never empties staging tables that a load is filling or reading."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (datamart_lock_key(datamart),))
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,7 @@ class ReplicaStore:
     def ensure(self, schema: LogicalSchema) -> Datamart:
         """Create the datamart's store if needed; refuse if existing tables disagree."""
         with self.connect() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
+            _lock_datamart(conn, schema.datamart)
             conn.execute(META_DDL)
             _check_existing(conn, schema)
             for statement in store_ddl(schema):
@@ -125,7 +133,7 @@ class ReplicaStore:
         table already retired (or never created) is left alone. Returns the new names."""
         renamed: list[str] = []
         with self.connect() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
+            _lock_datamart(conn, datamart)
             conn.execute(META_DDL)
             for kind in ("actual", "history"):
                 old = f"{table}_{kind}"

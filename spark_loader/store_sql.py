@@ -6,12 +6,21 @@ no writable CTEs.
 
 from __future__ import annotations
 
+import hashlib
+
 from protocol.schema import LogicalSchema, Table, quote_ident
 from protocol.types import ColumnType, TypeKind
 
 #: The replica's own tables live here: catalog, registry, staging.
 META_SCHEMA = "podd_replica"
 SYSTEM_COLUMNS_SQL = ("sys_from bigint", "sys_to bigint", "sys_op integer")
+
+
+def datamart_lock_key(datamart: str) -> int:
+    """The advisory-lock key under which the datamart's replica tables, staging tables and
+    registry change: loads hold it for their whole length, schema changes for theirs."""
+    digest = hashlib.sha256(f"podd-replica:{datamart}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def q(name: str) -> str:

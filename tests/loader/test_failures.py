@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -14,6 +18,7 @@ from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from spark_loader import loader as loader_module
 from spark_loader import slice_jobs
 from spark_loader.errors import LoadFailedError
 from spark_loader.settings import LoaderSettings
@@ -273,3 +278,82 @@ def test_a_task_retried_after_its_copy_leaves_exactly_one_copy_of_its_rows(
     assert_matches_model(replica_dsn, model)  # a second copy would have doubled versions
     registry = ReplicaStore(replica_dsn).registry(schema.datamart)
     assert [e.delta_num for e in registry] == [0, 1]
+
+
+def _after_first_table_staged(
+    monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None]
+) -> None:
+    """Run `meanwhile` once, when the load's first table is staged (committed) and the
+    apply transaction has not read it yet: the window a second process used to empty it."""
+    real = loader_module.run_ahead  # type: ignore[attr-defined]
+    calls: list[int] = []
+
+    @contextmanager
+    def run_ahead(steps: Any, name: str) -> Iterator[Iterator[tuple[int, int]]]:
+        with real(steps, name) as staged:
+
+            def handed_over() -> Iterator[tuple[int, int]]:
+                first = next(staged)
+                if not calls:
+                    calls.append(1)
+                    meanwhile()
+                yield first
+                yield from staged
+
+            yield handed_over()
+
+    monkeypatch.setattr(loader_module, "run_ahead", run_ahead)
+
+
+def test_a_second_process_registering_the_datamart_mid_load_waits_for_it(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A rolling deploy's second agent (or `podd-loader`, `podd-restore`) registers the
+    datamart while the first one loads: it used to drop and recreate the staging tables
+    under the load, which then applied empty tables and was answered OK."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=3)).next_delta()
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=70)
+    loader = new_loader(schema)
+    registered = threading.Event()
+
+    def register() -> None:
+        ReplicaStore(replica_dsn).ensure(schema)
+        registered.set()
+
+    other = threading.Thread(target=register)
+
+    def register_meanwhile() -> None:
+        other.start()
+        assert not registered.wait(2.0), "a schema change went ahead during a load"
+
+    _after_first_table_staged(monkeypatch, register_meanwhile)
+    result = loader.load(transfer)
+    other.join(60)
+    assert registered.is_set()  # once the load let go of the datamart
+    assert not result.already_applied
+    assert_matches_model(replica_dsn, model)
+
+
+def test_a_staging_table_emptied_under_the_load_is_staged_again_not_applied_empty(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Whatever empties staging without the datamart's lock (an older version, a person),
+    the count check sees it: the attempt is rolled back and the next one stages again."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=4)).next_delta()
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=70)
+    loader = new_loader(schema, attempts=2)
+    staging = loader._datamarts[schema.datamart].staging(schema.tables[0].name)
+
+    def truncate() -> None:
+        with psycopg.connect(replica_dsn, autocommit=True) as conn:
+            conn.execute(f"TRUNCATE {staging}")
+
+    _after_first_table_staged(monkeypatch, truncate)
+    result = loader.load(transfer)
+    assert not result.already_applied
+    assert_matches_model(replica_dsn, model)
+    assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
