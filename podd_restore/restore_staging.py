@@ -92,5 +92,10 @@ class RestoreStaging:
         shutil.rmtree(chunks, ignore_errors=True)
         shutil.rmtree(self._transfer_dir(increment), ignore_errors=True)
 
+    @property
+    def owner_file(self) -> Path:
+        """The lock file of this datamart's restore staging (beside it: `clear` keeps it)."""
+        return self.root.parent / f"{self.root.name}.owner"
+
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from protocol.errors import ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.sequence import expected_next
 from spark_loader.embedded_pg import replica_for
+from spark_loader.ownership import DatamartOwnership
 from spark_loader.store import ReplicaStore
 
 if TYPE_CHECKING:
@@ -119,11 +121,16 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     bootstrap = _bootstrap(settings)
-    with replica_for(settings) as dsn:
+    with replica_for(settings) as dsn, ExitStack() as held:
         store = ReplicaStore(dsn)
+        staging = RestoreStaging(settings.staging_path, settings.datamart)
+        # Refused while an agent, a loader or another restore writes the datamart (or this
+        # staging directory): before anything is cleared, read or applied.
+        held.enter_context(
+            DatamartOwnership(dsn, [settings.datamart], staging.owner_file, "podd-restore run")
+        )
         last = store.last_applied(settings.datamart)
         first = expected_next(None if last is None else last.delta_num)
-        staging = RestoreStaging(settings.staging_path, settings.datamart)
         staging.clear()  # a scan stages everything it needs again
         index = BackupIndex(settings.datamart, max_messages=settings.max_messages)
         topic_index = TopicIndex(

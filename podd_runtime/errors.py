@@ -11,3 +11,7 @@ class AgentChildError(PoddError):
 
 class SparkClusterError(PoddError):
     """A standalone Spark master or worker did not start."""
+
+
+class DirectoryInUseError(PoddError):
+    """Another process holds the lock on a directory this process must own alone."""

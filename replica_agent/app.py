@@ -9,6 +9,7 @@ the registry.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from podd_kafka.batch_guard import PoisonBatch, guard_batches, log_poison
 from podd_kafka.fetch_pace import FetchPace
 from podd_runtime.files import durable_write
 from protocol.codec import encode_datamart_key, encode_message
+from protocol.errors import PoddError
 from protocol.exit_codes import ExitCode
 from protocol.messages import DeltaInResult
 from replica_agent.kafka_client import consumer_transport, faust_credentials
@@ -34,6 +36,8 @@ log = structlog.get_logger("replica_agent")
 #: Most `delta.in` messages, and their bytes, handled (and staged) as one group.
 MAX_GROUP = 64
 MAX_GROUP_BYTES = 64 * 1024 * 1024
+#: How often the agent checks it still holds its datamarts (`spark_loader.ownership`).
+HOLD_CHECK_SECONDS = 10.0
 
 #: Run before a fatal exit (stopping child processes the agent started).
 before_fatal_exit: list[Callable[[], None]] = []
@@ -55,7 +59,10 @@ def build_app(
     metrics: AgentMetrics,
     make_service: Callable[[Callable[[DeltaInResult], Any]], ReplicaService],
     status_file: Path | None = None,
+    keep_hold: Callable[[], None] | None = None,
 ) -> tuple[faust.App, ReplicaService]:
+    """The app and its service. `keep_hold` (checked every `HOLD_CHECK_SECONDS` in a thread)
+    raises when this process no longer holds its datamarts: the agent then stops."""
     app = faust.App(
         settings.group_id,
         broker=[f"kafka://{b}" for b in bootstrap],
@@ -179,6 +186,19 @@ def build_app(
                 status_written = _write_status(status_file, service, status_written)
         except Exception as exc:
             log.warning("periodic check failed; retrying", error=f"{type(exc).__name__}: {exc}")
+
+    if keep_hold is not None:
+        hold_check = keep_hold
+
+        @app.timer(interval=HOLD_CHECK_SECONDS)  # type: ignore[untyped-decorator]
+        async def check_hold() -> None:
+            try:
+                await asyncio.to_thread(hold_check)
+            except PoddError as exc:  # another process writes our datamarts now
+                fatal_exit(str(exc))
+            except Exception as exc:
+                log.warning("the datamarts' hold could not be checked",
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
 
     @app.timer(interval=0.25)  # type: ignore[untyped-decorator]
     async def pace_fetches() -> None:

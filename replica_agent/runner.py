@@ -34,6 +34,8 @@ from spark_loader.embedded_pg import replica_for
 log = structlog.get_logger("replica_agent")
 
 STATUS_FILE = "agent-status.json"
+#: The lock file in the staging root: one agent per staging directory.
+OWNER_FILE = ".owner"
 
 
 def read_schemas(
@@ -83,13 +85,21 @@ def run_agent(settings: AgentSettings) -> int:
 
         # Spark and the loader are imported here: `status` and tests of the app stay light.
         from spark_loader.loader import DeltaLoader  # noqa: PLC0415
+        from spark_loader.ownership import DatamartOwnership  # noqa: PLC0415
         from spark_loader.session import build_session  # noqa: PLC0415
         from spark_loader.store import ReplicaStore  # noqa: PLC0415
 
-        spark = build_session(settings)
-        stack.callback(spark.stop)
         store = ReplicaStore(dsn)
         schemas = read_schemas(settings, store.stored_schema)
+        # Before Spark, Kafka or staging: a second writer of these datamarts stops here.
+        ownership = DatamartOwnership(
+            dsn, [s.datamart for s in schemas], settings.staging_path / OWNER_FILE,
+            "replica-agent",
+        )  # fmt: skip
+        ownership.acquire()
+        stack.callback(ownership.release)
+        spark = build_session(settings)
+        stack.callback(spark.stop)
         loader = DeltaLoader(store, spark, settings)
         stack.callback(loader.close)
         for schema in schemas:
@@ -122,8 +132,9 @@ def run_agent(settings: AgentSettings) -> int:
             )
 
         app, _ = agent_app.build_app(
-            settings, bootstrap, metrics, make_service, settings.data_dir / STATUS_FILE
-        )
+            settings, bootstrap, metrics, make_service, settings.data_dir / STATUS_FILE,
+            keep_hold=ownership.check,
+        )  # fmt: skip
         agent_app.before_fatal_exit.append(stack.close)
         log.info(
             "agent starting",

@@ -47,6 +47,7 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
 def _apply(args: argparse.Namespace) -> int:
     # Spark and the loader load only for this command: `registry` stays light.
     from spark_loader.loader import DeltaLoader  # noqa: PLC0415
+    from spark_loader.ownership import DatamartOwnership  # noqa: PLC0415
     from spark_loader.session import build_session  # noqa: PLC0415
     from spark_loader.transfer import StagedTransfer  # noqa: PLC0415
 
@@ -62,17 +63,19 @@ def _apply(args: argparse.Namespace) -> int:
                 print(f"datamart {transfer.manifest.datamart} has no store yet: give --schema")
                 return 2
             schema = stored
-        spark = build_session(settings)
-        try:
-            loader = DeltaLoader(store, spark, settings)
+        # refused while an agent or a restore writes the datamart
+        with DatamartOwnership(dsn, [schema.datamart], None, "podd-loader apply"):
+            spark = build_session(settings)
             try:
-                loader.register(schema)
-                loader.probe_executors()
-                result = loader.load(transfer)
+                loader = DeltaLoader(store, spark, settings)
+                try:
+                    loader.register(schema)
+                    loader.probe_executors()
+                    result = loader.load(transfer)
+                finally:
+                    loader.close()
             finally:
-                loader.close()
-        finally:
-            spark.stop()
+                spark.stop()
     status = "already applied" if result.already_applied else "applied"
     print(f"delta {result.delta_num} of {result.datamart} {status} at {result.applied_at}")
     for counts in result.tables:

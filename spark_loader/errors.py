@@ -43,3 +43,12 @@ class ExecutorProbeError(LoaderError):
 class TransientLoadError(LoaderError):
     """A failure worth another attempt of the load (a lost connection, a failed Spark job);
     the loader retries, then answers `LoadFailedError`."""
+
+
+class DatamartInUseError(LoaderError):
+    """Another process (an agent, a loader, a restore) already writes this datamart."""
+
+
+class OwnershipLostError(LoaderError):
+    """This process's hold on a datamart was lost (its database session ended) and another
+    process holds it now: this one must stop writing."""
