@@ -8,6 +8,7 @@ values: `PODD_DATAMART=marketing,sales PODD_SCHEMA=/etc/podd/m.sql,/etc/podd/s.s
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,14 @@ from podd_kafka.settings import KafkaSettings
 from replica_agent.logs import LogFormat
 from replica_agent.tracker import TransferLimits
 from spark_loader.settings import LoaderSettings
+
+
+def default_group_id(datamarts: list[str]) -> str:
+    """`podd-replica-<datamarts, sorted, joined by +>`; a digest of them when that is long."""
+    joined = "+".join(sorted(datamarts)) or "none"
+    if len(joined) > 120:
+        joined = hashlib.sha256(joined.encode()).hexdigest()[:24]
+    return f"podd-replica-{joined}"
 
 
 class AgentSettings(LoaderSettings, KafkaSettings):
@@ -31,8 +40,10 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     schema_file: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias="PODD_SCHEMA"
     )
-    #: The consumer group, also the Faust app id.
-    group_id: str = "podd-replica-agent"
+    #: The consumer group, also the Faust app id. Unset: one group per set of datamarts
+    #: (`podd-replica-<datamarts>`), so agents of different datamarts on one Kafka never
+    #: share a group and split each other's partitions.
+    group_id: str = ""
     session_timeout_seconds: float = Field(default=10.0, gt=0)
     #: A transfer still incomplete this long after its first chunk is answered INCOMPLETE_DELTA.
     incomplete_timeout_seconds: float = Field(default=300.0, gt=0)
@@ -71,6 +82,8 @@ class AgentSettings(LoaderSettings, KafkaSettings):
                 f"{len(self.datamart)} datamart(s) and {len(self.schema_file)} schema file(s): "
                 "give one --schema per --datamart"
             )
+        if not self.group_id:
+            self.group_id = default_group_id(self.datamart)
         return self
 
     def transfer_limits(self) -> TransferLimits:

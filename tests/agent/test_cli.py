@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from protocol.schema import LogicalSchema
 from replica_agent.cli import status_report
 from replica_agent.settings import AgentSettings
@@ -105,3 +107,15 @@ def test_invalid_settings_never_print_a_secret_value() -> None:
     assert done.returncode == 2
     assert "invalid settings" in done.stderr
     assert secret not in done.stderr + done.stdout
+
+
+def test_the_consumer_group_is_one_per_set_of_datamarts_unless_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PODD_GROUP_ID", raising=False)
+    assert AgentSettings(datamart=["b", "a"]).group_id == "podd-replica-a+b"
+    assert AgentSettings(datamart=["a"]).group_id != AgentSettings(datamart=["b"]).group_id
+    many = AgentSettings(datamart=[f"datamart_{i}" for i in range(40)]).group_id
+    assert many.startswith("podd-replica-")
+    assert len(many) < 64
+    assert AgentSettings(datamart=["a"], group_id="shared").group_id == "shared"
