@@ -31,6 +31,7 @@ from protocol.codec import (
 from protocol.errors import PoddError
 from protocol.framing import Chunk
 from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
+from protocol.signing import is_authentic, signed_headers
 
 log = structlog.get_logger("origin.client")
 T = TypeVar("T")
@@ -45,6 +46,8 @@ class OriginClient:
         self.results: dict[str, list[DeltaInResult]] = defaultdict(list)
         self.states: dict[str, DeltaState] = {}
         self.undecodable = 0
+        self.unsigned = 0  # answers dropped: not signed with the origins' key
+        self._secret = settings.signing_secret()
         self._arrived = asyncio.Condition()
         self._producer: AIOKafkaProducer | None = None
         self._readers: list[AIOKafkaConsumer] = []
@@ -93,6 +96,11 @@ class OriginClient:
     async def _read(self, reader: AIOKafkaConsumer, topic: str) -> None:
         async for message in reader:
             self.pace.busy()
+            if not is_authentic(self._secret, message.key, message.value, message.headers):
+                self.unsigned += 1  # a forged answer (an OK) must not move this origin on
+                log.warning("answer dropped: not signed with the origins' key", topic=topic,
+                            partition=message.partition, offset=message.offset)  # fmt: skip
+                continue
             try:
                 if topic == self.settings.topic_delta_in_rs:
                     result = decode_message(DeltaInResult, message.value or b"")
@@ -128,15 +136,15 @@ class OriginClient:
         if shuffle is not None:
             shuffle.shuffle(items)
             partitions = sorted(await self.producer.partitions_for(topic))
-        pending = [
-            await self.producer.send(
-                topic,
-                key=encode_delta_in_key(c.key),
-                value=c.body,
-                partition=shuffle.choice(partitions) if shuffle else None,
+        pending = []
+        for chunk in items:
+            key = encode_delta_in_key(chunk.key)
+            partition = shuffle.choice(partitions) if shuffle else None
+            headers = self.sign(key, chunk.body)
+            sent = await self.producer.send(
+                topic, key=key, value=chunk.body, headers=headers, partition=partition
             )
-            for c in items
-        ]
+            pending.append(sent)
         await asyncio.gather(*pending)
         return len(pending)
 
@@ -144,17 +152,21 @@ class OriginClient:
         self, key: bytes | None, value: bytes | None, *, partition: int | None = None
     ) -> None:
         await self.producer.send_and_wait(
-            self.settings.topic_delta_in, key=key, value=value, partition=partition
-        )
+            self.settings.topic_delta_in, key=key, value=value, partition=partition,
+            headers=self.sign(key, value),
+        )  # fmt: skip
+
+    def sign(self, key: bytes | None, value: bytes | None) -> list[tuple[str, bytes]]:
+        """The headers that prove this origin (none without `PODD_ORIGIN_KEY`)."""
+        return signed_headers(self._secret, key, value)
 
     async def request_state(self, datamart: str) -> str:
         """Send `delta.rq`; returns its requestId."""
         request_id = f"rq-{uuid.uuid4()}"
         request = DeltaRequest(request_id=request_id, datamart=datamart, sent_at=datetime.now(UTC))
+        key, value = encode_datamart_key(datamart), encode_message(request)
         await self.producer.send_and_wait(
-            self.settings.topic_delta_rq,
-            key=encode_datamart_key(datamart),
-            value=encode_message(request),
+            self.settings.topic_delta_rq, key=key, value=value, headers=self.sign(key, value)
         )
         return request_id
 

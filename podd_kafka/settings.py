@@ -8,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Compression = Literal["gzip", "snappy", "lz4", "zstd"]
+#: The shortest origin key accepted (a short secret is guessed; 32 random hex is typical).
+MIN_KEY_CHARS = 16
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -46,6 +48,9 @@ class KafkaSettings(BaseSettings):
     max_batch_decoded_mib: float = Field(default=256, gt=0)
     #: The codec of the record batches this side produces (None: uncompressed).
     compression_type: Compression | None = None
+    #: The secret shared by a replica and its origins: every protocol message is signed with
+    #: it and only signed ones are read (`protocol.signing`). None: nothing signed.
+    origin_key: SecretStr | None = None
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism = "PLAIN"
     sasl_username: str | None = None
@@ -53,6 +58,16 @@ class KafkaSettings(BaseSettings):
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
+
+    @field_validator("origin_key")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_KEY_CHARS:
+            raise ValueError(f"origin_key must be at least {MIN_KEY_CHARS} characters")
+        return value
+
+    def signing_secret(self) -> bytes | None:
+        return None if self.origin_key is None else self.origin_key.get_secret_value().encode()
 
     def bootstrap_servers(self, embedded: str | None = None) -> list[str]:
         """`host:port` items, from `broker` or the embedded broker's address."""

@@ -26,6 +26,7 @@ from protocol.codec import encode_datamart_key, encode_message
 from protocol.errors import PoddError
 from protocol.exit_codes import ExitCode
 from protocol.messages import DeltaInResult
+from protocol.signing import is_authentic, signed_headers
 from replica_agent.kafka_client import consumer_transport, faust_credentials
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
@@ -103,9 +104,27 @@ def build_app(
     delta_rq = raw_topic(settings.topic_delta_rq)
     delta_rs = raw_topic(settings.topic_delta_rs)
 
+    secret = settings.signing_secret()
+
+    async def send_signed(topic: faust.TopicT, key: bytes, value: bytes) -> Any:
+        return await topic.send(key=key, value=value, headers=signed_headers(secret, key, value))
+
+    def authentic(event: Any) -> bool:
+        """Signed with the origins' key (always, when no key is configured); if not, the
+        message is counted and logged, and nothing of it is staged or answered."""
+        message = event.message
+        if is_authentic(secret, message.key, message.value, message.headers):
+            return True
+        metrics.unsigned.labels(message.topic).inc()
+        log.warning(
+            "message dropped: not signed with the origins' key",
+            topic=message.topic, partition=message.partition, offset=message.offset,
+        )  # fmt: skip
+        return False
+
     async def send_result(result: DeltaInResult) -> None:
-        delivery = await delta_in_rs.send(
-            key=encode_datamart_key(result.datamart), value=encode_message(result)
+        delivery = await send_signed(
+            delta_in_rs, encode_datamart_key(result.datamart), encode_message(result)
         )
         await delivery  # the broker has it: only now is the answer settled
 
@@ -150,13 +169,16 @@ def build_app(
             pace.busy()
             if len(group) < MAX_GROUP and size < MAX_GROUP_BYTES and _more_waiting(manual):
                 continue
+            signed = [e for e in group if authentic(e)]
             try:
-                failures = await service.receive([(e.key, e.value) for e in group])
+                pairs = [(e.key, e.value) for e in signed]
+                failures = await service.receive(pairs) if pairs else []
             except Exception as exc:  # FatalAgentError, or a group whose files are unknown
                 fatal_exit(f"{type(exc).__name__}: {exc}")
-            for handled, failure in zip(group, failures, strict=True):
-                if failure is not None:
-                    await skip_poison(handled, failure)
+            failed = {id(e): f for e, f in zip(signed, failures, strict=True) if f is not None}
+            for handled in group:  # acked in the order they came, dropped ones too
+                if id(handled) in failed:
+                    await skip_poison(handled, failed[id(handled)])
                 await manual.ack(handled)
             group, size = [], 0
 
@@ -164,11 +186,13 @@ def build_app(
     async def answer_state(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             pace.busy()
+            if not authentic(event):
+                continue
             try:
                 state = service.on_delta_rq(event.value)
                 if state is not None:
-                    await delta_rs.send(
-                        key=encode_datamart_key(state.datamart), value=encode_message(state)
+                    await send_signed(
+                        delta_rs, encode_datamart_key(state.datamart), encode_message(state)
                     )
             except Exception as exc:
                 await skip_poison(event, exc)

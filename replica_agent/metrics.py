@@ -48,6 +48,12 @@ class AgentMetrics:
             ["topic"],
             registry=r,
         )
+        self.unsigned = Counter(
+            "podd_unsigned_messages",
+            "Messages dropped unread: no signature, or not the origins' key's",
+            ["topic"],
+            registry=r,
+        )
         self.poison_batches = Counter(
             "podd_poison_batches",
             "Kafka record batches skipped whole: corrupt, a bomb, or in a codec not read",

@@ -9,6 +9,7 @@ values: `PODD_DATAMART=marketing,sales PODD_SCHEMA=/etc/podd/m.sql,/etc/podd/s.s
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,6 +60,9 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: Finished requestIds remembered (their later chunks are dropped), in memory and on
     #: disk alike (the outbox keeps as many sent answers), so a restart changes nothing.
     max_finished: int = Field(default=10_000, ge=1)
+    #: A delta dated more than this many hours ahead of the agent's clock is refused
+    #: (BAD_CHUNK); 0: no limit.
+    max_date_skew_hours: float = Field(default=24.0, ge=0)
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).
@@ -95,5 +99,8 @@ class AgentSettings(LoaderSettings, KafkaSettings):
             max_missing_items=self.max_missing_items,
             max_name_chars=self.max_name_chars,
             max_finished=self.max_finished,
+            max_date_skew=timedelta(hours=self.max_date_skew_hours)
+            if self.max_date_skew_hours
+            else None,
             body=self.body_limits(),
         )

@@ -24,9 +24,9 @@ Nothing a message claims drives memory or time without a bound (`TransferLimits`
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from protocol.body import read_body_layout
@@ -53,6 +53,9 @@ class TransferLimits:
     max_subscription_chars: int = 65_536
     #: requestIds remembered as answered, in memory and (as sent answers) on disk alike
     max_finished: int = 10_000
+    #: A delta dated further ahead of this replica's clock is refused (None: no limit): a
+    #: date of 9999-12-31 applied would make every later delta a DELTA_CONFLICT.
+    max_date_skew: timedelta | None = timedelta(days=1)
     body: OcfLimits = field(default_factory=OcfLimits)
 
 
@@ -107,8 +110,10 @@ class TransferTracker:
         applied: Mapping[str, Mapping[int, datetime]],
         finished: Iterable[str] = (),
         limits: TransferLimits | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.schemas = dict(schemas)
+        self._wall_clock = wall_clock
         self.limits = limits or TransferLimits()
         self.applied: dict[str, dict[int, datetime]] = {
             name: dict(applied.get(name, {})) for name in self.schemas
@@ -312,6 +317,12 @@ class TransferTracker:
             raise ProtocolError(
                 f"datamart {key.datamart!r} is not served by this replica",
                 code=ErrorCode.UNKNOWN_DATAMART,
+            )
+        skew = self.limits.max_date_skew
+        if skew is not None and key.delta_date > self._wall_clock() + skew:
+            raise ProtocolError(
+                f"deltaDate {key.delta_date.isoformat()} is more than {skew} ahead of this "
+                "replica's clock"
             )
         problem = self.sequence_problem(key.datamart, key.delta_num, key.delta_date)
         if problem is not None:

@@ -28,7 +28,7 @@ _VARIABLE = re.compile(r"\$\{(\w+)(?::?([-?])([^}]*))?\}")
 
 def _interpolate(match: re.Match[str]) -> str:
     """`${VAR:-default}` is its default (the user set nothing); `${VAR:?msg}` a secret."""
-    return match.group(3) if match.group(2) == "-" else "compose-test-secret"
+    return match.group(3) if match.group(2) == "-" else "compose-test-secret-of-32-chars"
 
 
 def load_compose() -> dict[str, Any]:
@@ -120,6 +120,15 @@ def test_the_agent_runs_with_valid_flags_against_the_services(
     assert settings.spark_master == services["spark-worker"]["command"][2]
     assert settings.spark_conf["spark.executor.memory"] == "2g"
     assert str(settings.metrics_port) in service["ports"][0]
+    assert settings.origin_key is not None  # only signed messages are read
+
+
+def test_nothing_without_authentication_is_published_beyond_the_host(
+    services: dict[str, Any],
+) -> None:
+    published = [p for s in services.values() for p in s.get("ports", ())]
+    assert published
+    assert all(str(p).startswith("127.0.0.1:") for p in published), published
 
 
 def test_the_origin_runs_with_valid_flags(
@@ -137,6 +146,7 @@ def test_the_origin_runs_with_valid_flags(
     _in_image(str(settings.schema_file))
     assert settings.datamart == "marketing"
     assert settings.state_timeout_seconds == 60
+    assert settings.origin_key is not None  # it signs what it sends
 
 
 def test_spark_runs_from_the_wheels_spark_class(services: dict[str, Any]) -> None:

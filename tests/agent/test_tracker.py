@@ -263,3 +263,20 @@ def test_a_complete_transfer_is_never_overdue(tracker: TransferTracker) -> None:
     assert admission.completed
     tracker.opened(admission.transfer, 0.0, first_seen=0.0)
     assert tracker.overdue(1.0) == []
+
+
+def test_a_delta_dated_beyond_the_clock_skew_is_bad_chunk(marketing: LogicalSchema) -> None:
+    """A date of 9999-12-31, once applied, would make every real delta a DELTA_CONFLICT."""
+    now = day(2) + timedelta(hours=3)
+    tracker = TransferTracker(
+        {"marketing": marketing}, {"marketing": {0: day(0), 1: day(1)}}, wall_clock=lambda: now
+    )
+    far = tracker.admit(key(request_id="far", delta_date=datetime(9999, 12, 31, tzinfo=UTC)), None)
+    assert code_of(far) is ErrorCode.BAD_CHUNK
+    assert isinstance(far, Rejected)
+    assert "ahead of this replica's clock" in far.message
+    ahead = key(request_id="ahead", delta_date=now + timedelta(days=1, seconds=1))
+    assert code_of(tracker.admit(ahead, None)) is ErrorCode.BAD_CHUNK
+    within = key(request_id="within", delta_date=now + timedelta(hours=23))
+    assert isinstance(tracker.admit(within, None), Accepted)
+    assert tracker.expected("marketing") == 2  # nothing of the refused ones was applied
