@@ -68,7 +68,10 @@ class AnswerRecords:
         if not owed.exists():
             return
         sent = self.directory / f"{ident}{SENT}"
-        os.replace(owed, sent)
+        try:
+            os.replace(owed, sent)
+        except FileNotFoundError:  # settled meanwhile: once is enough
+            return
         fsync_directory(self.directory)
         self._sent.append(sent)
         while len(self._sent) > self.keep_finished:

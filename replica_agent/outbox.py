@@ -48,20 +48,40 @@ class Outbox:
         self.metrics = metrics
         #: Each served datamart's latest ERROR answer.
         self.last_errors: dict[str, LastError] = {}
+        #: Transfers whose answer is being delivered now (by `answer` or `deliver`).
+        self._delivering: set[str] = set()
 
     async def answer(self, result: DeltaInResult) -> None:
         """The transfer's final answer: recorded once, then delivered. The transfer is
-        finished first, so no chunk arriving meanwhile reopens it."""
-        transfer = self.tracker.finish(result.request_id)
-        recorded = await asyncio.to_thread(self.records.owe, result)
-        if recorded != result:
-            log.warning("the transfer was answered before: resending that answer",
-                        requestId=result.request_id)  # fmt: skip
-        await self.deliver(recorded, transfer)
+        finished first, so no chunk arriving meanwhile reopens it. A transfer whose answer
+        another path is delivering right now is left to it: one answer, sent once."""
+        request_id = result.request_id
+        if request_id in self._delivering:
+            log.info("the transfer is being answered already", requestId=request_id)
+            return
+        self._delivering.add(request_id)
+        try:
+            transfer = self.tracker.finish(request_id)
+            recorded = await asyncio.to_thread(self.records.owe, result)
+            if recorded != result:
+                log.warning("the transfer was answered before: resending that answer",
+                            requestId=request_id)  # fmt: skip
+            await self._send_and_settle(recorded, transfer)
+        finally:
+            self._delivering.discard(request_id)
 
-    async def deliver(self, result: DeltaInResult, transfer: Transfer | None = None) -> None:
-        """Send a recorded answer (of a finished transfer: `answer`, or a restart's owed
-        ones), then settle it. `transfer`: what the tracker held of it, for the log."""
+    async def deliver(self, result: DeltaInResult) -> None:
+        """Send a restart's owed answer, then settle it (unless it is being delivered)."""
+        if result.request_id in self._delivering:
+            return
+        self._delivering.add(result.request_id)
+        try:
+            await self._send_and_settle(result, None)
+        finally:
+            self._delivering.discard(result.request_id)
+
+    async def _send_and_settle(self, result: DeltaInResult, transfer: Transfer | None) -> None:
+        """`transfer`: what the tracker held of it, for the log."""
         await self.send_result(result)
         await asyncio.to_thread(self._settle, result.request_id)
         self.metrics.open_transfers.set(len(self.tracker.open))

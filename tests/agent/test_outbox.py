@@ -15,6 +15,7 @@ from protocol.workload import Workload, WorkloadSpec
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.answers import error_result
 from replica_agent.metrics import AgentMetrics
+from replica_agent.outbox import Outbox
 from replica_agent.service import ReplicaService
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferLimits, TransferTracker
@@ -174,3 +175,33 @@ async def test_a_refused_transfer_is_answered_once_and_its_files_removed(
     await service.stop()
     assert sent[1].status is DeltaStatus.OK
     assert len(loader.loaded) == 1
+
+
+async def test_two_paths_answering_one_transfer_at_once_send_one_answer(tmp_path: Path) -> None:
+    """The worker closing a superseded transfer while the intake refuses it: before, both
+    sent and both settled, and the second rename of `….owed.json` raised."""
+    sent: list[DeltaInResult] = []
+    release = asyncio.Event()
+
+    async def slow_send(result: DeltaInResult) -> None:
+        sent.append(result)
+        await release.wait()  # the broker takes its time: the other path arrives meanwhile
+
+    staging = TransferStaging(tmp_path)
+    t = transfer("raced")
+    staging.open_transfer(t.framing)
+    tracker = TransferTracker({}, {})
+    outbox = Outbox(records=records_of(staging), send_result=slow_send, tracker=tracker,
+                    staging=staging, metrics=AgentMetrics())  # fmt: skip
+    first = asyncio.create_task(outbox.answer(error_result(t, ErrorCode.BAD_CHUNK, "first")))
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(outbox.answer(error_result(t, ErrorCode.LOAD_FAILED, "2nd")))
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(first, second)
+    assert [r.error_message for r in sent] == ["first"]
+    found = records_of(TransferStaging(tmp_path)).recover()
+    assert found.owed == []
+    assert set(found.finished) == {"raced"}
+    assert not staging.directory("raced").exists()
+    records_of(staging).sent("raced")  # settling again is a no-op, not an error
