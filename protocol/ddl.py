@@ -232,7 +232,10 @@ class _StatementParser:
             not_null = True
         else:
             self.accept_word("NULL")
-        return Column(name=name, type=ColumnType(kind, length), not_null=not_null)
+        try:
+            return Column(name=name, type=ColumnType(kind, length), not_null=not_null)
+        except ValidationError as exc:
+            raise self.error(_first_message(exc)) from None
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:

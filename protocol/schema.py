@@ -23,6 +23,20 @@ PHYSICAL_SUFFIXES = ("_actual", "_history")
 MAX_IDENTIFIER_BYTES = 63
 
 
+def check_name(kind: str, name: str) -> str:
+    """`name` if it can be a replica identifier: not empty, at most 63 bytes (PostgreSQL
+    would cut it), no control character, no `$` (the replica's functions are `$podd$`-
+    quoted: a name holding that could end one early). ValueError otherwise."""
+    if not name:
+        raise ValueError(f"{kind} name is empty")
+    if len(name.encode()) > MAX_IDENTIFIER_BYTES:
+        raise ValueError(f"{kind} name {name[:80]!r} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    bad = next((c for c in name if c == "$" or ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if bad is not None:
+        raise ValueError(f"{kind} name {name[:80]!r} holds {bad!r}, which names may not hold")
+    return name
+
+
 def quote_ident(name: str) -> str:
     """Quote `name` as a PostgreSQL identifier (doubling embedded quotes)."""
     if "\x00" in name:
@@ -51,6 +65,11 @@ class Column(_SchemaModel):
     type: ColumnType
     not_null: bool = False
 
+    @model_validator(mode="after")
+    def _check(self) -> Column:
+        check_name("column", self.name)
+        return self
+
     @property
     def nullable(self) -> bool:
         return not self.not_null
@@ -66,6 +85,7 @@ class Table(_SchemaModel):
 
     @model_validator(mode="after")
     def _check(self) -> Table:
+        check_name("table", self.name)
         names = [c.name for c in self.columns]
         if not names:
             raise ValueError(f"table {self.name} has no columns")
@@ -115,8 +135,7 @@ class LogicalSchema(_SchemaModel):
         names = [t.name for t in self.tables]
         if len(set(names)) != len(names):
             raise ValueError(f"datamart {self.datamart} declares a table twice")
-        if len(self.datamart.encode()) > MAX_IDENTIFIER_BYTES:
-            raise ValueError(f"datamart name {self.datamart} is longer than 63 bytes")
+        check_name("datamart", self.datamart)
         return self
 
     def __iter__(self) -> Iterator[Table]:  # type: ignore[override]

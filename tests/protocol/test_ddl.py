@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -165,9 +167,11 @@ def test_quote_ident_doubles_quotes() -> None:
         quote_ident("a\x00b")
 
 
+CONTROL_AND_DOLLAR = "$" + "".join(chr(c) for c in (*range(32), *range(127, 160)))
 names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True) | st.text(
-    st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12
-)
+    st.characters(codec="utf-8", exclude_characters=CONTROL_AND_DOLLAR),
+    min_size=1, max_size=12,
+)  # fmt: skip
 column_types = st.sampled_from(
     [ColumnType(k) for k in TypeKind if k is not TypeKind.CHAR]
 ) | st.builds(ColumnType, st.sampled_from([TypeKind.CHAR, TypeKind.VARCHAR]), st.integers(1, 9999))
@@ -209,3 +213,26 @@ def test_copies_of_a_schema_are_validated_and_forget_cached_lookups() -> None:
         only.table("a")
     with pytest.raises(ValueError, match="declares a table twice"):
         schema.model_copy(update={"tables": (ALL_TYPES, ALL_TYPES)})
+
+
+@pytest.mark.parametrize(
+    ("ddl", "problem"),
+    [
+        ('CREATE TABLE "a$podd$b" (id BIGINT, PRIMARY KEY (id))', "'$'"),
+        ('CREATE TABLE t (id BIGINT, "x\x01y" INT, PRIMARY KEY (id))', "'\\x01'"),
+        ('CREATE TABLE t (id BIGINT, "new\nline" INT, PRIMARY KEY (id))', "'\\n'"),
+        (f'CREATE TABLE t (id BIGINT, "{"c" * 64}" INT, PRIMARY KEY (id))', "longer than 63"),
+        ('CREATE TABLE t (id BIGINT, "ж" INT, "$1" INT, PRIMARY KEY (id))', "'$'"),
+    ],
+)
+def test_names_that_cannot_be_replica_identifiers_are_refused(ddl: str, problem: str) -> None:
+    """A `$` could end the `$podd$`-quoted body of a table's as-of function; a control
+    character or a name PostgreSQL would cut short has no place in the replica either.
+    (The same parser reads schema files, the replica's catalog and backup changelogs.)"""
+    with pytest.raises(SchemaDefinitionError, match=re.escape(problem)):
+        parse_schema(ddl, "dm")
+
+
+def test_a_datamart_name_with_a_dollar_is_refused() -> None:
+    with pytest.raises(SchemaDefinitionError, match="datamart"):
+        parse_schema("CREATE TABLE t (id BIGINT, PRIMARY KEY (id))", "dm$x")
