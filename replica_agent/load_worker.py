@@ -18,7 +18,8 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Protocol
 
 import structlog
@@ -48,6 +49,8 @@ class Loader(Protocol):
 
 
 Registry = Callable[[str, int], RegistryEntry | None]
+#: Every applied delta of a datamart, as the registry holds it now: number → date.
+AppliedDeltas = Callable[[str], Mapping[int, datetime]]
 
 
 class LoadWorker:
@@ -60,8 +63,11 @@ class LoadWorker:
         outbox: Outbox,
         metrics: AgentMetrics,
         crash_after_commit_of: int | None = None,
+        applied_deltas: AppliedDeltas | None = None,
     ) -> None:
         self.tracker = tracker
+        #: Re-read when the loader's sequence check (the authority) disagrees with memory.
+        self.applied_deltas = applied_deltas
         self.loader = loader
         self.registry = registry
         self.outbox = outbox
@@ -172,6 +178,8 @@ class LoadWorker:
                 entry, failure = applied, None
         if failure is not None:
             self._mark_failed(transfer.datamart, failure[0] is ErrorCode.LOAD_FAILED)
+            if failure[0] in (ErrorCode.OUT_OF_SEQUENCE, ErrorCode.DELTA_CONFLICT):
+                await self._reread_registry(transfer.datamart)
             await self.outbox.refuse(transfer.framing, *failure)
             return
         if self.crash_after_commit_of == entry.delta_num:
@@ -190,6 +198,32 @@ class LoadWorker:
         )  # fmt: skip
         await self.outbox.answer(result_from_registry(transfer, entry))
         await self.close_superseded(transfer.datamart)
+
+    async def _reread_registry(self, datamart: str) -> None:
+        """The tracker admitted the delta as the expected one, the registry (under the
+        datamart's lock) did not: the database went back in time (a failover to a standby
+        behind, a point-in-time restore) or another writer moved it on. The registry is the
+        truth: memory takes it, so `delta.rs` tells the origin what to send next."""
+        if self.applied_deltas is None:
+            return
+        try:
+            applied = await asyncio.to_thread(self.applied_deltas, datamart)
+        except Exception as exc:
+            log.warning("the registry cannot be read again", error=repr(exc)[:300])
+            return
+        before = self.tracker.last_applied(datamart)
+        self.tracker.reset_applied(datamart, applied)
+        after = self.tracker.last_applied(datamart)
+        if before != after:
+            log.warning(
+                "the registry disagrees with what this agent applied: taking the registry's",
+                datamart=datamart,
+                remembered=None if before is None else before.delta_num,
+                registry=None if after is None else after.delta_num,
+            )
+            self.metrics.current_delta.labels(datamart).set(
+                -1 if after is None else after.delta_num
+            )
 
     def _mark_failed(self, datamart: str, failed: bool) -> None:
         if failed:

@@ -129,6 +129,9 @@ def run_agent(settings: AgentSettings) -> int:
                 metrics=metrics,
                 incomplete_timeout=settings.incomplete_timeout_seconds,
                 crash_after_commit_of=settings.fault_crash_after_commit_of,
+                applied_deltas=lambda name: {
+                    e.delta_num: e.delta_date for e in store.registry(name)
+                },
             )
 
         app, _ = agent_app.build_app(

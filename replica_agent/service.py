@@ -20,7 +20,7 @@ from typing import Any
 from protocol.messages import DeltaState
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.intake import ChunkIntake, Completed, Evicted, Outcome, RawMessage, Refused
-from replica_agent.load_worker import Loader, LoadWorker, Registry
+from replica_agent.load_worker import AppliedDeltas, Loader, LoadWorker, Registry
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox, SendResult
 from replica_agent.recovery import recover
@@ -44,6 +44,7 @@ class ReplicaService:
         incomplete_timeout: float,
         clock: Callable[[], float] = time.monotonic,
         crash_after_commit_of: int | None = None,
+        applied_deltas: AppliedDeltas | None = None,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -63,6 +64,7 @@ class ReplicaService:
         self.worker = LoadWorker(
             tracker=tracker, loader=loader, registry=registry, outbox=self.outbox,
             metrics=metrics, crash_after_commit_of=crash_after_commit_of,
+            applied_deltas=applied_deltas,
         )  # fmt: skip
         self.desk = StateDesk(tracker, self.worker, self.outbox, metrics)
         #: Set once `start` has recovered; chunks are not consumed before.

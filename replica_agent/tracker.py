@@ -138,6 +138,10 @@ class TransferTracker:
     def record_applied(self, datamart: str, delta_num: int, delta_date: datetime) -> None:
         self.applied[datamart][delta_num] = delta_date
 
+    def reset_applied(self, datamart: str, applied: Mapping[int, datetime]) -> None:
+        """The registry's applied deltas replace what was remembered (it went back)."""
+        self.applied[datamart] = dict(applied)
+
     def sequence_problem(
         self, datamart: str, delta_num: int, delta_date: datetime
     ) -> SequenceRefusal | None:
