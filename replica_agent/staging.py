@@ -35,7 +35,7 @@ from protocol.chunk_files import ChunkFile
 from protocol.ocf import ContainerError, OcfLimits, decoded_size
 from replica_agent.errors import StagingError
 from replica_agent.quarantine import Quarantine
-from replica_agent.transfers import StreamState, Transfer, TransferFraming
+from replica_agent.transfers import CHUNK_COST, StreamState, Transfer, TransferFraming
 from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
 
 TRANSFER_FILE = "transfer.json"
@@ -218,7 +218,7 @@ def _read_transfer(directory: Path) -> Transfer:
         )
         chunks: dict[int, set[int]] = {}
         for body in directory.glob("*.avro"):
-            transfer.staged_bytes += body.stat().st_size
+            transfer.staged_bytes += max(body.stat().st_size, CHUNK_COST)
             found = ChunkFile.parse(body.name)
             if found is not None:
                 chunks.setdefault(found.stream, set()).add(found.chunk)

@@ -36,7 +36,7 @@ from protocol.ocf import OcfLimits
 from protocol.schema import LogicalSchema
 from protocol.sequence import AppliedDelta, SequenceRefusal, check_sequence, expected_next
 from replica_agent.chunk_rules import check_last, check_same_transfer
-from replica_agent.transfers import Phase, StreamState, Transfer, TransferFraming
+from replica_agent.transfers import CHUNK_COST, Phase, StreamState, Transfer, TransferFraming
 
 GiB = 2**30
 
@@ -198,10 +198,11 @@ class TransferTracker:
             framing = TransferFraming.of(key) if transfer is None else transfer.framing
             return Rejected(framing, exc.code, exc.message)
         if accepted.new:
-            self._make_room(transfer, len(body or b""), opened=opened)
+            cost = max(len(body or b""), CHUNK_COST)
+            self._make_room(transfer, cost, opened=opened)
             if transfer in self.evicted:
                 return Dropped(key.request_id, "evicted")
-            transfer.staged_bytes += len(body or b"")
+            transfer.staged_bytes += cost
         self.open[key.request_id] = transfer
         return accepted
 
@@ -296,18 +297,26 @@ class TransferTracker:
         )
 
     def _make_room(self, transfer: Transfer, incoming: int, *, opened: bool) -> None:
-        """Evict the oldest transfers still receiving until `transfer`'s new chunk fits."""
+        """Evict transfers still receiving until `transfer`'s new chunk fits: the least far
+        along first (fewest chunks), the oldest of those first. A delta well on its way is
+        kept over transfers that have barely begun (junk, or a flood of new ones).
+        Transfers handed to the loader count toward the datamart's open limit (their files
+        are still staged) but are never evicted."""
         receiving = [t for t in self.open.values() if t.evictable]
         if opened:
             receiving.append(transfer)
+        receiving.sort(key=lambda t: t.chunks_received)  # stable: oldest first among equals
+        if opened:
+            mine = [t for t in self.open.values() if t.datamart == transfer.datamart]
+            held = sum(1 for t in mine if not t.evictable)
             same = [t for t in receiving if t.datamart == transfer.datamart]
-            while len(same) > self.limits.max_open_transfers:
+            while same and held + len(same) > self.limits.max_open_transfers:
                 self._evict(same.pop(0), receiving)
         total = self.staged_bytes() + incoming
         while total > self.limits.max_staged_bytes and receiving:
-            oldest = receiving[0]
-            total -= oldest.staged_bytes + (incoming if oldest is transfer else 0)
-            self._evict(oldest, receiving)
+            first = receiving[0]
+            total -= first.staged_bytes + (incoming if first is transfer else 0)
+            self._evict(first, receiving)
 
     def _evict(self, transfer: Transfer, receiving: list[Transfer]) -> None:
         if transfer in receiving:

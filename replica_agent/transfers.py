@@ -20,6 +20,10 @@ from pydantic import BaseModel, ConfigDict
 from protocol.gaps import Gap, cap_items, stream_gaps
 from protocol.messages import DeltaInKey, TransferProgress
 
+#: What a chunk costs of the staging budget at least: an empty body is still a file (an
+#: inode, a block, a directory entry), so a flood of zero-byte chunks is not free.
+CHUNK_COST = 4096
+
 
 class TransferFraming(BaseModel):
     """What every chunk of a transfer repeats of it; staged as its `transfer.json`."""

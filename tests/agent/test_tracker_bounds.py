@@ -13,7 +13,14 @@ from protocol.body_writer import encode_body
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
-from replica_agent.tracker import Accepted, Dropped, Rejected, TransferLimits, TransferTracker
+from replica_agent.tracker import (
+    Accepted,
+    Dropped,
+    Rejected,
+    TransferLimits,
+    TransferTracker,
+)
+from replica_agent.transfers import CHUNK_COST
 from tests.agent.test_tracker import code_of, key
 
 D2 = datetime(2026, 1, 3, tzinfo=UTC)
@@ -88,8 +95,9 @@ def test_the_staged_bytes_budget_evicts_the_oldest_receiving_transfer(
     marketing: LogicalSchema,
 ) -> None:
     sales = marketing.table("sales")
-    body = encode_body(sales, [(i, 0, "P" * 40, 1, 1, None, 0) for i in range(20)])
+    body = encode_body(sales, [(i, 0, "P" * 40, 1, 1, None, 0) for i in range(100)])
     size = len(body)
+    assert size > CHUNK_COST
     tracker = tracker_of(marketing, max_staged_bytes=3 * size)
     tracker.admit(key(request_id="a"), body)
     tracker.sealed(tracker.open["a"], {})  # handed to the loader: never evicted
@@ -109,6 +117,41 @@ def test_the_staged_bytes_budget_evicts_the_oldest_receiving_transfer(
     assert isinstance(dropped, Dropped)
     assert dropped.reason == "evicted"
     assert [t.request_id for t in tracker.take_evicted()] == ["e"]
+
+
+def test_the_transfer_furthest_along_is_kept_and_the_least_along_evicted(
+    marketing: LogicalSchema,
+) -> None:
+    """A delta well on its way outlives transfers that have barely begun: a flood of junk
+    transfers (one chunk each) used to evict it, the oldest, 0.4 s after its first chunk."""
+    tracker = tracker_of(marketing, max_open_transfers=3)
+    for chunk in range(1, 6):
+        assert isinstance(tracker.admit(key(request_id="real", chunk_number=chunk), None), Accepted)
+    for n in range(6):
+        tracker.admit(key(request_id=f"junk{n}"), None)
+    assert "real" in tracker.open
+    assert [t.request_id for t in tracker.take_evicted()] == [f"junk{n}" for n in range(4)]
+
+
+def test_transfers_handed_to_the_loader_count_toward_the_open_limit(
+    marketing: LogicalSchema,
+) -> None:
+    tracker = tracker_of(marketing, max_open_transfers=2)
+    tracker.admit(key(request_id="sealed"), None)
+    tracker.sealed(tracker.open["sealed"], {})
+    tracker.admit(key(request_id="a"), None)
+    assert tracker.take_evicted() == []
+    tracker.admit(key(request_id="b"), None)  # the sealed one holds a place: "a" goes
+    assert [t.request_id for t in tracker.take_evicted()] == ["a"]
+    assert set(tracker.open) == {"sealed", "b"}
+
+
+def test_empty_chunks_cost_staging_budget_too(marketing: LogicalSchema) -> None:
+    tracker = tracker_of(marketing, max_staged_bytes=10 * CHUNK_COST)
+    for chunk in range(1, 11):
+        assert isinstance(tracker.admit(key(request_id="e", chunk_number=chunk), b""), Accepted)
+    assert tracker.staged_bytes() == 10 * CHUNK_COST
+    assert isinstance(tracker.admit(key(request_id="e", chunk_number=11), b""), Dropped)
 
 
 def test_chunks_of_a_transfer_being_loaded_never_reject_it(marketing: LogicalSchema) -> None:
