@@ -61,7 +61,8 @@ async def _produce(client: OriginClient, delta: PreparedDelta, sent: Sent) -> No
             sent.add(meta.partition, meta.offset)  # type: ignore[attr-defined]
 
     for key, value in delta_in_messages(delta):
-        window.append(await client.producer.send(topic, key=key, value=value))
+        headers = client.sign(key, value)
+        window.append(await client.producer.send(topic, key=key, value=value, headers=headers))
         await drain(64)
     await drain(0)
 
@@ -88,11 +89,14 @@ async def send_and_wait(client: OriginClient, delta: PreparedDelta, timeout: flo
 async def one_row_latency(client: OriginClient, delta: PreparedDelta, timeout: float) -> float:
     topic = client.settings.topic_delta_in
     messages = list(delta_in_messages(delta))
-    pending = [await client.producer.send(topic, key=k, value=v) for k, v in messages[:-1]]
+    pending = [
+        await client.producer.send(topic, key=k, value=v, headers=client.sign(k, v))
+        for k, v in messages[:-1]
+    ]
     await asyncio.gather(*pending)
     started = time.perf_counter()
     key, value = messages[-1]
-    await client.producer.send(topic, key=key, value=value)
+    await client.producer.send(topic, key=key, value=value, headers=client.sign(key, value))
     result = await client.result(delta.transfer.manifest.request_id, timeout)
     seconds = time.perf_counter() - started
     _check(delta, result, timeout)

@@ -235,7 +235,10 @@ def build_app(
     @app.page("/health")
     async def health_page(web: Any, request: Any) -> Any:
         health = service.health()
-        return web.json(health, status=200 if health["worker_alive"] else 503)
+        load = health["load_seconds"]
+        health["load_stalled"] = load is not None and load > settings.load_stall_seconds
+        healthy = health["worker_alive"] and not health["paused"] and not health["load_stalled"]
+        return web.json(health, status=200 if healthy else 503)
 
     return app, service
 

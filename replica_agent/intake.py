@@ -220,7 +220,9 @@ class ChunkIntake:
         except BaseException:
             await self._reload(transfer)
             raise
-        if accepted.completed:
+        # A complete transfer still receiving was not sealed: its manifest could not be
+        # written (a full disk). The same chunk, handled again, seals it.
+        if accepted.completed or (transfer.complete and transfer.evictable):
             await self._flush(pending, done)
             if done.failures[index] is None and self.tracker.open.get(rid) is transfer:
                 done.outcomes.append(await self.seal(transfer))

@@ -79,6 +79,8 @@ class LoadWorker:
         self.fatal: BaseException | None = None
         #: When the worker last finished handling a transfer (or started).
         self.last_progress = time.time()
+        #: When the load in progress began (None: none is).
+        self._load_began: float | None = None
         self._queue: asyncio.Queue[tuple[Transfer, StagedTransfer]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
@@ -158,6 +160,7 @@ class LoadWorker:
         started = time.perf_counter()
         log.info("load start", **transfer.log_ids())
         failure: tuple[ErrorCode, str] | None = None
+        self._load_began = time.monotonic()
         try:
             entry = await asyncio.to_thread(self.loader.load, staged)
         except ProtocolError as exc:
@@ -172,6 +175,7 @@ class LoadWorker:
             failure = ErrorCode.LOAD_FAILED, internal_error()
         finally:
             self.tracker.load_ended(transfer)
+            self._load_began = None
         if failure is not None and failure[0] is ErrorCode.LOAD_FAILED:
             applied = await self._applied(transfer)  # never LOAD_FAILED for an applied delta
             if applied is not None:
@@ -198,6 +202,11 @@ class LoadWorker:
         )  # fmt: skip
         await self.outbox.answer(result_from_registry(transfer, entry))
         await self.close_superseded(transfer.datamart)
+
+    def load_seconds(self) -> float | None:
+        """How long the load in progress has run (None: no load runs)."""
+        began = self._load_began
+        return None if began is None else round(time.monotonic() - began, 1)
 
     async def _reread_registry(self, datamart: str) -> None:
         """The tracker admitted the delta as the expected one, the registry (under the

@@ -21,6 +21,7 @@ from protocol.gaps import incomplete_message
 from protocol.messages import DeltaInResult
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.answers import LastError, error_result
+from replica_agent.backpressure import Backpressure
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
@@ -40,8 +41,11 @@ class Outbox:
         tracker: TransferTracker,
         staging: TransferStaging,
         metrics: AgentMetrics,
+        pause: Backpressure | None = None,
     ) -> None:
         self.records = records
+        #: An answer that cannot be recorded (a full disk) waits here, never skipped.
+        self.pause = pause or Backpressure()
         self.send_result = send_result
         self.tracker = tracker
         self.staging = staging
@@ -62,7 +66,9 @@ class Outbox:
         self._delivering.add(request_id)
         try:
             transfer = self.tracker.finish(request_id)
-            recorded = await asyncio.to_thread(self.records.owe, result)
+            recorded = await self.pause.retry(
+                "recording an answer", lambda: asyncio.to_thread(self.records.owe, result)
+            )
             if recorded != result:
                 log.warning("the transfer was answered before: resending that answer",
                             requestId=request_id)  # fmt: skip
@@ -83,7 +89,9 @@ class Outbox:
     async def _send_and_settle(self, result: DeltaInResult, transfer: Transfer | None) -> None:
         """`transfer`: what the tracker held of it, for the log."""
         await self.send_result(result)
-        await asyncio.to_thread(self._settle, result.request_id)
+        await self.pause.retry(
+            "settling an answer", lambda: asyncio.to_thread(self._settle, result.request_id)
+        )
         self.metrics.open_transfers.set(len(self.tracker.open))
         log.info(
             "answered", requestId=result.request_id, datamart=result.datamart,

@@ -19,6 +19,7 @@ from typing import Any
 
 from protocol.messages import DeltaState
 from replica_agent.answer_records import AnswerRecords
+from replica_agent.backpressure import Backpressure, is_disk_fault
 from replica_agent.intake import ChunkIntake, Completed, Evicted, Outcome, RawMessage, Refused
 from replica_agent.load_worker import AppliedDeltas, Loader, LoadWorker, Registry
 from replica_agent.metrics import AgentMetrics
@@ -57,9 +58,11 @@ class ReplicaService:
         self.intake = ChunkIntake(
             tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock
         )
+        #: Whether the agent waits for its disk (intake and answers alike).
+        self.pause = Backpressure()
         self.outbox = Outbox(
             records=self.records, send_result=send_result, tracker=tracker, staging=staging,
-            metrics=metrics,
+            metrics=metrics, pause=self.pause,
         )  # fmt: skip
         self.worker = LoadWorker(
             tracker=tracker, loader=loader, registry=registry, outbox=self.outbox,
@@ -99,15 +102,36 @@ class ReplicaService:
             "queued_loads": self.worker.queued,
             "open_transfers": len(self.tracker.open),
             "staged_bytes": self.tracker.staged_bytes(),
+            "paused": self.pause.reason,
+            "load_seconds": self.worker.load_seconds(),
         }
 
     # --- the topics ------------------------------------------------------------------------
     async def receive(self, messages: Sequence[RawMessage]) -> list[Exception | None]:
         """A group of `delta.in` messages, in order (see `ChunkIntake.receive`); per message,
-        the unexpected error that made it fail."""
-        received = await self.intake.receive(messages)
-        await self._handle(received.outcomes)
-        return received.failures
+        the unexpected error that made it fail. Messages that failed on a disk fault are
+        handled again, with backoff, until the disk takes them (`backpressure`): this
+        returns only then, so nothing after them is acked meanwhile."""
+        failures: list[Exception | None] = [None] * len(messages)
+        pending = list(range(len(messages)))
+        attempt = 0
+        while True:
+            received = await self.intake.receive([messages[i] for i in pending])
+            await self._handle(received.outcomes)
+            again = []
+            for index, failure in zip(pending, received.failures, strict=True):
+                if is_disk_fault(failure):
+                    again.append(index)
+                else:
+                    failures[index] = failure
+            if not again:
+                self.pause.resumed()
+                return failures
+            error = received.failures[pending.index(again[0])]
+            assert error is not None
+            await self.pause.wait(attempt, "staging a chunk", error)
+            attempt += 1
+            pending = again
 
     async def _handle(self, outcomes: Sequence[Outcome]) -> None:
         for outcome in outcomes:

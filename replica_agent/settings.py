@@ -63,6 +63,8 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: A delta dated more than this many hours ahead of the agent's clock is refused
     #: (BAD_CHUNK); 0: no limit.
     max_date_skew_hours: float = Field(default=24.0, ge=0)
+    #: `/health` says 503 while a load has run longer than this (a hung job, a lock wait).
+    load_stall_seconds: float = Field(default=1800.0, gt=0)
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).

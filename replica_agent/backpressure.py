@@ -1,0 +1,73 @@
+"""Disk faults are back-pressure, not loss: what cannot be written is retried, not skipped.
+
+Staged files are the truth, so a chunk whose file cannot be written (a full disk, a quota,
+an I/O error, a file system remounted read-only) cannot be acked: skipping it would commit
+its offset, and the transfer would wait minutes for the origin's resend. Instead intake
+pauses: the same messages are handled again with backoff (nothing acked meanwhile, so
+Kafka holds everything after them), and resume by themselves once the disk takes writes
+again; the transfer completes with no resend. An answer that cannot be recorded waits the
+same way. `/health` says 503 while paused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import structlog
+
+log = structlog.get_logger("replica_agent")
+
+T = TypeVar("T")
+
+#: Seconds between attempts while paused (the last repeats).
+BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+#: The errors that waiting can cure (or that no skip may hide).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE,
+                         errno.ENFILE})  # fmt: skip
+
+
+def is_disk_fault(error: BaseException | None) -> bool:
+    return isinstance(error, OSError) and error.errno in DISK_ERRNOS
+
+
+class Backpressure:
+    """Whether (and why, since when) the agent waits for its disk."""
+
+    def __init__(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.reason: str | None = None
+        self.since: float | None = None
+        self._sleep = sleep
+
+    async def wait(self, attempt: int, what: str, error: BaseException) -> None:
+        """Paused by `error` while doing `what`: log (once per pause), then wait."""
+        if self.reason is None:
+            self.since = time.time()
+            log.error("paused: the disk refuses writes; retrying until it takes them",
+                      what=what, error=f"{type(error).__name__}: {error}")  # fmt: skip
+        self.reason = f"{what}: {type(error).__name__}: {error}"[:500]
+        await self._sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+
+    def resumed(self) -> None:
+        if self.reason is not None:
+            paused = round(time.time() - (self.since or time.time()), 1)
+            log.warning("resumed: the disk takes writes again", paused_seconds=paused)
+        self.reason = self.since = None
+
+    async def retry(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
+        """`action` until it does not fail with a disk fault (others propagate)."""
+        attempt = 0
+        while True:
+            try:
+                result = await action()
+            except OSError as exc:
+                if not is_disk_fault(exc):
+                    raise
+                await self.wait(attempt, what, exc)
+                attempt += 1
+                continue
+            self.resumed()
+            return result

@@ -1,0 +1,118 @@
+"""A full disk is back-pressure, not loss: real Tansu, PostgreSQL and Spark, the agent a
+process whose staging directory is a small tmpfs filled to the brim.
+
+Before, each chunk that could not be written was skipped as poison and its offset
+committed: the transfer waited minutes for the origin's resend (or for ever, when the
+manifest was what failed), and `/health` said 200 throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from protocol.apply_model import ReplicaModel, apply_delta
+from protocol.messages import DeltaStatus
+from protocol.schema import LogicalSchema
+from protocol.workload import Workload, WorkloadSpec
+from tests.agent.conftest import AgentProcess, renamed
+from tests.agent.kafka_io import Origin, chunks_of
+from tests.agent.test_integration import outcome
+from tests.loader.staging_helpers import assert_matches_model, delta_date
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 24 MiB tmpfs (mounting needs root's CAP_SYS_ADMIN, as CI and this machine have)."""
+    mount = tmp_path / "staging-fs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """A file taking every free byte of `disk`."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as out:
+        refused = _write_until_refused(out)
+    assert refused.errno == errno.ENOSPC
+    return filler
+
+
+def _write_until_refused(out: BinaryIO) -> OSError:
+    while True:
+        try:
+            out.write(bytes(1 << 16))
+        except OSError as exc:
+            return exc
+
+
+def wait_until(condition: Callable[[], object], failure: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.2)
+
+
+def health(agent: AgentProcess) -> tuple[int, dict[str, object]]:
+    url = f"http://127.0.0.1:{agent.metrics_port}/health"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_freed(
+    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path, small_disk: Path
+) -> None:
+    schema = renamed(marketing)
+    agent = AgentProcess(broker, replica_dsn, tmp_path / "agent", [schema],
+                         extra_env={"PODD_STAGING_DIR": str(small_disk)}).start()  # fmt: skip
+    try:
+        rows = Workload(schema, WorkloadSpec(rows_per_delta=3000, seed=8)).next_delta()
+        chunks = chunks_of(schema, 0, rows, chunk_rows=200)
+        wait_until(lambda: health(agent)[0] == 200, "the agent never became healthy")
+        filler = fill(small_disk)
+
+        async def scenario() -> None:
+            async with Origin(agent.broker, agent.topics) as origin:
+                await origin.send_chunks(chunks)  # once: no resend at any point
+                await asyncio.to_thread(
+                    wait_until, lambda: health(agent)[1]["paused"], "the agent never paused"
+                )
+                code, body = await asyncio.to_thread(health, agent)
+                assert code == 503
+                assert "staging a chunk" in str(body["paused"])
+                await asyncio.sleep(3)  # paused: nothing skipped, nothing answered
+                assert chunks[0].key.request_id not in origin.results
+                assert (await asyncio.to_thread(health, agent))[0] == 503
+                filler.unlink()
+                result = await outcome(origin, chunks[0].key.request_id)
+                assert result.status is DeltaStatus.OK, result
+
+        asyncio.run(scenario())
+        assert health(agent)[0] == 200
+        model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+        assert_matches_model(replica_dsn, model)
+        log = agent.log_text()
+        assert "paused: the disk refuses writes" in log
+        assert "resumed: the disk takes writes again" in log
+        assert "message skipped after an unexpected error" not in log
+    finally:
+        assert agent.stop() == 0, agent.log_tail()
