@@ -136,6 +136,7 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         topic_index = TopicIndex(
             settings.datamart, index, staging, first, settings.to_delta,
             settings.max_changelog_records,
+            max_staged_bytes=int(settings.restore_max_staged_mib * 2**20),
         )  # fmt: skip
         _scan(settings, bootstrap, topic_index)
         plans, stop = index.restorable(

@@ -38,8 +38,13 @@ class TopicIndex:
     staging: RestoreStaging | None = None
     stage_from: int = 0
     stage_to: int | None = None
+    #: Changelog records held in all (not per message): what a topic may make us hold.
     max_changelog_records: int = 100_000
+    #: Data bodies staged in all, in bytes.
+    max_staged_bytes: int = 64 * 2**30
     changelog: dict[ChunkId, list[ChangelogRecord]] = field(default_factory=dict)
+    changelog_records: int = 0
+    staged_bytes: int = 0
     #: When the first message was read (time.perf_counter()).
     first_message_at: float | None = None
 
@@ -68,19 +73,29 @@ class TopicIndex:
             return None
         if self.stage_to is not None and key.delta_num > self.stage_to:
             return None
+        self.staged_bytes += len(value or b"")
+        if self.staged_bytes > self.max_staged_bytes:
+            raise RestoreError(
+                f"the data to restore takes more than {self.max_staged_bytes / 2**20:,.0f} MiB "
+                "of staging (PODD_RESTORE_MAX_STAGED_MIB): restore fewer deltas at a time "
+                "(--to-delta)"
+            )
         return self.staging.stage(key, value)
 
     def _read_changelog(self, key: BackupKey, place: Place, value: bytes | None) -> None:
         ident = chunk_id(key)
         try:
-            records = read_records_of(
-                value, "ChangelogRecord", CHANGELOG_LIMITS, self.max_changelog_records
-            )
+            left = self.max_changelog_records - self.changelog_records
+            records = read_records_of(value, "ChangelogRecord", CHANGELOG_LIMITS, max(left, 0))
             self.changelog[ident] = [ChangelogRecord.from_avro_record(r) for r in records]
+            self.changelog_records += len(records)
         except (MessageDecodeError, ValueError) as exc:
             increment = self.index.increments.get((key.increment_id, key.delta_num))
             if increment is not None:
-                increment.problems.append(f"{place}: the changelog body cannot be read: {exc}")
+                increment.problems.append(
+                    f"{place}: the changelog body cannot be read: {exc} (at most "
+                    f"{self.max_changelog_records} records are held for all runs together)"
+                )
 
     def changes(self, increment: Increment) -> list[SchemaChange]:
         """The increment's changelog, parsed; `RestoreError` naming the message of a change

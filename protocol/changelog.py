@@ -92,6 +92,11 @@ def parse_change(record: ChangelogRecord, datamart: str) -> SchemaChange:
     query, number = record.change_query, record.change_num
     if _CREATE_TABLE.match(query):
         schema = parse_schema(without_stray_parentheses(query).rstrip().rstrip(";"), datamart)
+        if len(schema.tables) != 1:
+            raise SchemaDefinitionError(
+                f"a change holds {len(schema.tables)} CREATE TABLE statements, not one",
+                statement=2, line=1, column=1,
+            )  # fmt: skip
         (table,) = schema.tables
         return SchemaChange(number, ChangeKind.CREATE_TABLE, table.name, query, table=table)
     for kind, pattern in _PATTERNS:

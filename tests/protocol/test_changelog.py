@@ -95,3 +95,10 @@ def test_a_key_with_a_missing_field_is_a_decode_error() -> None:
     record.update(incrementId="x", datamart="m", tableName=None)
     with pytest.raises(MessageDecodeError):
         decode_message(BackupKey, write_ocf(fastavro.parse_schema(schema), [record]))
+
+
+def test_a_change_with_two_create_table_statements_is_a_schema_error_not_a_crash() -> None:
+    """It raised a bare ValueError (unpacking two tables into one), a traceback in restore."""
+    two = f"{SALES};\nCREATE TABLE marketing.other (id BIGINT, PRIMARY KEY (id))"
+    with pytest.raises(SchemaDefinitionError, match="2 CREATE TABLE statements"):
+        parse_change(change(0, two), "marketing")

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
+
+from origin.backup import BackupLayout, incremental
+from origin.sources import WorkloadSource
+from podd_restore.errors import RestoreError
 from podd_restore.plan import BackupChunk, BackupIndex, Place
+from podd_restore.restore_staging import RestoreStaging
+from podd_restore.topic_index import TopicIndex
 from protocol.backup import BackupKey, BackupMessageType
+from protocol.backup_writer import BackupMessage
+from protocol.schema import LogicalSchema
+from protocol.workload import WorkloadSpec
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 _offsets = iter(range(10**6))
@@ -91,3 +102,41 @@ def test_what_a_hostile_key_claims_drives_no_loop() -> None:
     for n in range(200):
         index.add(chunk(0, 1, 1, True, datamart=f"other-{n}", total=1))
     assert len(index.other_datamarts) == 101  # 100 by name, the rest together
+
+
+def _indexed(topic_index: TopicIndex, messages: list[BackupMessage]) -> None:
+    for offset, message in enumerate(messages):
+        topic_index.on_message(Place("t", message.partition, offset), message.key, message.value)
+
+
+def test_changelog_records_are_capped_for_all_runs_together(marketing: LogicalSchema) -> None:
+    """Each changelog message was capped, the topic's sum was not: a topic of many runs
+    could make a restore hold every schema change it ever saw."""
+    source = WorkloadSource(marketing, WorkloadSpec(rows_per_delta=5, seed=1))
+    layout = BackupLayout(threads=1, partitions=1, chunk_rows=50)
+    runs = [list(incremental(source, [0], layout, f"run-{n}")) for n in range(3)]
+    topic_index = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart),
+                             max_changelog_records=2 * len(marketing.tables))  # fmt: skip
+    for run in runs:
+        _indexed(topic_index, run)
+    assert topic_index.changelog_records == 2 * len(marketing.tables)
+    problems = [p for i in topic_index.index.increments.values() for p in i.problems]
+    assert len(problems) == 1
+    assert "for all runs together" in problems[0]
+
+
+def test_staged_data_is_capped_with_a_message_naming_the_setting(
+    marketing: LogicalSchema, tmp_path: Path
+) -> None:
+    source = WorkloadSource(marketing, WorkloadSpec(rows_per_delta=200, seed=2))
+    messages = list(incremental(source, range(3), BackupLayout(1, 1, 50), "run"))
+    sizes = sum(len(m.value) for m in messages if m.table_name is not None)
+    staging = RestoreStaging(tmp_path, marketing.datamart)
+    capped = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart), staging,
+                        max_staged_bytes=sizes // 2)  # fmt: skip
+    with pytest.raises(RestoreError, match="PODD_RESTORE_MAX_STAGED_MIB"):
+        _indexed(capped, messages)
+    whole = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart), staging,
+                       max_staged_bytes=sizes)  # fmt: skip
+    _indexed(whole, messages)
+    assert whole.staged_bytes == sizes
