@@ -323,7 +323,10 @@ class DeltaLoader:
             try:
                 stored = self._registry_after(backend, manifest.datamart, manifest.delta_num)
                 if stored is not None:
-                    return LoadResult.from_registry(stored, already_applied=False)
+                    # Ours only if it carries our requestId: another writer's row for this
+                    # delta means our COMMIT did not land (the delta is applied all the same).
+                    ours = stored.request_id == manifest.request_id
+                    return LoadResult.from_registry(stored, already_applied=not ours)
                 raise TransientLoadError(f"COMMIT failed and did not happen: {exc}") from exc
             except psycopg.OperationalError as again:
                 if time.monotonic() + delay > deadline:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from spark_loader import loader as loader_module
 from spark_loader import slice_jobs
 from spark_loader.errors import LoadFailedError
 from spark_loader.settings import LoaderSettings
-from spark_loader.store import ReplicaStore
+from spark_loader.store import ReplicaStore, encode_counts
 from spark_loader.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
@@ -198,6 +198,35 @@ def test_a_connection_lost_after_the_commit_landed_is_ok_not_load_failed(
     assert_matches_model(replica_dsn, model)
     registry = ReplicaStore(replica_dsn).registry(schema.datamart)
     assert [e.delta_num for e in registry] == [0, 1]
+
+
+def test_a_registry_row_of_another_request_after_a_lost_commit_is_not_taken_as_ours(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """The COMMIT did not land, but by the time the registry is read another writer has
+    applied the delta: its row is that writer's load, reported as already applied, never
+    as this load's own."""
+    _, (first, second) = _two_deltas(schema, staging_root)
+    new_loader(schema).load(first)
+    manifest = second.manifest
+
+    def lose_the_commit_while_another_writer_applies(conn: psycopg.Connection) -> None:
+        conn.rollback()
+        with psycopg.connect(replica_dsn, autocommit=True) as other:
+            other.execute(
+                "INSERT INTO podd_replica.delta_registry "
+                "(datamart, delta_num, delta_date, request_id, table_counts) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                (manifest.datamart, manifest.delta_num,
+                 manifest.delta_date.astimezone(UTC).replace(tzinfo=None), "another-writer",
+                 encode_counts([])),
+            )  # fmt: skip
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    loader = new_loader(schema, attempts=1, commit=lose_the_commit_while_another_writer_applies)
+    result = loader.load(second)
+    assert result.request_id == "another-writer"
+    assert result.already_applied
 
 
 def test_a_connection_lost_before_the_commit_is_retried_and_applies_once(
