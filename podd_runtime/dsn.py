@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import psycopg
@@ -17,16 +18,23 @@ def with_session_bounds(
     lock_timeout_ms: int,
     keepalives_idle: int,
 ) -> str:
-    """The DSN with connect timeout, TCP keepalives and statement/lock timeouts added, so
-    every connection made from it (driver and executors alike) is bounded in time. Options
-    the DSN already sets are kept; the bounds come after them."""
+    """The DSN with connect timeout, TCP keepalives (both ends: the server probes a silent
+    client too, so a dead host's sessions and locks end in about a minute, not the kernel's
+    two hours) and statement/lock timeouts added, so every connection made from it (driver
+    and executors alike) is bounded in time, and named after this process (unless the DSN
+    names it) so its sessions can be told apart in `pg_stat_activity`. Options the DSN
+    already sets are kept; the bounds come after them."""
     parts = conninfo_to_dict(dsn)
+    interval = max(1, keepalives_idle // 3)
     options = " ".join(
         o
         for o in (
             str(parts.get("options") or ""),
             f"-c statement_timeout={statement_timeout_ms}",
             f"-c lock_timeout={lock_timeout_ms}",
+            f"-c tcp_keepalives_idle={keepalives_idle}",
+            f"-c tcp_keepalives_interval={interval}",
+            "-c tcp_keepalives_count=3",
         )
         if o
     )
@@ -35,10 +43,16 @@ def with_session_bounds(
         connect_timeout=str(connect_timeout),
         keepalives="1",
         keepalives_idle=str(keepalives_idle),
-        keepalives_interval=str(max(1, keepalives_idle // 3)),
+        keepalives_interval=str(interval),
         keepalives_count="3",
         options=options,
+        fallback_application_name=process_name("podd"),
     )
+
+
+def process_name(role: str) -> str:
+    """`<role> on <host> pid <pid>`: who a database session (or a lock file) belongs to."""
+    return f"{role} on {socket.gethostname()} pid {os.getpid()}"[:63]
 
 
 def split_password(dsn: str) -> tuple[str, str | None]:

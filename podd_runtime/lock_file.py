@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 import time
 from pathlib import Path
 from types import TracebackType
 
+from podd_runtime.dsn import process_name
 from podd_runtime.errors import DirectoryInUseError
 
 
 def holder_text(role: str) -> str:
     """Who this process is, as a holder's file and a database session name it."""
-    return f"{role} on {socket.gethostname()} pid {os.getpid()}"
+    return process_name(role)
 
 
 class LockFile:

@@ -20,7 +20,12 @@ this one has another key, so a holder's own loads never wait on it.
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import socket
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
@@ -80,6 +85,7 @@ class DatamartOwnership:
             keepalives_interval=10, keepalives_count=3,
         )  # fmt: skip
         try:
+            _end_stale_sessions(conn)
             for datamart in self.datamarts:
                 key = owner_key(datamart)
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
@@ -134,6 +140,52 @@ class DatamartOwnership:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+_STALE_SQL = """
+SELECT pid, application_name, backend_start < %s FROM pg_stat_activity
+WHERE application_name LIKE %s AND pid <> pg_backend_pid()
+"""
+_NAMED = re.compile(r".* on (?P<host>\S+) pid (?P<pid>\d+)$")
+
+
+def _end_stale_sessions(conn: psycopg.Connection) -> None:
+    """Sessions an earlier run of a process on this host left (its process is gone, or it
+    had this process's pid, in a container, and began before this process): a restarted
+    agent would wait on their locks and open transactions. They are ended."""
+    host = socket.gethostname()
+    started = datetime.fromtimestamp(_process_start(), UTC)
+    rows = conn.execute(_STALE_SQL, (started, f"% on {host} pid %")).fetchall()
+    for pid, name, before_us in rows:
+        found = _NAMED.match(name or "")
+        if found is None or found["host"] != host:
+            continue
+        owner = int(found["pid"])
+        if (owner == os.getpid() and before_us) or (owner != os.getpid() and not _alive(owner)):
+            try:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                log.warning("ended a session an earlier run left", session=name, server_pid=pid)
+            except psycopg.Error as exc:  # not ours to end (another role): leave it
+                log.warning("a stale session could not be ended", session=name,
+                            error=type(exc).__name__)  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _process_start() -> float:
+    """When this process started (epoch seconds)."""
+    try:
+        return Path(f"/proc/{os.getpid()}").stat().st_ctime
+    except OSError:
+        return time.time()
 
 
 def _holder(conn: psycopg.Connection, key: int) -> str:

@@ -257,6 +257,10 @@ def test_the_session_bounds_reach_every_connection(replica_dsn: str) -> None:
     with psycopg.connect(bounded) as conn:
         assert conn.execute("SHOW statement_timeout").fetchone() == ("1500ms",)
         assert conn.execute("SHOW lock_timeout").fetchone() == ("250ms",)
+        # The server probes a silent client too: a dead host's locks end in about a minute.
+        assert conn.execute("SHOW tcp_keepalives_idle").fetchone() == ("30",)
+        (name,) = conn.execute("SHOW application_name").fetchone() or ("",)
+        assert name.startswith("podd on ")
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute("SELECT pg_sleep(5)")
 

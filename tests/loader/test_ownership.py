@@ -3,6 +3,7 @@ hold survives a lost session, and a hold taken over meanwhile is reported lost."
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import uuid
@@ -13,7 +14,7 @@ import pytest
 
 from podd_runtime.errors import DirectoryInUseError
 from spark_loader.errors import DatamartInUseError, OwnershipLostError
-from spark_loader.ownership import DatamartOwnership
+from spark_loader.ownership import DatamartOwnership, owner_key
 
 
 def name() -> str:
@@ -101,3 +102,24 @@ def test_a_lost_session_is_taken_again_and_a_hold_taken_over_is_reported_lost(
             held.check()
     finally:
         held.release()
+
+
+def test_sessions_a_dead_process_of_this_host_left_are_ended_at_start(replica_dsn: str) -> None:
+    """A host that died keeps its sessions (and their locks) on the server until keepalives
+    give up; a process restarted on that host ends them instead of waiting on them. Here the
+    leftover session is one named after a process of this host that no longer runs."""
+    datamart = name()
+    gone = 2**22 + 12345  # above Linux's default pid_max: no process has it
+    leftover = psycopg.connect(
+        replica_dsn, autocommit=True,
+        application_name=f"replica-agent on {socket.gethostname()} pid {gone}",
+    )  # fmt: skip
+    try:
+        leftover.execute("SELECT pg_advisory_lock(%s)", (owner_key(datamart),))
+        with (
+            DatamartOwnership(replica_dsn, [datamart], None, "restarted"),
+            pytest.raises(psycopg.OperationalError),
+        ):
+            leftover.execute("SELECT 1")  # ended by the server
+    finally:
+        leftover.close()
