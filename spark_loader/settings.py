@@ -56,6 +56,9 @@ class LoaderSettings(BaseSettings):
     #: At start-up a tiny Spark job checks that executors read the staging directory and
     #: reach the replica; how long it may wait for executors (seconds).
     executor_probe_timeout_seconds: float = Field(default=120, gt=0)
+    #: A staging job running longer is cancelled (a hung task, a lock it waits on): the
+    #: load is tried again, then answered LOAD_FAILED, instead of stalling for ever.
+    spark_job_timeout_seconds: float = Field(default=3600, gt=0)
 
     @property
     def staging_path(self) -> Path:

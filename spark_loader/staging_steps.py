@@ -16,6 +16,8 @@ its apply transaction (`run_ahead`) and applies each table as soon as its step i
 
 from __future__ import annotations
 
+import threading
+import uuid
 import zlib
 from collections.abc import Callable
 from functools import partial
@@ -84,17 +86,25 @@ def staging_steps(
         width = parallelism if group == 0 else max(1, parallelism - 1)
         tasks = plan_tasks([e for t in members for e in chunks[t.name]], width, slice_bytes)
         positions = [datamart.position(t.name) for t in members]
+        deadline = JobDeadline(spark, settings.spark_job_timeout_seconds)
         try:
-            counts.update(
-                stage_slices(
-                    spark, datamart.schema.tables, tasks, executor_dsn(),
-                    {p: targets[p] for p in positions}, limits,
-                    settings.fault_fail_first_task_attempt, body_format,
-                )
-            )  # fmt: skip
-        except (PythonException, Py4JJavaError) as exc:  # a job failed in the executors
-            raise _spark_job_failed(exc) from None
-        except PySparkException as exc:  # refused on the driver: set-up, not load, trouble
+            with deadline:
+                counts.update(
+                    stage_slices(
+                        spark, datamart.schema.tables, tasks, executor_dsn(),
+                        {p: targets[p] for p in positions}, limits,
+                        settings.fault_fail_first_task_attempt, body_format,
+                    )
+                )  # fmt: skip
+        except (PythonException, Py4JJavaError, PySparkException) as exc:
+            if deadline.expired:
+                raise TransientLoadError(
+                    f"a staging job ran past {settings.spark_job_timeout_seconds:g} s "
+                    "(PODD_SPARK_JOB_TIMEOUT_SECONDS) and was cancelled"
+                ) from None
+            if isinstance(exc, PythonException | Py4JJavaError):  # failed in the executors
+                raise _spark_job_failed(exc) from None
+            # refused on the driver: set-up, not load, trouble
             raise LoadFailedError(f"Spark refused the load: {exc}") from None
 
     def step(index: int) -> tuple[int, int]:
@@ -120,6 +130,30 @@ def table_groups(sizes: list[int], jobs: int) -> list[int]:
 def _given(counts: tuple[int, int]) -> tuple[int, int]:
     """A step whose staging is already done."""
     return counts
+
+
+class JobDeadline:
+    """The Spark jobs started in this thread inside `with` are cancelled (their tasks
+    interrupted) once `seconds` have passed; `expired` says whether that happened."""
+
+    def __init__(self, spark: SparkSession, seconds: float) -> None:
+        self.context = spark.sparkContext
+        self.group = f"podd-staging-{uuid.uuid4().hex}"
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._cancel)
+        self._timer.daemon = True
+
+    def _cancel(self) -> None:
+        self.expired = True
+        self.context.cancelJobGroup(self.group)
+
+    def __enter__(self) -> JobDeadline:
+        self.context.setJobGroup(self.group, "podd: staging", interruptOnCancel=True)
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
 
 
 def _spark_job_failed(exc: Exception) -> TransientLoadError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, timedelta
@@ -390,3 +391,29 @@ def test_a_staging_table_emptied_under_the_load_is_staged_again_not_applied_empt
     assert not result.already_applied
     assert_matches_model(replica_dsn, model)
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
+
+
+def test_a_hung_staging_job_is_cancelled_at_its_deadline_and_nothing_is_applied(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    spark_where: str,
+) -> None:  # fmt: skip
+    """A staging task that never ends (here: waiting on a lock another session holds) used
+    to stall the load, and the agent, for ever while `/health` said 200."""
+    if spark_where == "driver":
+        pytest.skip("the driver runs no Spark job: its statement and lock timeouts bound it")
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=6)).next_delta()
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=70)
+    loader = new_loader(schema, attempts=1)
+    loader.settings = loader.settings.model_copy(update={"spark_job_timeout_seconds": 3})
+    staging = loader._datamarts[schema.datamart].staging(schema.tables[0].name)
+    with psycopg.connect(replica_dsn) as blocker:
+        blocker.execute(f"LOCK TABLE {staging} IN SHARE MODE")  # reads pass, writes wait
+        started = time.monotonic()
+        with pytest.raises(LoadFailedError, match="ran past 3 s"):
+            loader.load(transfer)
+        assert time.monotonic() - started < 120
+        blocker.rollback()
+    assert ReplicaStore(replica_dsn).registry(schema.datamart) == []
+    new_loader(schema).load(transfer)
+    assert_matches_model(replica_dsn, model)
