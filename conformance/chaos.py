@@ -5,7 +5,10 @@ The reference origin drives N deltas (default 100) into a real agent process whi
   delta is done (mid-transfer, mid-load or after a commit of the next: wherever the clock
   falls), and restarted on the same data directory;
 * PostgreSQL is crash-restarted (`pg_ctl stop -m immediate`, then start) at least twice;
-* malformed messages of every kind the fuzz test knows arrive on `delta.in` and `delta.rq`.
+* malformed messages of every kind the fuzz test knows arrive on `delta.in` and `delta.rq`;
+* a second agent for the same datamart is started (it must stop at start), the staging disk
+  is filled and freed (the agent must pause, then go on), and the replica's database is
+  rewound by two deltas (`conformance.chaos_faults`).
 The agent is supervised as a service manager would: whenever its process ends, it starts
 again. At the end: the replica equals the reference model, also as of every delta; the
 registry has one row per delta; and no transfer that applied a delta was ever answered ERROR
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import psutil
 
+from conformance.chaos_faults import DiskFiller, ExtraFaults
 from conformance.hostile import HostileMessages
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
@@ -65,10 +69,24 @@ class ChaosRun:
     differences: list[str] = field(default_factory=list)
     registry_rows: int = 0
     lies: list[str] = field(default_factory=list)
+    #: Per fault: the longest time from its injection to the next delta answered OK.
+    recovery: dict[str, float] = field(default_factory=dict)
+    lost: int = 0  # deltas missing from the registry at the end
+    doubled: int = 0  # registry rows beyond one per delta
+    #: Faults that could not be injected here, and why.
+    skipped: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a fault's target did
+    failures: list[str] = field(default_factory=list)  # a fault handled wrongly
 
     @property
     def passed(self) -> bool:
-        return not self.differences and not self.lies and self.registry_rows == self.deltas
+        return (
+            not self.differences and not self.lies and self.registry_rows == self.deltas
+            and not self.failures
+        )  # fmt: skip
+
+    def recovered(self, fault: str, seconds: float) -> None:
+        self.recovery[fault] = max(self.recovery.get(fault, 0.0), seconds)
 
 
 class Supervisor:
@@ -116,6 +134,7 @@ async def _chaos(
     done: list[DeltaOutcome],
     finished: asyncio.Event,
     run: ChaosRun,
+    filler: DiskFiller | None,
 ) -> None:
     """Faults at random moments until the origin is done."""
     rng = random.Random(args.seed)
@@ -125,19 +144,28 @@ async def _chaos(
     candidates = range(1, max(2, args.deltas - 3))
     kills_at = sorted(rng.choices(candidates, k=args.kills))
     kill_due: float | None = None
+    assert pg is not None
+    extra = ExtraFaults(
+        args.deltas, supervisor.spec, supervisor.data_dir, lambda: pg.dsn, filler, done, run,
+        args.fill_seconds,
+    )  # fmt: skip
     while not finished.is_set():
         await asyncio.sleep(0.25)
         await asyncio.to_thread(supervisor.watch)
+        await extra.step()
         if pg is not None and restarts_at and len(done) >= restarts_at[0]:
             restarts_at.pop(0)
             await asyncio.to_thread(pg.crash_restart, rng.uniform(0.5, 3))
             run.faults["PostgreSQL crash restart"] += 1
+            extra.injected("PostgreSQL crash restart")
         if kill_due is None and kills_at and len(done) >= kills_at[0]:
             kills_at.pop(0)
             kill_due = time.monotonic() + rng.uniform(0, args.kill_within)
         if kill_due is not None and time.monotonic() >= kill_due:
             kill_due = None
             await asyncio.to_thread(supervisor.kill)
+            extra.injected("agent kill -9")
+    await extra.finish()
 
 
 async def _malformed(
@@ -166,11 +194,12 @@ async def _drive(
     supervisor: Supervisor,
     pg: EmbeddedPostgres | None,
     run: ChaosRun,
+    filler: DiskFiller | None,
 ) -> OriginClient:
     done: list[DeltaOutcome] = []
     finished = asyncio.Event()
     async with OriginClient(settings, [bootstrap]) as client:
-        chaos = asyncio.create_task(_chaos(args, supervisor, pg, done, finished, run))
+        chaos = asyncio.create_task(_chaos(args, supervisor, pg, done, finished, run, filler))
         noise = asyncio.create_task(
             _malformed(client, HostileMessages(source.schema, args.seed), run, finished)
         )
@@ -199,7 +228,10 @@ def _check(run: ChaosRun, dsn: str, source: WorkloadSource, client: OriginClient
         (e.delta_num, e.request_id) for e in ReplicaStore(dsn).registry(source.schema.datamart)
     ]
     run.registry_rows = len(registry)
-    if [n for n, _ in registry] != list(range(run.deltas)):
+    numbers = [n for n, _ in registry]
+    run.lost = len(set(range(run.deltas)) - set(numbers))
+    run.doubled = len(numbers) - len(set(numbers))
+    if numbers != list(range(run.deltas)):
         run.lies.append(f"the registry holds deltas {[n for n, _ in registry]}")
     for delta_num, request_id in registry:
         for answer in client.results.get(request_id, []):
@@ -230,15 +262,21 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
             topic_delta_rq=f"rq-{tag}", topic_delta_rs=f"rs-{tag}",
         )  # fmt: skip
         asyncio.run(ensure_topics(settings, [bootstrap]))
+        environment = dict(settings.topic_environment())
+        filler = DiskFiller(root / "staging-fs", 512) if args.disk_fills else None
+        if filler is not None:
+            stack.callback(filler.unmount)
+            if filler.available:
+                environment["PODD_STAGING_DIR"] = str(filler.mount)
         agent = AgentSpec(
             [schema], bootstrap, pg.dsn, root / "agent", f"chaos-{tag}", "local[2]",
-            settings.topic_environment(),
+            environment,
         )  # fmt: skip
         supervisor = Supervisor(agent, root, run)
         supervisor.start()
         stack.callback(supervisor.stop)
         started = time.perf_counter()
-        client = asyncio.run(_drive(args, settings, bootstrap, source, supervisor, pg, run))
+        client = asyncio.run(_drive(args, settings, bootstrap, source, supervisor, pg, run, filler))
         run.seconds = time.perf_counter() - started
         _check(run, pg.dsn, source, client)
     return run
@@ -267,7 +305,22 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
            if run.lies else "no transfer that applied a delta was ever answered ERROR")
         + ".",
         "",
-        *table("fault injected", run.faults),
+        "| fault injected | times | deltas lost | deltas doubled | wrong answers "
+        "| longest time to recover |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {name} | {count} | {run.lost} | {run.doubled} | {len(run.lies)} | "
+            + (f"{run.recovery[name]:.1f} s |" if name in run.recovery else "- |")
+            for name, count in run.faults.most_common()
+        ),
+        "",
+        "(Lost, doubled and wrong answers are counted for the whole run, every fault "
+        "together; time to recover runs from the injection to the next delta answered OK.)",
+        "",
+        *(f"* {note}" for note in run.notes),
+        *(f"* NOT injected: {name}: {why}" for name, why in run.skipped.items()),
+        *(f"* FAILED: {failure}" for failure in run.failures),
+        "",
         *table("agent exit it chose (a supervisor restarted it)", run.agent_exits),
         *table("malformed message sent", run.malformed),
         *table("answer on delta.in.rs (status or errorCode)", run.answers),
@@ -291,6 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="each kill falls this many seconds at most after its delta is done",
     )  # fmt: skip
     parser.add_argument("--pg-restarts", type=int, default=2)
+    parser.add_argument(
+        "--disk-fills", type=int, choices=(0, 1), default=1,
+        help="fill the agent's staging disk (a tmpfs; needs root) once, mid-run",
+    )  # fmt: skip
+    parser.add_argument("--fill-seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--report", type=Path, help="write the figures here (RELIABILITY.md)")

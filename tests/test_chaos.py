@@ -1,6 +1,7 @@
-"""The chaos command, 20 deltas (CI's version): kill -9s, PostgreSQL crash restarts and
-malformed messages, then the replica equals the model and no applied delta was answered
-ERROR. `python -m conformance.chaos` (100 deltas) writes RELIABILITY.md."""
+"""The chaos command, 20 deltas (CI's version): kill -9s, PostgreSQL crash restarts,
+malformed messages, a second agent, the staging disk filled and freed, the database rewound,
+then the replica equals the model and no applied delta was answered ERROR.
+`python -m conformance.chaos` (100 deltas) writes RELIABILITY.md."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     assert "**PASS**: 20 deltas" in text
     assert "the registry has 20 rows for 20 deltas" in text
     assert "no transfer that applied a delta was ever answered ERROR" in text
-    assert re.search(r"\| agent kill -9 \| 3 \|", text)
-    assert re.search(r"\| PostgreSQL crash restart \| 2 \|", text)
+    assert re.search(r"\| agent kill -9 \| 3 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text)
+    assert re.search(r"\| PostgreSQL crash restart \| 2 \| 0 \| 0 \| 0 \|", text)
+    assert re.search(r"\| second agent \| 1 \| 0 \| 0 \| 0 \|", text)
+    assert "the second agent stopped at start" in text
+    assert re.search(r"\| database rewound 2 deltas \| 1 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text)
+    assert re.search(r"\| staging disk filled \| 1 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text) or (
+        "NOT injected: staging disk filled: cannot mount a tmpfs" in text
+    )
     assert re.search(r"\| compression bomb \| [1-9]", text)

@@ -8,18 +8,16 @@ manifest was what failed), and `/health` said 200 throughout."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import pytest
 
+from conformance.chaos_faults import DiskFiller
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.messages import DeltaStatus
 from protocol.schema import LogicalSchema
@@ -31,35 +29,15 @@ from tests.loader.staging_helpers import assert_matches_model, delta_date
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(tmp_path: Path) -> Iterator[DiskFiller]:
     """A 24 MiB tmpfs (mounting needs root's CAP_SYS_ADMIN, as CI and this machine have)."""
-    mount = tmp_path / "staging-fs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    disk = DiskFiller(tmp_path / "staging-fs", 24)
+    if not disk.available:
+        pytest.skip(f"cannot mount a tmpfs here: {disk.why_not}")
     try:
-        yield mount
+        yield disk
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """A file taking every free byte of `disk`."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as out:
-        refused = _write_until_refused(out)
-    assert refused.errno == errno.ENOSPC
-    return filler
-
-
-def _write_until_refused(out: BinaryIO) -> OSError:
-    while True:
-        try:
-            out.write(bytes(1 << 16))
-        except OSError as exc:
-            return exc
+        disk.unmount()
 
 
 def wait_until(condition: Callable[[], object], failure: str, timeout: float = 120) -> None:
@@ -79,16 +57,17 @@ def health(agent: AgentProcess) -> tuple[int, dict[str, object]]:
 
 
 def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_freed(
-    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path, small_disk: Path
-) -> None:
+    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path,
+    small_disk: DiskFiller,
+) -> None:  # fmt: skip
     schema = renamed(marketing)
     agent = AgentProcess(broker, replica_dsn, tmp_path / "agent", [schema],
-                         extra_env={"PODD_STAGING_DIR": str(small_disk)}).start()  # fmt: skip
+                         extra_env={"PODD_STAGING_DIR": str(small_disk.mount)}).start()  # fmt: skip
     try:
         rows = Workload(schema, WorkloadSpec(rows_per_delta=3000, seed=8)).next_delta()
         chunks = chunks_of(schema, 0, rows, chunk_rows=200)
         wait_until(lambda: health(agent)[0] == 200, "the agent never became healthy")
-        filler = fill(small_disk)
+        small_disk.fill()
 
         async def scenario() -> None:
             async with Origin(agent.broker, agent.topics) as origin:
@@ -102,7 +81,7 @@ def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_
                 await asyncio.sleep(3)  # paused: nothing skipped, nothing answered
                 assert chunks[0].key.request_id not in origin.results
                 assert (await asyncio.to_thread(health, agent))[0] == 503
-                filler.unlink()
+                small_disk.free()
                 result = await outcome(origin, chunks[0].key.request_id)
                 assert result.status is DeltaStatus.OK, result
 

@@ -10,43 +10,17 @@ from __future__ import annotations
 
 import asyncio
 
-import psycopg
-
+from conformance.chaos_faults import rewind_replica
 from origin.driver import DriverOptions, OriginDriver
 from origin.sources import WorkloadSource, replica_model
-from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
 from spark_loader.store import ReplicaStore
-from spark_loader.store_sql import physical, q
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin
 from tests.agent.test_hostile import metric
 from tests.loader.staging_helpers import assert_matches_model
 
 agent = agent_fixture(1, incomplete_timeout=600)
-
-
-def rewind(dsn: str, schema: LogicalSchema, to_delta: int, last: int) -> None:
-    """The replica as it was after `to_delta`: each later delta undone, newest first (its
-    versions leave t_actual, the versions it closed come back from t_history), and its
-    registry row deleted, in one transaction: what a restore of an earlier backup gives."""
-    with psycopg.connect(dsn) as conn:
-        for n in range(last, to_delta, -1):
-            for table in schema:
-                actual = physical(schema.datamart, table.name, "actual")
-                history = physical(schema.datamart, table.name, "history")
-                columns = ", ".join(q(c.name) for c in table.columns)
-                conn.execute(f"DELETE FROM {actual} WHERE sys_from = %s", (n,))
-                conn.execute(
-                    f"INSERT INTO {actual} ({columns}, sys_from, sys_to, sys_op) "
-                    f"SELECT {columns}, sys_from, NULL, 0 FROM {history} WHERE sys_to = %s",
-                    (n - 1,),
-                )
-                conn.execute(f"DELETE FROM {history} WHERE sys_to = %s", (n - 1,))
-            conn.execute(
-                "DELETE FROM podd_replica.delta_registry WHERE datamart = %s AND delta_num = %s",
-                (schema.datamart, n),
-            )
 
 
 def drive(agent: AgentProcess, source: WorkloadSource, count: int) -> list[int]:
@@ -67,7 +41,7 @@ def test_a_registry_gone_back_in_time_is_believed_and_the_origin_resends(
     assert drive(agent, source, 4) == [0, 1, 2, 3]
     assert_matches_model(replica_dsn, replica_model(source, 3))
 
-    rewind(replica_dsn, schema, to_delta=1, last=3)
+    assert rewind_replica(replica_dsn, schema, to_delta=1) == [3, 2]
     assert_matches_model(replica_dsn, replica_model(source, 1))  # the rewind is exact
 
     assert drive(agent, source, 4) == [2, 3, 4, 5]
