@@ -149,38 +149,41 @@ class SchemaHistory:
 
     def replay(self, changes: Iterable[SchemaChange]) -> SchemaHistory:
         """This history with the changes later than `last_change`, in `changeNum` order
-        (earlier or repeated change numbers are already part of it)."""
-        state = self
-        for change in sorted(changes, key=lambda c: c.change_num):
-            if change.change_num <= state.last_change:
-                continue
-            state = state._apply(change)
-        return state
-
-    def _apply(self, change: SchemaChange) -> SchemaHistory:
-        tables, views = list(self.tables), list(self.views)
+        (earlier or repeated change numbers are already part of it). Linear in the changes:
+        the state is built once, not copied per change (100,000 changes took minutes)."""
+        tables = {t.name: t for t in self.tables}
+        views = {v.name: v for v in self.views}
         dropped, unsupported = list(self.dropped), list(self.unsupported)
-        kind = change.kind
-        if kind is ChangeKind.CREATE_TABLE and change.table is not None:
-            tables = [t for t in tables if t.name != change.name] + [change.table]
-        elif kind is ChangeKind.DROP_TABLE:
-            gone = self.table(change.name)
-            if gone is not None:
-                dropped.append(Dropped(gone, change.change_num))
-            tables = [t for t in tables if t.name != change.name]
-        elif kind is ChangeKind.CREATE_VIEW:
-            view = View(change.name, change.query, change.materialized, change.change_num)
-            views = [v for v in views if v.name != change.name] + [view]
-        elif kind is ChangeKind.DROP_VIEW:
-            views = [v for v in views if v.name != change.name]
-        elif kind is ChangeKind.UNSUPPORTED:
-            unsupported.append(change)
+        applied: list[SchemaChange] = []
+        last = self.last_change
+        for change in sorted(changes, key=lambda c: c.change_num):
+            if change.change_num <= last:
+                continue
+            last = change.change_num
+            applied.append(change)
+            kind, name = change.kind, change.name
+            if kind is ChangeKind.CREATE_TABLE and change.table is not None:
+                tables.pop(name, None)  # a table created again goes last, as it was declared
+                tables[name] = change.table
+            elif kind is ChangeKind.DROP_TABLE:
+                gone = tables.pop(name, None)
+                if gone is not None:
+                    dropped.append(Dropped(gone, change.change_num))
+            elif kind is ChangeKind.CREATE_VIEW:
+                views.pop(name, None)
+                views[name] = View(name, change.query, change.materialized, change.change_num)
+            elif kind is ChangeKind.DROP_VIEW:
+                views.pop(name, None)
+            elif kind is ChangeKind.UNSUPPORTED:
+                unsupported.append(change)
+        if not applied:
+            return self
         return replace(
             self,
-            tables=tuple(tables),
-            views=tuple(views),
+            tables=tuple(tables.values()),
+            views=tuple(views.values()),
             dropped=tuple(dropped),
             unsupported=tuple(unsupported),
-            last_change=change.change_num,
-            changes=(*self.changes, change),
+            last_change=last,
+            changes=(*self.changes, *applied),
         )
