@@ -41,6 +41,8 @@ class BackupChunk:
     place: Place
     size: int
     path: str | None = None
+    #: What the staged body decompresses to (None: not staged, or not readable).
+    decoded: int | None = None
 
 
 #: The most writer streams an increment may declare (Prostore's `--threadsCount`); more is

@@ -73,9 +73,14 @@ class RestoreStaging:
             for position, chunk in enumerate(chunks, 1):
                 assert chunk.path is not None, "a data chunk of an applied delta was not staged"
                 os.link(chunk.path, directory / ChunkFile(number, position).name)
+            sizes = [c.decoded for c in chunks]
+            decoded = None if None in sizes else sum(s or 0 for s in sizes)
             streams.append(
-                StreamManifest(stream_number=number, table_name=name, chunk_count=len(chunks))
-            )
+                StreamManifest(
+                    stream_number=number, table_name=name, chunk_count=len(chunks),
+                    decoded_bytes=decoded,
+                )
+            )  # fmt: skip
         manifest = TransferManifest(
             datamart=schema.datamart,
             delta_num=increment.delta_num,

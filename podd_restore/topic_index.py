@@ -19,11 +19,20 @@ from protocol.backup import BackupKey, BackupMessageType, ChangelogRecord
 from protocol.changelog import SchemaChange, parse_change
 from protocol.codec import decode_message, read_records_of
 from protocol.errors import MessageDecodeError, SchemaDefinitionError
-from protocol.ocf import OcfLimits
+from protocol.ocf import ContainerError, OcfLimits, decoded_size
 
 ChunkId = tuple[str, int, int, int]  # incrementId, deltaNum, streamNumber, chunkNumber
 #: A changelog body decompresses to at most this many bytes.
 CHANGELOG_LIMITS = OcfLimits.small(16 * 2**20)
+
+
+def _decoded(body: bytes | None) -> int | None:
+    """What a staged body decompresses to, so the loader plans its slices on the rows' real
+    size, not the compressed one (None: unreadable; the load reports it)."""
+    try:
+        return decoded_size(body, OcfLimits()) if body else 0
+    except ContainerError:
+        return None
 
 
 def chunk_id(key: BackupKey) -> ChunkId:
@@ -57,11 +66,13 @@ class TopicIndex:
             self.index.refuse_key(place, str(exc))
             return
         first_copy = key.datamart == self.datamart and not self.index.knows(key)
-        path = None
+        path = decoded = None
         if first_copy and key.message_type is BackupMessageType.TABLE_DATA:
             path = self._stage(key, value)
+            if path is not None:
+                decoded = _decoded(value)
         try:
-            self.index.add(BackupChunk(key, place, len(value or b""), path))
+            self.index.add(BackupChunk(key, place, len(value or b""), path, decoded))
         except OverflowError as exc:
             raise RestoreError(f"{place}: {exc}") from None
         if first_copy and key.message_type is BackupMessageType.CHANGELOG:
