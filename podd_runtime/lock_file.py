@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from podd_runtime.dsn import process_name
 from podd_runtime.errors import DirectoryInUseError
@@ -24,7 +25,29 @@ def holder_text(role: str) -> str:
     return process_name(role)
 
 
-class LockFile:
+class Hold:
+    """Something held from `acquire` to `release`, also as `with hold: ...`."""
+
+    def acquire(self) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+class LockFile(Hold):
     def __init__(self, path: Path, role: str) -> None:
         self.path = path
         self.role = role
@@ -54,15 +77,3 @@ class LockFile:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops the flock
             self._fd = None
-
-    def __enter__(self) -> LockFile:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()

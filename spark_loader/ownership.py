@@ -27,12 +27,11 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 
 import psycopg
 import structlog
 
-from podd_runtime.lock_file import LockFile, holder_text
+from podd_runtime.lock_file import Hold, LockFile, holder_text
 from spark_loader.errors import DatamartInUseError, OwnershipLostError
 
 log = structlog.get_logger("spark_loader")
@@ -56,7 +55,7 @@ def owner_key(datamart: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-class DatamartOwnership:
+class DatamartOwnership(Hold):
     """Held from `acquire` (or `with`) to `release`: `datamarts`, and the staging
     directory whose lock file is `lock_file`."""
 
@@ -128,18 +127,6 @@ class DatamartOwnership:
             self._conn = None
         if self._directory is not None:
             self._directory.release()
-
-    def __enter__(self) -> DatamartOwnership:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
 
 
 _STALE_SQL = """

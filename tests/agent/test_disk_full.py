@@ -8,10 +8,7 @@ manifest was what failed), and `/health` said 200 throughout."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,6 +21,7 @@ from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from tests.agent.conftest import AgentProcess, renamed
 from tests.agent.kafka_io import Origin, chunks_of
+from tests.agent.test_hostile import health
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date
 
@@ -45,15 +43,6 @@ def wait_until(condition: Callable[[], object], failure: str, timeout: float = 1
     while not condition():
         assert time.monotonic() < deadline, failure
         time.sleep(0.2)
-
-
-def health(agent: AgentProcess) -> tuple[int, dict[str, object]]:
-    url = f"http://127.0.0.1:{agent.metrics_port}/health"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_freed(
