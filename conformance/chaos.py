@@ -218,7 +218,9 @@ async def _drive(
                     print(f"  origin: {exc}; resuming", file=sys.stderr)
         finally:
             finished.set()
-            await asyncio.gather(chaos, noise, return_exceptions=True)
+            for ended in await asyncio.gather(chaos, noise, return_exceptions=True):
+                if isinstance(ended, BaseException):  # the faults stopped early: say so
+                    run.failures.append(f"the fault injector failed: {ended!r}"[:500])
         for answers in client.results.values():
             for answer in answers:
                 run.answers[answer.error_code or answer.status.value] += 1
@@ -290,6 +292,12 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
         return [f"| {title} | count |", "|---|---|", *(rows or ["| none | 0 |"]), ""]
 
     verdict = "PASS" if run.passed else "FAIL"
+    kills = run.faults["agent kill -9"]
+    short_of_kills = (
+        [f"* {kills} of the {args.kills} kills scheduled fell before the last delta was "
+         "applied (each waits for the restart of the one before)"]
+        if kills < args.kills else []
+    )  # fmt: skip
     lines = [
         "# Reliability: deltas through faults",
         "",
@@ -320,6 +328,7 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
         "together; time to recover runs from the injection to the next delta answered OK.)",
         "",
         *(f"* {note}" for note in run.notes),
+        *short_of_kills,
         *(f"* NOT injected: {name}: {why}" for name, why in run.skipped.items()),
         *(f"* FAILED: {failure}" for failure in run.failures),
         "",
