@@ -1,14 +1,18 @@
-"""SQL text for the replica store, built only from the logical schema's names, quoted.
+"""SQL text for the replica store, built only from the logical schema's names, each checked
+(`protocol.schema.check_name`: no `$`, no control character, at most 63 bytes) and rendered
+as an identifier by `psycopg.sql.Identifier`.
 
-Plain SQL that PostgreSQL and Greenplum-family databases share: no MERGE, no ON CONFLICT,
-no writable CTEs.
+Plain SQL that PostgreSQL and Greenplum-family databases share: no MERGE, no ON CONFLICT.
+The apply (`apply_sql`) is one writable CTE per table (docs/REPLICA.md says what that asks).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from protocol.schema import LogicalSchema, Table, quote_ident
+from psycopg import sql
+
+from protocol.schema import LogicalSchema, Table
 from protocol.types import ColumnType, TypeKind
 
 #: The replica's own tables live here: catalog, registry, staging.
@@ -24,7 +28,10 @@ def datamart_lock_key(datamart: str) -> int:
 
 
 def q(name: str) -> str:
-    return quote_ident(name)
+    """`name` as a quoted identifier, rendered by psycopg (no connection needed)."""
+    if "\x00" in name:
+        raise ValueError("identifier contains NUL")
+    return sql.Identifier(name).as_string(None)
 
 
 def physical(datamart: str, table: str, kind: str) -> str:
