@@ -137,6 +137,7 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
             settings.datamart, index, staging, first, settings.to_delta,
             settings.max_changelog_records,
             max_staged_bytes=int(settings.restore_max_staged_mib * 2**20),
+            body_limits=settings.body_limits(),
         )  # fmt: skip
         _scan(settings, bootstrap, topic_index)
         plans, stop = index.restorable(

@@ -26,11 +26,11 @@ ChunkId = tuple[str, int, int, int]  # incrementId, deltaNum, streamNumber, chun
 CHANGELOG_LIMITS = OcfLimits.small(16 * 2**20)
 
 
-def _decoded(body: bytes | None) -> int | None:
+def _decoded(body: bytes | None, limits: OcfLimits) -> int | None:
     """What a staged body decompresses to, so the loader plans its slices on the rows' real
     size, not the compressed one (None: unreadable; the load reports it)."""
     try:
-        return decoded_size(body, OcfLimits()) if body else 0
+        return decoded_size(body, limits) if body else 0
     except ContainerError:
         return None
 
@@ -54,6 +54,8 @@ class TopicIndex:
     changelog: dict[ChunkId, list[ChangelogRecord]] = field(default_factory=dict)
     changelog_records: int = 0
     staged_bytes: int = 0
+    #: The loader's bounds on a body (its settings'), under which staged bodies are measured.
+    body_limits: OcfLimits = field(default_factory=OcfLimits)
     #: When the first message was read (time.perf_counter()).
     first_message_at: float | None = None
 
@@ -70,7 +72,7 @@ class TopicIndex:
         if first_copy and key.message_type is BackupMessageType.TABLE_DATA:
             path = self._stage(key, value)
             if path is not None:
-                decoded = _decoded(value)
+                decoded = _decoded(value, self.body_limits)
         try:
             self.index.add(BackupChunk(key, place, len(value or b""), path, decoded))
         except OverflowError as exc:

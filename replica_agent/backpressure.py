@@ -35,27 +35,38 @@ def is_disk_fault(error: BaseException | None) -> bool:
 
 
 class Backpressure:
-    """Whether (and why, since when) the agent waits for its disk."""
+    """Whether (and why, since when) the agent waits for its disk. Each kind of work that
+    waits (`what`: staging a chunk, recording an answer, ...) pauses and resumes on its own,
+    so one resuming does not hide another still waiting."""
 
     def __init__(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self.reason: str | None = None
-        self.since: float | None = None
+        #: what → (why, since when)
+        self._paused: dict[str, tuple[str, float]] = {}
         self._sleep = sleep
+
+    @property
+    def reason(self) -> str | None:
+        """Why the agent waits (None: it does not)."""
+        return "; ".join(why for why, _ in self._paused.values()) or None
 
     async def wait(self, attempt: int, what: str, error: BaseException) -> None:
         """Paused by `error` while doing `what`: log (once per pause), then wait."""
-        if self.reason is None:
-            self.since = time.time()
+        why = f"{what}: {type(error).__name__}: {error}"[:500]
+        if what in self._paused:
+            since = self._paused[what][1]
+        else:
+            since = time.time()
             log.error("paused: the disk refuses writes; retrying until it takes them",
                       what=what, error=f"{type(error).__name__}: {error}")  # fmt: skip
-        self.reason = f"{what}: {type(error).__name__}: {error}"[:500]
+        self._paused[what] = (why, since)
         await self._sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
 
-    def resumed(self) -> None:
-        if self.reason is not None:
-            paused = round(time.time() - (self.since or time.time()), 1)
-            log.warning("resumed: the disk takes writes again", paused_seconds=paused)
-        self.reason = self.since = None
+    def resumed(self, what: str) -> None:
+        paused = self._paused.pop(what, None)
+        if paused is not None:
+            seconds = round(time.time() - paused[1], 1)
+            log.warning("resumed: the disk takes writes again", what=what,
+                        paused_seconds=seconds)  # fmt: skip
 
     async def retry(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
         """`action` until it does not fail with a disk fault (others propagate)."""
@@ -69,5 +80,5 @@ class Backpressure:
                 await self.wait(attempt, what, exc)
                 attempt += 1
                 continue
-            self.resumed()
+            self.resumed(what)
             return result

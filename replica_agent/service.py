@@ -31,6 +31,9 @@ from replica_agent.tracker import TransferTracker
 
 __all__ = ["ReplicaService", "SendResult"]
 
+#: What intake waits on while the disk refuses writes (`/health` names it).
+STAGING = "staging a chunk"
+
 
 class ReplicaService:
     def __init__(
@@ -118,18 +121,17 @@ class ReplicaService:
         while True:
             received = await self.intake.receive([messages[i] for i in pending])
             await self._handle(received.outcomes)
-            again = []
+            again, disk_error = [], None
             for index, failure in zip(pending, received.failures, strict=True):
                 if is_disk_fault(failure):
                     again.append(index)
+                    disk_error = disk_error or failure
                 else:
                     failures[index] = failure
-            if not again:
-                self.pause.resumed()
+            if disk_error is None:
+                self.pause.resumed(STAGING)
                 return failures
-            error = received.failures[pending.index(again[0])]
-            assert error is not None
-            await self.pause.wait(attempt, "staging a chunk", error)
+            await self.pause.wait(attempt, STAGING, disk_error)
             attempt += 1
             pending = again
 
