@@ -43,6 +43,7 @@ from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
+from podd_runtime.errors import AgentChildError
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, PoddError
@@ -98,9 +99,19 @@ class Supervisor:
         self.starts = 0
 
     def start(self) -> None:
-        self.starts += 1
-        self.child = start_agent(self.spec, self.data_dir / f"agent-{self.starts}.log")
-        self.child.wait_ready(timeout=240)
+        """Start the agent; one that exits at start is started again after a pause, a few
+        times (systemd's `Restart=always` with `RestartSec`), before the run gives up."""
+        for attempt in range(1, 6):
+            self.starts += 1
+            self.child = start_agent(self.spec, self.data_dir / f"agent-{self.starts}.log")
+            try:
+                self.child.wait_ready(timeout=240)
+                return
+            except AgentChildError:
+                if attempt == 5:
+                    raise
+                self.run.agent_exits[f"exit code {self.child.process.poll()} at start"] += 1
+                time.sleep(3)
 
     def kill(self) -> None:
         assert self.child is not None
