@@ -17,13 +17,18 @@ def with_session_bounds(
     statement_timeout_ms: int,
     lock_timeout_ms: int,
     keepalives_idle: int,
+    client_check_ms: int | None = None,
 ) -> str:
     """The DSN with connect timeout, TCP keepalives (both ends: the server probes a silent
     client too, so a dead host's sessions and locks end in about a minute, not the kernel's
     two hours) and statement/lock timeouts added, so every connection made from it (driver
     and executors alike) is bounded in time, and named after this process (unless the DSN
     names it) so its sessions can be told apart in `pg_stat_activity`. Options the DSN
-    already sets are kept; the bounds come after them."""
+    already sets are kept; the bounds come after them.
+
+    `client_check_ms` (PostgreSQL 14 or later only: an older server refuses the whole
+    connection over an unknown setting) has the server check, while a query runs, that its
+    client is still there: a statement of a killed client ends then, not when it finishes."""
     parts = conninfo_to_dict(dsn)
     interval = max(1, keepalives_idle // 3)
     options = " ".join(
@@ -35,6 +40,7 @@ def with_session_bounds(
             f"-c tcp_keepalives_idle={keepalives_idle}",
             f"-c tcp_keepalives_interval={interval}",
             "-c tcp_keepalives_count=3",
+            f"-c client_connection_check_interval={client_check_ms}" if client_check_ms else "",
         )
         if o
     )
@@ -48,6 +54,19 @@ def with_session_bounds(
         options=options,
         fallback_application_name=process_name("podd"),
     )
+
+
+#: `server_version_num` of the first release with `client_connection_check_interval`.
+CLIENT_CHECK_SINCE = 140000
+
+
+def server_version(dsn: str, *, connect_timeout: int) -> int | None:
+    """The server's `server_version_num`, or None when it cannot be reached now."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=connect_timeout, autocommit=True) as conn:
+            return int(conn.info.server_version)
+    except psycopg.Error:
+        return None
 
 
 def process_name(role: str) -> str:

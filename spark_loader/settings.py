@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import structlog
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from podd_runtime.dsn import with_session_bounds
+from podd_runtime.dsn import CLIENT_CHECK_SINCE, server_version, with_session_bounds
 from protocol.ocf import OcfLimits
+
+log = structlog.get_logger(__name__)
 
 
 class LoaderSettings(BaseSettings):
@@ -47,6 +50,9 @@ class LoaderSettings(BaseSettings):
     db_statement_timeout_seconds: float = Field(default=3600, gt=0)
     db_lock_timeout_seconds: float = Field(default=300, gt=0)
     db_keepalives_idle_seconds: int = Field(default=30, ge=1)
+    #: While a statement runs, the server checks this often that the client is still
+    #: connected, and ends the statement of one that is gone (PostgreSQL 14+; 0: never).
+    db_client_check_seconds: float = Field(default=10, ge=0)
     #: After a connection broke during COMMIT: how long to keep reading the registry (with
     #: backoff) to learn whether the delta was applied, before the agent restarts instead.
     commit_settle_seconds: float = Field(default=600, gt=0)
@@ -79,11 +85,23 @@ class LoaderSettings(BaseSettings):
         )
 
     def session_dsn(self, dsn: str) -> str:
-        """`dsn` with this replica's connection bounds (timeouts, keepalives)."""
+        """`dsn` with this replica's connection bounds (timeouts, keepalives, the client
+        check when the server has it: asked once here; a server not reachable now goes
+        without the check rather than risk refusing every connection later)."""
+        check_ms = int(self.db_client_check_seconds * 1000)
+        if check_ms:
+            version = server_version(dsn, connect_timeout=self.db_connect_timeout_seconds)
+            if version is None or version < CLIENT_CHECK_SINCE:
+                log.warning(
+                    "the replica's server does not check for gone clients",
+                    server_version=version, needs=CLIENT_CHECK_SINCE,
+                )  # fmt: skip
+                check_ms = 0
         return with_session_bounds(
             dsn,
             connect_timeout=self.db_connect_timeout_seconds,
             statement_timeout_ms=int(self.db_statement_timeout_seconds * 1000),
             lock_timeout_ms=int(self.db_lock_timeout_seconds * 1000),
             keepalives_idle=self.db_keepalives_idle_seconds,
+            client_check_ms=check_ms or None,
         )

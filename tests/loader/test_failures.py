@@ -22,7 +22,6 @@ from protocol.workload import Workload, WorkloadSpec
 from spark_loader import loader as loader_module
 from spark_loader import slice_jobs
 from spark_loader.errors import LoadFailedError
-from spark_loader.settings import LoaderSettings
 from spark_loader.store import ReplicaStore, encode_counts
 from spark_loader.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
@@ -250,20 +249,6 @@ def test_a_connection_lost_before_the_commit_is_retried_and_applies_once(
     assert_matches_model(replica_dsn, model)
     registry = ReplicaStore(replica_dsn).registry(schema.datamart)
     assert [e.delta_num for e in registry] == [0, 1]
-
-
-def test_the_session_bounds_reach_every_connection(replica_dsn: str) -> None:
-    dsn = LoaderSettings(db_statement_timeout_seconds=1.5, db_lock_timeout_seconds=0.25)
-    bounded = dsn.session_dsn(replica_dsn)
-    with psycopg.connect(bounded) as conn:
-        assert conn.execute("SHOW statement_timeout").fetchone() == ("1500ms",)
-        assert conn.execute("SHOW lock_timeout").fetchone() == ("250ms",)
-        # The server probes a silent client too: a dead host's locks end in about a minute.
-        assert conn.execute("SHOW tcp_keepalives_idle").fetchone() == ("30",)
-        (name,) = conn.execute("SHOW application_name").fetchone() or ("",)
-        assert name.startswith("podd on ")
-        with pytest.raises(psycopg.errors.QueryCanceled):
-            conn.execute("SELECT pg_sleep(5)")
 
 
 def test_no_password_reaches_the_executors(
