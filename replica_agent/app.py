@@ -81,6 +81,10 @@ def build_app(
         broker_heartbeat_interval=max(0.5, settings.session_timeout_seconds / 5),
         consumer_auto_offset_reset="earliest",
         topic_replication_factor=settings.topic_replication_factor,
+        # Faust's leader-election topic (`<id>-__assignor-__leader`) serves only leader-only
+        # timers, which the agent has none of; without it, the agent creates no topic and
+        # needs no Create ACL (README, "Security").
+        topic_disable_leader=True,
         producer_acks=-1,
         producer_compression_type=settings.compression_type,
     )

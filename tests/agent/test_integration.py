@@ -13,6 +13,7 @@ import uuid
 
 import psycopg
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from origin.client import OriginClient
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
@@ -315,3 +316,21 @@ def test_a_store_that_refuses_the_load_is_load_failed_then_recovers(
             assert (await origin.ask(schema.datamart)).state is ReplicaState.IDLE
 
     run(scenario())
+
+
+def test_the_agent_creates_no_topic_of_its_own(agent: AgentProcess) -> None:
+    """On a Kafka with ACLs the agent may only read and write the protocol's topics
+    (README, "Security"): Faust's leader-election topic would need Create."""
+
+    async def topics() -> list[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=agent.broker.removeprefix("kafka://"))
+        await admin.start()
+        try:
+            return list(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    found = run(topics())
+    assert isinstance(found, list)
+    assert agent.topics.delta_in in found  # the agent's own broker, seen
+    assert not [t for t in found if t.startswith(agent.group_id)], found
