@@ -39,12 +39,17 @@ def _accepts(port: int) -> bool:
 
 
 @contextmanager
-def embedded_broker(port: int | None = None, *, log_file: Path | None = None) -> Iterator[str]:
-    """Start Tansu on 127.0.0.1; yields its bootstrap address `127.0.0.1:PORT`."""
+def embedded_broker(
+    port: int | None = None, *, log_file: Path | None = None, advertised: str | None = None
+) -> Iterator[str]:
+    """Start Tansu on 127.0.0.1; yields its bootstrap address `127.0.0.1:PORT`.
+
+    `advertised` (`host:port`): where clients are told to connect instead (a proxy)."""
     port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
+    told = f"tcp://{advertised}" if advertised else url
     command = [
-        str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", told,
         "--storage-engine", "memory://tansu/",
     ]  # fmt: skip
     sink = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115

@@ -50,7 +50,8 @@ def services() -> dict[str, Any]:
 
 def test_the_deployment_has_every_part(services: dict[str, Any]) -> None:
     assert set(services) == {
-        "kafka", "postgres", "spark-master", "spark-worker", "replica-agent", "origin",
+        "kafka", "kafka-init", "postgres", "spark-master", "spark-worker", "replica-agent",
+        "origin",
     }  # fmt: skip
     kafka = services["kafka"]
     assert kafka["image"].startswith("apache/kafka:")  # the official image
@@ -61,7 +62,11 @@ def test_the_deployment_has_every_part(services: dict[str, Any]) -> None:
         for dependency in service.get("depends_on", ()):
             assert dependency in services, f"{name} depends on unknown {dependency}"
         for volume in service.get("volumes", ()):
-            assert volume.split(":")[0] in declared, f"{name}: undeclared volume {volume}"
+            source = volume.split(":")[0]
+            if source.startswith("./"):  # a bind mount of a file of compose/
+                assert (COMPOSE.parent / source).is_file(), f"{name}: no {source}"
+            else:
+                assert source in declared, f"{name}: undeclared volume {volume}"
 
 
 def test_the_image_holds_every_package_and_spark(services: dict[str, Any]) -> None:
@@ -121,6 +126,9 @@ def test_the_agent_runs_with_valid_flags_against_the_services(
     assert settings.spark_conf["spark.executor.memory"] == "2g"
     assert str(settings.metrics_port) in service["ports"][0]
     assert settings.origin_key is not None  # only signed messages are read
+    assert settings.security_protocol == "SASL_SSL"
+    assert settings.sasl_username == "agent"
+    assert settings.sasl_password is not None
 
 
 def test_nothing_without_authentication_is_published_beyond_the_host(
@@ -147,6 +155,8 @@ def test_the_origin_runs_with_valid_flags(
     assert settings.datamart == "marketing"
     assert settings.state_timeout_seconds == 60
     assert settings.origin_key is not None  # it signs what it sends
+    assert settings.security_protocol == "SASL_SSL"
+    assert settings.sasl_username == "origin"
 
 
 def test_spark_runs_from_the_wheels_spark_class(services: dict[str, Any]) -> None:
