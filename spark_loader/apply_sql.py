@@ -15,33 +15,47 @@ would otherwise apply nothing, and be answered OK).
 
 from __future__ import annotations
 
+from psycopg import sql
+
 from protocol.schema import Table
-from spark_loader.store_sql import physical, q
+from spark_loader.store_sql import ident, physical_ident, render
 
 
 def table_apply_sql(datamart: str, table: Table, staging: str) -> str:
     """A statement taking %(prev)s (N - 1) and %(delta)s (N); one row: (deleted, upserted,
-    staged)."""
-    actual = physical(datamart, table.name, "actual")
-    history = physical(datamart, table.name, "history")
-    names = [q(c.name) for c in table.columns]
-    target = ", ".join([*names, "sys_from", "sys_to", "sys_op"])
-    from_actual = ", ".join(f"a.{n}" for n in names)
-    plain = ", ".join(names)
-    from_staging = ", ".join(f"s.{n}" for n in names)
-    on_key = " AND ".join(f"a.{q(k)} = s.{q(k)}" for k in table.primary_key)
-    return (
-        f"WITH closed AS ("
-        f"DELETE FROM {actual} a USING {staging} s WHERE {on_key} "
-        f"RETURNING {from_actual}, a.sys_from, s.sys_op AS podd_closed_by), "
-        f"moved AS ("
-        f"INSERT INTO {history} ({target}) "
-        f"SELECT {plain}, sys_from, %(prev)s, podd_closed_by FROM closed "
-        f"RETURNING sys_op), "
-        f"opened AS ("
-        f"INSERT INTO {actual} ({target}) "
-        f"SELECT {from_staging}, %(delta)s, NULL, 0 FROM {staging} s WHERE s.sys_op = 0 "
-        f"RETURNING 1) "
-        f"SELECT (SELECT count(*) FROM moved WHERE sys_op = 1), (SELECT count(*) FROM opened), "
-        f"(SELECT count(*) FROM {staging})"
+    staged). `staging`: a staging table's name as `store_sql.staging_name` renders it."""
+    names = [ident(c.name) for c in table.columns]
+
+    def listed(prefix: str) -> sql.Composable:
+        return sql.SQL(", ").join(sql.SQL(prefix) + n for n in names)
+
+    system = [sql.SQL("sys_from"), sql.SQL("sys_to"), sql.SQL("sys_op")]
+    on_key = sql.SQL(" AND ").join(
+        sql.SQL("a.{k} = s.{k}").format(k=ident(k)) for k in table.primary_key
+    )
+    return render(
+        sql.SQL(
+            "WITH closed AS ("
+            "DELETE FROM {actual} a USING {staging} s WHERE {on_key} "
+            "RETURNING {from_actual}, a.sys_from, s.sys_op AS podd_closed_by), "
+            "moved AS ("
+            "INSERT INTO {history} ({target}) "
+            "SELECT {plain}, sys_from, %(prev)s, podd_closed_by FROM closed "
+            "RETURNING sys_op), "
+            "opened AS ("
+            "INSERT INTO {actual} ({target}) "
+            "SELECT {from_staging}, %(delta)s, NULL, 0 FROM {staging} s WHERE s.sys_op = 0 "
+            "RETURNING 1) "
+            "SELECT (SELECT count(*) FROM moved WHERE sys_op = 1), (SELECT count(*) FROM opened), "
+            "(SELECT count(*) FROM {staging})"
+        ).format(
+            actual=physical_ident(datamart, table.name, "actual"),
+            history=physical_ident(datamart, table.name, "history"),
+            staging=sql.SQL(staging),
+            on_key=on_key,
+            from_actual=listed("a."),
+            target=sql.SQL(", ").join([*names, *system]),
+            plain=listed(""),
+            from_staging=listed("s."),
+        )
     )

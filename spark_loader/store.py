@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import psycopg
+from psycopg import sql
 
 from podd_runtime.dsn import safe_dsn
 from protocol.apply_model import TableCounts
@@ -26,9 +27,11 @@ from spark_loader.store_sql import (
     MAX_IDENTIFIER_BYTES,
     META_DDL,
     META_SCHEMA,
+    as_of_function_ident,
     create_staging_sql,
     datamart_lock_key,
     format_type,
+    ident,
     q,
     staging_name,
     store_ddl,
@@ -148,7 +151,9 @@ class ReplicaStore:
                 ).fetchone()
                 if exists is None or exists[0] is None:
                     continue
-                conn.execute(f"ALTER TABLE {q(datamart)}.{q(old)} RENAME TO {q(new)}")
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} RENAME TO {}").format(ident(datamart, old), ident(new))
+                )
                 conn.execute(
                     f"INSERT INTO {q(META_SCHEMA)}.retired_table "
                     "(datamart, table_name, kind, renamed_to, before_delta) "
@@ -156,7 +161,11 @@ class ReplicaStore:
                     (datamart, table, kind, new, before_delta),
                 )
                 renamed.append(f"{datamart}.{new}")
-            conn.execute(f"DROP FUNCTION IF EXISTS {q(datamart)}.{q(f'{table}_as_of')}(bigint)")
+            conn.execute(
+                sql.SQL("DROP FUNCTION IF EXISTS {}(bigint)").format(
+                    as_of_function_ident(datamart, table)
+                )
+            )
             conn.execute(
                 f"DELETE FROM {q(META_SCHEMA)}.catalog WHERE datamart = %s AND table_name = %s",
                 (datamart, table),

@@ -1,6 +1,7 @@
-"""SQL text for the replica store, built only from the logical schema's names, each checked
-(`protocol.schema.check_name`: no `$`, no control character, at most 63 bytes) and rendered
-as an identifier by `psycopg.sql.Identifier`.
+"""SQL text for the replica store, composed with `psycopg.sql` (`SQL`, `Identifier`) from
+the logical schema's names, each checked (`protocol.schema.check_name`: no `$`, no control
+character, at most 63 bytes) and always an `Identifier`, and column types from the closed
+set of Prostore types. No value is ever part of the text: values go as parameters.
 
 Plain SQL that PostgreSQL and Greenplum-family databases share: no MERGE, no ON CONFLICT.
 The apply (`apply_sql`) is one writable CTE per table (docs/REPLICA.md says what that asks).
@@ -27,21 +28,50 @@ def datamart_lock_key(datamart: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def ident(*parts: str) -> sql.Composable:
+    """`"a"."b"`: each part an identifier (NUL refused: no identifier holds one)."""
+    if any("\x00" in part for part in parts):
+        raise ValueError("identifier contains NUL")
+    return sql.Identifier(*parts)
+
+
+def render(statement: sql.Composable) -> str:
+    """A statement composed with `psycopg.sql`, as text (no connection needed: it holds
+    identifiers and SQL only, never a value)."""
+    return statement.as_string(None)
+
+
 def q(name: str) -> str:
     """`name` as a quoted identifier, rendered by psycopg (no connection needed)."""
-    if "\x00" in name:
-        raise ValueError("identifier contains NUL")
-    return sql.Identifier(name).as_string(None)
+    return render(ident(name))
+
+
+def physical_ident(datamart: str, table: str, kind: str) -> sql.Composable:
+    return ident(datamart, f"{table}_{kind}")
 
 
 def physical(datamart: str, table: str, kind: str) -> str:
     """`"dm"."t_actual"` or `"dm"."t_history"`."""
-    return f"{q(datamart)}.{q(f'{table}_{kind}')}"
+    return render(physical_ident(datamart, table, kind))
+
+
+def staging_ident(datamart_id: int, table_position: int) -> sql.Composable:
+    return ident(META_SCHEMA, f"stg_{datamart_id}_{table_position}")
 
 
 def staging_name(datamart_id: int, table_position: int) -> str:
     """Staging tables are named by catalog ids, so any datamart and table name fits."""
-    return f"{q(META_SCHEMA)}.{q(f'stg_{datamart_id}_{table_position}')}"
+    return render(staging_ident(datamart_id, table_position))
+
+
+def _type(ctype: ColumnType) -> sql.Composable:
+    """The column's PostgreSQL type: text from the closed set of Prostore types (and their
+    integer lengths), never from a message."""
+    return sql.SQL(ctype.to_postgres())
+
+
+def _list(items: list[sql.Composable], separator: str = ", ") -> sql.Composable:
+    return sql.SQL(separator).join(items)
 
 
 def format_type(ctype: ColumnType) -> str:
@@ -54,15 +84,16 @@ def format_type(ctype: ColumnType) -> str:
     return pg
 
 
-META_DDL = f"""
-CREATE SCHEMA IF NOT EXISTS {q(META_SCHEMA)};
-CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.datamart (
+META_DDL = render(
+    sql.SQL("""
+CREATE SCHEMA IF NOT EXISTS {meta};
+CREATE TABLE IF NOT EXISTS {meta}.datamart (
     id serial UNIQUE,
     datamart text PRIMARY KEY,
     schema_ddl text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.catalog (
+CREATE TABLE IF NOT EXISTS {meta}.catalog (
     datamart text NOT NULL,
     table_name text NOT NULL,
     table_position integer NOT NULL,
@@ -73,7 +104,7 @@ CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.catalog (
     key_position integer,
     PRIMARY KEY (datamart, table_name, column_position)
 );
-CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.delta_registry (
+CREATE TABLE IF NOT EXISTS {meta}.delta_registry (
     datamart text NOT NULL,
     delta_num bigint NOT NULL,
     delta_date timestamp(6) NOT NULL,
@@ -82,7 +113,7 @@ CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.delta_registry (
     applied_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (datamart, delta_num)
 );
-CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.retired_table (
+CREATE TABLE IF NOT EXISTS {meta}.retired_table (
     datamart text NOT NULL,
     table_name text NOT NULL,
     kind text NOT NULL,
@@ -91,7 +122,7 @@ CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.retired_table (
     retired_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (datamart, renamed_to)
 );
-CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.view (
+CREATE TABLE IF NOT EXISTS {meta}.view (
     datamart text NOT NULL,
     view_name text NOT NULL,
     materialized boolean NOT NULL,
@@ -99,24 +130,31 @@ CREATE TABLE IF NOT EXISTS {q(META_SCHEMA)}.view (
     change_num bigint NOT NULL,
     PRIMARY KEY (datamart, view_name)
 );
-"""
+""").format(meta=ident(META_SCHEMA))
+)
 
 #: PostgreSQL's longest identifier (bytes); longer ones are cut, which could merge names.
 MAX_IDENTIFIER_BYTES = 63
 
 
-def _columns_sql(table: Table) -> list[str]:
+def _columns_sql(table: Table) -> list[sql.Composable]:
     return [
-        f"{q(c.name)} {c.type.to_postgres()}{' NOT NULL' if c.not_null else ''}"
+        sql.SQL("{} {}{}").format(
+            ident(c.name), _type(c.type), sql.SQL(" NOT NULL" if c.not_null else "")
+        )
         for c in table.columns
     ]
 
 
 def create_table_sql(datamart: str, table: Table, kind: str) -> str:
-    pk = ", ".join(q(k) for k in (*table.primary_key, "sys_from"))
-    columns = [*_columns_sql(table), *SYSTEM_COLUMNS_SQL, f"PRIMARY KEY ({pk})"]
-    body = ",\n    ".join(columns)
-    return f"CREATE TABLE IF NOT EXISTS {physical(datamart, table.name, kind)} (\n    {body}\n)"
+    pk = _list([ident(k) for k in (*table.primary_key, "sys_from")])
+    system = [sql.SQL(column) for column in SYSTEM_COLUMNS_SQL]
+    columns = [*_columns_sql(table), *system, sql.SQL("PRIMARY KEY ({})").format(pk)]
+    return render(
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} (\n    {}\n)").format(
+            physical_ident(datamart, table.name, kind), _list(columns, ",\n    ")
+        )
+    )
 
 
 #: The slice a staged row belongs to: the COPY leaves it to this default, which reads the
@@ -127,31 +165,49 @@ SLICE_COLUMN = "podd_slice"
 
 def create_staging_sql(datamart_id: int, position: int, table: Table) -> str:
     """Unlogged: staging is rewritten for every load and never part of the replica's state."""
-    columns = [f"{q(c.name)} {c.type.to_postgres()}" for c in table.columns]
-    slice_column = f"{SLICE_COLUMN} integer NOT NULL DEFAULT current_setting('podd.slice')::integer"
-    body = ", ".join([*columns, "sys_op integer NOT NULL", slice_column])
-    return f"CREATE UNLOGGED TABLE IF NOT EXISTS {staging_name(datamart_id, position)} ({body})"
+    columns = [sql.SQL("{} {}").format(ident(c.name), _type(c.type)) for c in table.columns]
+    slice_column = sql.SQL(
+        "{} integer NOT NULL DEFAULT current_setting('podd.slice')::integer"
+    ).format(ident(SLICE_COLUMN))
+    body = _list([*columns, sql.SQL("sys_op integer NOT NULL"), slice_column])
+    return render(
+        sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} ({})").format(
+            staging_ident(datamart_id, position), body
+        )
+    )
+
+
+def as_of_function_ident(datamart: str, table: str) -> sql.Composable:
+    return ident(datamart, f"{table}_as_of")
 
 
 def as_of_function_sql(datamart: str, table: Table) -> str:
-    """`"dm"."t_as_of"(n)`: the table as of delta n, REPLICA.md's query as a function."""
-    cols = ", ".join(q(c.name) for c in table.columns)
-    returns = ", ".join(f"{q(c.name)} {c.type.to_postgres()}" for c in table.columns)
-    name = f"{q(datamart)}.{q(f'{table.name}_as_of')}"
-    return (
-        f"CREATE OR REPLACE FUNCTION {name}(delta_num bigint)\n"
-        f"RETURNS TABLE ({returns}) LANGUAGE sql STABLE AS $podd$\n"
-        f"  SELECT {cols} FROM {physical(datamart, table.name, 'actual')} WHERE sys_from <= $1\n"
-        f"  UNION ALL\n"
-        f"  SELECT {cols} FROM {physical(datamart, table.name, 'history')}\n"
-        f"  WHERE sys_from <= $1 AND sys_to >= $1\n"
-        f"$podd$"
+    """`"dm"."t_as_of"(n)`: the table as of delta n, REPLICA.md's query as a function. Its
+    body is quoted `$podd$`; no name may hold a `$` (`check_name`), so none can end it."""
+    cols = _list([ident(c.name) for c in table.columns])
+    returns = _list([sql.SQL("{} {}").format(ident(c.name), _type(c.type)) for c in table.columns])
+    return render(
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION {name}(delta_num bigint)\n"
+            "RETURNS TABLE ({returns}) LANGUAGE sql STABLE AS $podd$\n"
+            "  SELECT {cols} FROM {actual} WHERE sys_from <= $1\n"
+            "  UNION ALL\n"
+            "  SELECT {cols} FROM {history}\n"
+            "  WHERE sys_from <= $1 AND sys_to >= $1\n"
+            "$podd$"
+        ).format(
+            name=as_of_function_ident(datamart, table.name),
+            returns=returns,
+            cols=cols,
+            actual=physical_ident(datamart, table.name, "actual"),
+            history=physical_ident(datamart, table.name, "history"),
+        )
     )
 
 
 def store_ddl(schema: LogicalSchema) -> list[str]:
     """Every statement that creates the datamart's tables and functions (idempotent)."""
-    statements = [f"CREATE SCHEMA IF NOT EXISTS {q(schema.datamart)}"]
+    statements = [render(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(schema.datamart)))]
     for table in schema:
         statements.append(create_table_sql(schema.datamart, table, "actual"))
         statements.append(create_table_sql(schema.datamart, table, "history"))
@@ -160,6 +216,9 @@ def store_ddl(schema: LogicalSchema) -> list[str]:
 
 
 def copy_statement(staging: str, table: Table) -> str:
-    """Binary COPY into a staging table: the logical columns, then `sys_op`."""
-    columns = ", ".join([*(q(c.name) for c in table.columns), "sys_op"])
-    return f"COPY {staging} ({columns}) FROM STDIN (FORMAT BINARY)"
+    """Binary COPY into a staging table (`staging`: a name `staging_name` rendered): the
+    logical columns, then `sys_op`."""
+    columns = _list([*(ident(c.name) for c in table.columns), sql.SQL("sys_op")])
+    return render(
+        sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(sql.SQL(staging), columns)
+    )
