@@ -164,6 +164,8 @@ async def _chaos(
         await asyncio.sleep(0.25)
         await asyncio.to_thread(supervisor.watch)
         await extra.step()
+        if extra.alone:  # a second agent is meeting the first: no kill, no restart now
+            continue
         if pg is not None and restarts_at and len(done) >= restarts_at[0]:
             restarts_at.pop(0)
             await asyncio.to_thread(pg.crash_restart, rng.uniform(0.5, 3))

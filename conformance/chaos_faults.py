@@ -26,6 +26,7 @@ import psycopg
 
 from podd_runtime.agent_child import AgentSpec, start_agent
 from protocol.schema import LogicalSchema
+from spark_loader.ownership import holder_name
 from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, physical, q
 
 
@@ -147,6 +148,10 @@ class ExtraFaults:
                     "database rewound 2 deltas": 3 * deltas // 4}  # fmt: skip
         self.pending: list[tuple[str, float, int]] = []
         self.tasks: list[asyncio.Task[None]] = []
+        #: True while a second agent starts: kills and database restarts wait. One that
+        #: starts while the first is killed or has lost its session wins the datamart
+        #: (correctly: still one writer), and the first's restarts are then refused.
+        self.alone = False
 
     def injected(self, fault: str) -> None:
         self.pending.append((fault, time.monotonic(), len(self.done)))
@@ -203,7 +208,12 @@ class ExtraFaults:
         down, during a crash restart, is tried again): it must stop, naming the first."""
         for attempt in range(1, 6):
             data_dir = self.work_dir / f"second-agent-{attempt}"
-            code, seconds = await asyncio.to_thread(second_agent, self.spec, data_dir)
+            await self._first_holds_its_datamart()
+            self.alone = True
+            try:
+                code, seconds = await asyncio.to_thread(second_agent, self.spec, data_dir)
+            finally:
+                self.alone = False
             log = (data_dir / "second-agent.log").read_text(errors="replace")
             if code == 2 and "is already written by replica-agent on" in log:
                 self.run.notes.append(f"the second agent stopped at start in {seconds:.1f} s "
@@ -218,6 +228,24 @@ class ExtraFaults:
             # started before that may win them (the first then stops: still one writer).
             await asyncio.sleep(15)
         self.run.failures.append("the second agent never reached the database")
+
+    async def _first_holds_its_datamart(self, timeout: float = 120) -> None:
+        """Until the first agent holds its datamart (after a kill or a database restart it
+        takes it again within seconds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                name = await asyncio.to_thread(_holder, self.dsn(), self.spec)
+            except psycopg.Error:
+                name = None  # the database is restarting
+            if name is not None and name.startswith("replica-agent on "):
+                return
+            await asyncio.sleep(0.5)
+
+
+def _holder(dsn: str, spec: AgentSpec) -> str | None:
+    with psycopg.connect(dsn, connect_timeout=5) as conn:
+        return holder_name(conn, spec.schemas[0].datamart)
 
 
 def _last_applied(dsn: str, spec: AgentSpec) -> int:

@@ -175,6 +175,13 @@ def _process_start() -> float:
         return time.time()
 
 
+def holder_name(conn: psycopg.Connection, datamart: str) -> str | None:
+    """The `application_name` of the session holding `datamart` (None: nobody holds it)."""
+    key = owner_key(datamart)
+    row = conn.execute(_HOLDER_SQL, ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+    return None if row is None else str(row[0] or "")
+
+
 def _holder(conn: psycopg.Connection, key: int) -> str:
     high, low = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
     row = conn.execute(_HOLDER_SQL, (high, low)).fetchone()
