@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import structlog
@@ -175,16 +176,20 @@ def _process_start() -> float:
         return time.time()
 
 
+def _holder_row(conn: psycopg.Connection, key: int) -> tuple[Any, ...] | None:
+    """(application_name, client address, server pid, backend start) of the session
+    holding the advisory lock `key` (None: nobody holds it)."""
+    return conn.execute(_HOLDER_SQL, ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+
+
 def holder_name(conn: psycopg.Connection, datamart: str) -> str | None:
     """The `application_name` of the session holding `datamart` (None: nobody holds it)."""
-    key = owner_key(datamart)
-    row = conn.execute(_HOLDER_SQL, ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+    row = _holder_row(conn, owner_key(datamart))
     return None if row is None else str(row[0] or "")
 
 
 def _holder(conn: psycopg.Connection, key: int) -> str:
-    high, low = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
-    row = conn.execute(_HOLDER_SQL, (high, low)).fetchone()
+    row = _holder_row(conn, key)
     if row is None:
         return "another process"
     name, address, pid, since = row

@@ -137,10 +137,12 @@ CREATE TABLE IF NOT EXISTS {meta}.view (
 MAX_IDENTIFIER_BYTES = 63
 
 
-def _columns_sql(table: Table) -> list[sql.Composable]:
+def _columns_sql(table: Table, *, not_null: bool = True) -> list[sql.Composable]:
+    """`"name" type` per logical column, `NOT NULL` where the schema says so if `not_null`
+    (staging and the `_as_of` function's result hold no constraint)."""
     return [
         sql.SQL("{} {}{}").format(
-            ident(c.name), _type(c.type), sql.SQL(" NOT NULL" if c.not_null else "")
+            ident(c.name), _type(c.type), sql.SQL(" NOT NULL" if not_null and c.not_null else "")
         )
         for c in table.columns
     ]
@@ -165,7 +167,7 @@ SLICE_COLUMN = "podd_slice"
 
 def create_staging_sql(datamart_id: int, position: int, table: Table) -> str:
     """Unlogged: staging is rewritten for every load and never part of the replica's state."""
-    columns = [sql.SQL("{} {}").format(ident(c.name), _type(c.type)) for c in table.columns]
+    columns = _columns_sql(table, not_null=False)
     slice_column = sql.SQL(
         "{} integer NOT NULL DEFAULT current_setting('podd.slice')::integer"
     ).format(ident(SLICE_COLUMN))
@@ -185,7 +187,7 @@ def as_of_function_sql(datamart: str, table: Table) -> str:
     """`"dm"."t_as_of"(n)`: the table as of delta n, REPLICA.md's query as a function. Its
     body is quoted `$podd$`; no name may hold a `$` (`check_name`), so none can end it."""
     cols = _list([ident(c.name) for c in table.columns])
-    returns = _list([sql.SQL("{} {}").format(ident(c.name), _type(c.type)) for c in table.columns])
+    returns = _list(_columns_sql(table, not_null=False))
     return render(
         sql.SQL(
             "CREATE OR REPLACE FUNCTION {name}(delta_num bigint)\n"
