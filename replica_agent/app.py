@@ -193,7 +193,7 @@ def build_app(
             if not authentic(event):
                 continue
             try:
-                state = service.on_delta_rq(event.value)
+                state = await service.on_delta_rq(event.value)
                 if state is not None:
                     await send_signed(
                         delta_rs, encode_datamart_key(state.datamart), encode_message(state)
@@ -210,6 +210,7 @@ def build_app(
             fatal_exit(str(service.fatal))
         try:  # a timer that raised would never run again: log, and try on the next tick
             await service.check_incomplete()
+            await service.refresh_registries(every=HOLD_CHECK_SECONDS)
             if status_file is not None:
                 status_written = _write_status(status_file, service, status_written)
         except Exception as exc:

@@ -83,6 +83,12 @@ class LoadWorker:
         self._load_began: float | None = None
         self._queue: asyncio.Queue[tuple[Transfer, StagedTransfer]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        #: Transfers taken from the queue so far, and whether one is being handled: a
+        #: registry read taken while either moved may be older than memory.
+        self._taken = 0
+        self._handling = False
+        #: When each datamart's registry was last read for `refresh_registry`.
+        self._refreshed: dict[str, float] = {}
 
     # --- life ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -124,6 +130,8 @@ class LoadWorker:
     async def _run(self) -> None:
         while True:
             transfer, staged = await self._queue.get()
+            self._taken += 1
+            self._handling = True
             try:
                 if self.tracker.open.get(transfer.request_id) is transfer and (
                     await self._answer_unless_load(transfer)
@@ -136,6 +144,8 @@ class LoadWorker:
             except Exception:
                 log.exception("a transfer could not be handled", requestId=transfer.request_id)
                 await self._settle_after_fault(transfer)
+            finally:
+                self._handling = False
             self.last_progress = time.time()
 
     async def _answer_unless_load(self, transfer: Transfer) -> bool:
@@ -220,19 +230,44 @@ class LoadWorker:
         except Exception as exc:
             log.warning("the registry cannot be read again", error=repr(exc)[:300])
             return
+        self._take_registry(datamart, applied)
+
+    async def refresh_registry(self, datamart: str, min_interval: float = 1.0) -> None:
+        """Before a `delta.rs` (and now and then): the registry read again, so a database
+        that went back in time while no delta arrived is told to the origin, which then
+        resends what was lost. Read at most once per `min_interval` per datamart (a flood
+        of `delta.rq` costs the database nothing more), and only while no transfer is
+        handled: a read that a load overtook is dropped, never taken over memory."""
+        if self.applied_deltas is None or datamart not in self.tracker.schemas:
+            return
+        now = time.monotonic()
+        if now - self._refreshed.get(datamart, -min_interval) < min_interval:
+            return
+        if self._handling or not self._queue.empty():
+            return
+        self._refreshed[datamart] = now
+        taken = self._taken
+        try:
+            applied = await asyncio.to_thread(self.applied_deltas, datamart)
+        except Exception as exc:
+            log.warning("the registry cannot be read again", error=repr(exc)[:300])
+            return
+        if self._taken == taken and not self._handling:
+            self._take_registry(datamart, applied)
+
+    def _take_registry(self, datamart: str, applied: Mapping[int, datetime]) -> None:
         before = self.tracker.last_applied(datamart)
+        if dict(applied) == self.tracker.applied[datamart]:
+            return
         self.tracker.reset_applied(datamart, applied)
         after = self.tracker.last_applied(datamart)
-        if before != after:
-            log.warning(
-                "the registry disagrees with what this agent applied: taking the registry's",
-                datamart=datamart,
-                remembered=None if before is None else before.delta_num,
-                registry=None if after is None else after.delta_num,
-            )
-            self.metrics.current_delta.labels(datamart).set(
-                -1 if after is None else after.delta_num
-            )
+        log.warning(
+            "the registry disagrees with what this agent applied: taking the registry's",
+            datamart=datamart,
+            remembered=None if before is None else before.delta_num,
+            registry=None if after is None else after.delta_num,
+        )
+        self.metrics.current_delta.labels(datamart).set(-1 if after is None else after.delta_num)
 
     def _mark_failed(self, datamart: str, failed: bool) -> None:
         if failed:

@@ -147,8 +147,14 @@ class ReplicaService:
     async def check_incomplete(self) -> None:
         await self.outbox.report_overdue(self.clock())
 
-    def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:
-        return self.desk.on_delta_rq(raw_value)
+    async def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:
+        return await self.desk.on_delta_rq(raw_value)
+
+    async def refresh_registries(self, every: float) -> None:
+        """Every datamart's registry read again if not within `every` seconds (see
+        `LoadWorker.refresh_registry`): metrics and the status file follow the database."""
+        for name in self.tracker.schemas:
+            await self.worker.refresh_registry(name, min_interval=every)
 
     def datamarts(self) -> dict[str, dict[str, Any]]:
         """Each datamart's loading transfer, failed flag and last error (the status file)."""

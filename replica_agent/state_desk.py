@@ -1,6 +1,7 @@
 """Every `delta.rs` answer, in one place: a `delta.rq` read, bounded, and answered from what
 the agent knows now (the tracker's open and applied deltas, the worker's failed loads, the
-outbox's last errors). Nothing is recorded: a lost answer is asked again."""
+outbox's last errors), the registry read again first (at most once a second) so that a
+database gone back in time is told. Nothing is recorded: a lost answer is asked again."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class StateDesk:
         self.outbox = outbox
         self.metrics = metrics
 
-    def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:
+    async def on_delta_rq(self, raw_value: bytes | None) -> DeltaState | None:
         """The answer to one `delta.rq` message (None: it is skipped, unanswered)."""
         try:
             request = decode_message(DeltaRequest, raw_value)
@@ -40,6 +41,7 @@ class StateDesk:
             self.metrics.dropped.labels("oversize").inc()
             log.warning("delta.rq message dropped: names too long")
             return None
+        await self.worker.refresh_registry(request.datamart)
         return self.state_of(request.request_id, request.datamart)
 
     def state_of(self, request_id: str, datamart: str) -> DeltaState:
