@@ -24,16 +24,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import psutil
 
 from conformance.chaos_faults import DiskFiller, ExtraFaults
+from conformance.chaos_report import ChaosRun, report
 from conformance.hostile import HostileMessages
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
@@ -54,40 +53,6 @@ from spark_loader.replica_reader import differences
 from spark_loader.store import ReplicaStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "marketing.sql"
-
-
-@dataclass
-class ChaosRun:
-    """What happened, for the report."""
-
-    deltas: int
-    faults: Counter[str] = field(default_factory=Counter)
-    malformed: Counter[str] = field(default_factory=Counter)
-    answers: Counter[str] = field(default_factory=Counter)
-    agent_exits: Counter[str] = field(default_factory=Counter)  # exits the agent chose
-    peak_rss_mib: float = 0.0
-    seconds: float = 0.0
-    differences: list[str] = field(default_factory=list)
-    registry_rows: int = 0
-    lies: list[str] = field(default_factory=list)
-    #: Per fault: the longest time from its injection to the next delta answered OK.
-    recovery: dict[str, float] = field(default_factory=dict)
-    lost: int = 0  # deltas missing from the registry at the end
-    doubled: int = 0  # registry rows beyond one per delta
-    #: Faults that could not be injected here, and why.
-    skipped: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # what a fault's target did
-    failures: list[str] = field(default_factory=list)  # a fault handled wrongly
-
-    @property
-    def passed(self) -> bool:
-        return (
-            not self.differences and not self.lies and self.registry_rows == self.deltas
-            and not self.failures
-        )  # fmt: skip
-
-    def recovered(self, fault: str, seconds: float) -> None:
-        self.recovery[fault] = max(self.recovery.get(fault, 0.0), seconds)
 
 
 class Supervisor:
@@ -146,8 +111,10 @@ async def _chaos(
     finished: asyncio.Event,
     run: ChaosRun,
     filler: DiskFiller | None,
+    injected_all: asyncio.Event,
 ) -> None:
-    """Faults at random moments until the origin is done."""
+    """Faults at random moments until the origin is done; `injected_all` is set once every
+    fault beyond kills and restarts has been injected (or skipped) and has returned."""
     rng = random.Random(args.seed)
     restarts_at = [args.deltas * (i + 1) // (args.pg_restarts + 1) for i in range(args.pg_restarts)]
     # Kills follow the deltas done, not the clock: a fast run gets all of them too. The last
@@ -164,6 +131,8 @@ async def _chaos(
         await asyncio.sleep(0.25)
         await asyncio.to_thread(supervisor.watch)
         await extra.step()
+        if not extra.due and all(task.done() for task in extra.tasks):
+            injected_all.set()
         if extra.alone:  # a second agent is meeting the first: no kill, no restart now
             continue
         if pg is not None and restarts_at and len(done) >= restarts_at[0]:
@@ -210,9 +179,11 @@ async def _drive(
     filler: DiskFiller | None,
 ) -> OriginClient:
     done: list[DeltaOutcome] = []
-    finished = asyncio.Event()
+    finished, injected_all = asyncio.Event(), asyncio.Event()
     async with OriginClient(settings, [bootstrap]) as client:
-        chaos = asyncio.create_task(_chaos(args, supervisor, pg, done, finished, run, filler))
+        chaos = asyncio.create_task(
+            _chaos(args, supervisor, pg, done, finished, run, filler, injected_all)
+        )
         noise = asyncio.create_task(
             _malformed(client, HostileMessages(source.schema, args.seed), run, finished)
         )
@@ -221,11 +192,15 @@ async def _drive(
         )
         driver = OriginDriver(client, source, options, done.append)
         try:
-            # Until the last delta is applied: a rewound database makes the origin apply some
-            # deltas again, so the outcomes outnumber the deltas.
-            while (last := max((o.delta_num for o in done), default=-1)) < args.deltas - 1:
+            # Until the replica itself says it holds every delta, once every fault is in: a
+            # database rewound after the origin's last delta is told by `delta.rs` only, and
+            # the origin then sends the lost deltas again (the outcomes outnumber the deltas).
+            while True:
                 try:
-                    await driver.run(args.deltas - 1 - last)
+                    count = await _deltas_left(args.deltas, done, driver, injected_all, run)
+                    if not count:
+                        break
+                    await driver.run(count)
                 except OriginError as exc:  # gave up on one delta: ask again and go on
                     run.faults[f"origin restarted: {type(exc).__name__}"] += 1
                     print(f"  origin: {exc}; resuming", file=sys.stderr)
@@ -238,6 +213,32 @@ async def _drive(
             for answer in answers:
                 run.answers[answer.error_code or answer.status.value] += 1
     return client
+
+
+async def _deltas_left(
+    deltas: int,
+    done: list[DeltaOutcome],
+    driver: OriginDriver,
+    injected_all: asyncio.Event,
+    run: ChaosRun,
+    settle_timeout: float = 300,
+) -> int:
+    """How many deltas the origin still sends: until it has seen the last one applied, what
+    its outcomes say; then, once the faults are all in, what the replica's `delta.rs` says."""
+    last = max((o.delta_num for o in done), default=-1)
+    if last < deltas - 1:
+        return deltas - 1 - last
+    try:
+        await asyncio.wait_for(injected_all.wait(), settle_timeout)
+    except TimeoutError:
+        run.failures.append(f"the faults were still being injected {settle_timeout:g} s "
+                            "after the last delta")  # fmt: skip
+        return 0
+    expected = (await driver.state()).expected_delta_num
+    if expected < deltas:
+        print(f"  origin: the replica expects delta {expected} again; resending",
+              file=sys.stderr)  # fmt: skip
+    return max(0, deltas - expected)
 
 
 def _check(run: ChaosRun, dsn: str, source: WorkloadSource, client: OriginClient) -> None:
@@ -297,64 +298,6 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
         run.seconds = time.perf_counter() - started
         _check(run, pg.dsn, source, client)
     return run
-
-
-def report(run: ChaosRun, args: argparse.Namespace) -> str:
-    def table(title: str, counts: Counter[str]) -> list[str]:
-        rows = [f"| {name} | {count:,} |" for name, count in counts.most_common()]
-        return [f"| {title} | count |", "|---|---|", *(rows or ["| none | 0 |"]), ""]
-
-    verdict = "PASS" if run.passed else "FAIL"
-    kills = run.faults["agent kill -9"]
-    short_of_kills = (
-        [f"* {kills} of the {args.kills} kills scheduled fell before the last delta was "
-         "applied (each waits for the restart of the one before)"]
-        if kills < args.kills else []
-    )  # fmt: skip
-    lines = [
-        "# Reliability: deltas through faults",
-        "",
-        f"`python -m conformance.chaos --deltas {args.deltas} "
-        f"--rows-per-delta {args.rows_per_delta} --kills {args.kills} "
-        f"--pg-restarts {args.pg_restarts} --seed {args.seed}` on a 2-core "
-        "VM: embedded Tansu and PostgreSQL, the agent as a process (local[2] Spark), the "
-        "reference origin, malformed messages all along.",
-        "",
-        f"**{verdict}**: {run.deltas} deltas in {run.seconds:,.0f} s; the replica "
-        + ("equals the reference model, also as of every delta" if not run.differences
-           else "DIFFERS from the model: " + "; ".join(run.differences[:5]))
-        + f"; the registry has {run.registry_rows} rows for {run.deltas} deltas; "
-        + (f"{len(run.lies)} transfer(s) that applied a delta were answered ERROR"
-           if run.lies else "no transfer that applied a delta was ever answered ERROR")
-        + ".",
-        "",
-        "| fault injected | times | deltas lost | deltas doubled | wrong answers "
-        "| longest time to recover |",
-        "|---|---|---|---|---|---|",
-        *(
-            f"| {name} | {count} | {run.lost} | {run.doubled} | {len(run.lies)} | "
-            + (f"{run.recovery[name]:.1f} s |" if name in run.recovery else "- |")
-            for name, count in run.faults.most_common()
-        ),
-        "",
-        "(Lost, doubled and wrong answers are counted for the whole run, every fault "
-        "together; time to recover runs from the injection to the next delta answered OK.)",
-        "",
-        *(f"* {note}" for note in run.notes),
-        *short_of_kills,
-        *(f"* NOT injected: {name}: {why}" for name, why in run.skipped.items()),
-        *(f"* FAILED: {failure}" for failure in run.failures),
-        "",
-        *table("agent exit it chose (a supervisor restarted it)", run.agent_exits),
-        *table("malformed message sent", run.malformed),
-        *table("answer on delta.in.rs (status or errorCode)", run.answers),
-        f"Peak RSS of the agent's Python process: {run.peak_rss_mib:,.0f} MiB "
-        "(sampled every 0.5 s; Spark's JVM and workers aside).",
-        "",
-    ]  # fmt: skip
-    for lie in run.lies[:20]:
-        lines.append(f"* {lie}")
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
