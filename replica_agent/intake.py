@@ -69,7 +69,16 @@ class Evicted:
     transfer: Transfer
 
 
-Outcome = Completed | Refused | Evicted
+@dataclass(frozen=True)
+class StreamsReady:
+    """Streams of a transfer still receiving are complete, their files durable: `staged`
+    names them, for prestaging (`spark_loader.prestage`)."""
+
+    transfer: Transfer
+    staged: StagedTransfer
+
+
+Outcome = Completed | Refused | Evicted | StreamsReady
 
 
 @dataclass
@@ -79,6 +88,8 @@ class Received:
 
     failures: list[Exception | None]
     outcomes: list[Outcome] = field(default_factory=list)
+    #: Transfers a chunk of which completed its stream (checked once the group is durable).
+    streams_completed: dict[str, Transfer] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,6 +159,13 @@ class ChunkIntake:
             except Exception as exc:
                 done.failures[index] = done.failures[index] or exc
         await self._flush(pending, done)
+        for transfer in done.streams_completed.values():
+            if self.tracker.open.get(transfer.request_id) is not transfer:
+                continue  # refused, evicted or read again from disk meanwhile
+            numbers = self.tracker.take_prestage(transfer)
+            if numbers:
+                staged = await asyncio.to_thread(self.staging.complete_streams, transfer, numbers)
+                done.outcomes.append(StreamsReady(transfer, staged))
         return done
 
     def _deadline(self) -> float:
@@ -208,6 +226,8 @@ class ChunkIntake:
                 pending.add_body(_Owner(index, transfer), key.stream_number, (path, body or b""))
                 self.metrics.chunks.labels(transfer.datamart).inc()
                 self.tracker.chunk_staged(transfer, self._deadline())
+                if stream.complete:
+                    done.streams_completed[rid] = transfer
             else:
                 self.metrics.duplicates.labels(transfer.datamart).inc()
             if accepted.stream_changed:

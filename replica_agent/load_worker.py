@@ -30,6 +30,7 @@ from replica_agent.answers import result_from_registry
 from replica_agent.errors import FatalAgentError
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox
+from replica_agent.prestaging import Prestage, Prestaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
 from spark_loader.errors import CommitStateUnknownError
@@ -49,6 +50,7 @@ class Loader(Protocol):
 
 
 Registry = Callable[[str, int], RegistryEntry | None]
+
 #: Every applied delta of a datamart, as the registry holds it now: number → date.
 AppliedDeltas = Callable[[str], Mapping[int, datetime]]
 
@@ -64,8 +66,10 @@ class LoadWorker:
         metrics: AgentMetrics,
         crash_after_commit_of: int | None = None,
         applied_deltas: AppliedDeltas | None = None,
+        prestage: Prestage | None = None,
     ) -> None:
         self.tracker = tracker
+        self.prestaging = Prestaging(tracker, prestage, self.idle)
         #: Re-read when the loader's sequence check (the authority) disagrees with memory.
         self.applied_deltas = applied_deltas
         self.loader = loader
@@ -96,6 +100,7 @@ class LoadWorker:
         self._task.add_done_callback(self._ended)
 
     async def stop(self) -> None:
+        await self.prestaging.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -104,6 +109,10 @@ class LoadWorker:
     @property
     def alive(self) -> bool:
         return self._task is not None and not self._task.done() and self.fatal is None
+
+    def idle(self) -> bool:
+        """No transfer is being handled or waits for the worker."""
+        return not self._handling and self._queue.empty()
 
     @property
     def queued(self) -> int:
@@ -133,6 +142,7 @@ class LoadWorker:
             self._taken += 1
             self._handling = True
             try:
+                await self.prestaging.settle()  # its tables are the load's now
                 if self.tracker.open.get(transfer.request_id) is transfer and (
                     await self._answer_unless_load(transfer)
                 ):

@@ -86,6 +86,7 @@ def run_agent(settings: AgentSettings) -> int:
         # Spark and the loader are imported here: `status` and tests of the app stay light.
         from spark_loader.loader import DeltaLoader  # noqa: PLC0415
         from spark_loader.ownership import DatamartOwnership  # noqa: PLC0415
+        from spark_loader.prestage import Prestager  # noqa: PLC0415
         from spark_loader.session import build_session  # noqa: PLC0415
         from spark_loader.store import ReplicaStore  # noqa: PLC0415
 
@@ -132,6 +133,7 @@ def run_agent(settings: AgentSettings) -> int:
                 applied_deltas=lambda name: {
                     e.delta_num: e.delta_date for e in store.registry(name)
                 },
+                prestage=Prestager(loader).prestage if settings.prestage else None,
             )
 
         app, _ = agent_app.build_app(

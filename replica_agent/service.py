@@ -1,6 +1,7 @@
 """The replica service: the agent's rooms wired together. Asyncio, but no Faust.
 
     delta.in  → ChunkIntake (chunks → durable files → outcomes)
+              → Prestaging (complete streams of a transfer still arriving → staging)
               → LoadWorker (sealed transfers → the loader, one at a time)
     every delta.in.rs → Outbox (recorded, sent, settled)
     delta.rq  → StateDesk (→ delta.rs)
@@ -20,10 +21,19 @@ from typing import Any
 from protocol.messages import DeltaState
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.backpressure import Backpressure, is_disk_fault
-from replica_agent.intake import ChunkIntake, Completed, Evicted, Outcome, RawMessage, Refused
+from replica_agent.intake import (
+    ChunkIntake,
+    Completed,
+    Evicted,
+    Outcome,
+    RawMessage,
+    Refused,
+    StreamsReady,
+)
 from replica_agent.load_worker import AppliedDeltas, Loader, LoadWorker, Registry
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox, SendResult
+from replica_agent.prestaging import Prestage
 from replica_agent.recovery import recover
 from replica_agent.staging import TransferStaging
 from replica_agent.state_desk import StateDesk
@@ -49,6 +59,7 @@ class ReplicaService:
         clock: Callable[[], float] = time.monotonic,
         crash_after_commit_of: int | None = None,
         applied_deltas: AppliedDeltas | None = None,
+        prestage: Prestage | None = None,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -70,7 +81,7 @@ class ReplicaService:
         self.worker = LoadWorker(
             tracker=tracker, loader=loader, registry=registry, outbox=self.outbox,
             metrics=metrics, crash_after_commit_of=crash_after_commit_of,
-            applied_deltas=applied_deltas,
+            applied_deltas=applied_deltas, prestage=prestage,
         )  # fmt: skip
         self.desk = StateDesk(tracker, self.worker, self.outbox, metrics)
         #: Set once `start` has recovered; chunks are not consumed before.
@@ -143,6 +154,8 @@ class ReplicaService:
                 await self.outbox.refuse(outcome.framing, outcome.code, outcome.message)
             elif isinstance(outcome, Evicted):
                 await self.outbox.evicted(outcome.transfer)
+            elif isinstance(outcome, StreamsReady):
+                self.worker.prestaging.offer(outcome.transfer, outcome.staged)
 
     async def check_incomplete(self) -> None:
         await self.outbox.report_overdue(self.clock())

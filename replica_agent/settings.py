@@ -65,6 +65,9 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     max_date_skew_hours: float = Field(default=24.0, ge=0)
     #: `/health` says 503 while a load has run longer than this (a hung job, a lock wait).
     load_stall_seconds: float = Field(default=1800.0, gt=0)
+    #: Stage a stream as soon as it is complete, while later streams of its delta arrive
+    #: (`spark_loader.prestage`); off: every table is staged after the last chunk.
+    prestage: bool = True
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).

@@ -153,9 +153,20 @@ class TransferStaging:
         Streams recovered from disk (size not measured) are measured here, from their files;
         the manifest records every stream's decoded size, and the tracker learns them from
         it (`TransferTracker.sealed`)."""
+        manifest = self._manifest(transfer, sorted(transfer.streams))
+        return StagedTransfer.write(self.directory(transfer.request_id), manifest)
+
+    def complete_streams(self, transfer: Transfer, numbers: Iterable[int]) -> StagedTransfer:
+        """Those complete streams of a transfer still receiving, as the loader reads a
+        transfer (for prestaging); no manifest is written."""
+        manifest = self._manifest(transfer, sorted(numbers))
+        return StagedTransfer(self.directory(transfer.request_id), manifest)
+
+    def _manifest(self, transfer: Transfer, numbers: list[int]) -> TransferManifest:
         directory = self.directory(transfer.request_id)
         streams = []
-        for number, stream in sorted(transfer.streams.items()):
+        for number in numbers:
+            stream = transfer.streams[number]
             decoded = stream.decoded_bytes
             if decoded is None:
                 decoded = sum(
@@ -171,14 +182,13 @@ class TransferStaging:
                     decoded_bytes=decoded,
                 )
             )
-        manifest = TransferManifest(
+        return TransferManifest(
             datamart=transfer.datamart,
             delta_num=transfer.delta_num,
             delta_date=transfer.delta_date,
             request_id=transfer.request_id,
             streams=tuple(streams),
         )
-        return StagedTransfer.write(directory, manifest)
 
     def remove(self, request_id: str) -> None:
         shutil.rmtree(self.directory(request_id), ignore_errors=True)

@@ -245,6 +245,18 @@ class TransferTracker:
         if stream.decoded_bytes is not None:  # None: recovered, measured when sealed
             stream.decoded_bytes += decoded_bytes
 
+    def take_prestage(self, transfer: Transfer) -> list[int]:
+        """Streams complete while the transfer still receives, not yet offered to
+        prestaging: from now on offered (each stream once)."""
+        if not transfer.evictable or transfer.complete:
+            return []
+        ready = sorted(
+            n for n, s in transfer.streams.items()
+            if s.complete and n not in transfer.prestage_offered
+        )  # fmt: skip
+        transfer.prestage_offered.update(ready)
+        return ready
+
     def sealed(self, transfer: Transfer, decoded_bytes: Mapping[int, int | None]) -> None:
         """Its manifest is written (with each stream's decoded size): for the loader."""
         for number, size in decoded_bytes.items():

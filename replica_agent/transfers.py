@@ -92,6 +92,8 @@ class Transfer:
     first_seen: float | None = None
     #: Bytes of its chunk bodies as staged (what it takes of the staging budget).
     staged_bytes: int = 0
+    #: Streams complete while it was receiving and handed to prestaging (`prestage`).
+    prestage_offered: set[int] = field(default_factory=set)
 
     @property
     def request_id(self) -> str:

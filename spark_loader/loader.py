@@ -115,7 +115,7 @@ class DeltaLoader:
         self._datamarts: dict[str, Datamart] = {}
         self._apply_started = 0.0  # when the last load's apply transaction began
 
-    def _executor_dsn(self) -> str:
+    def executor_dsn(self) -> str:
         """What the executors connect with: the DSN without its password, which they read
         from a 0600 passfile in the staging directory (Spark ships closures in the clear)."""
         if self._executor_dsn_cache is None:
@@ -133,9 +133,13 @@ class DeltaLoader:
         probe_executors(
             self.spark,
             self.settings.staging_path,
-            self._executor_dsn(),
+            self.executor_dsn(),
             timeout=self.settings.executor_probe_timeout_seconds,
         )
+
+    def datamart(self, name: str) -> Datamart | None:
+        """The registered datamart of that name (None: not served)."""
+        return self._datamarts.get(name)
 
     def register(self, schema: LogicalSchema) -> Datamart:
         """Create or check the datamart's store; loads of it are accepted from now on."""
@@ -169,7 +173,7 @@ class DeltaLoader:
         )
 
     # --- steps ---------------------------------------------------------------------------
-    def _check_sequence(
+    def verify_sequence(
         self, conn: psycopg.Connection, transfer: StagedTransfer
     ) -> RegistryEntry | None:
         """Steps 1-2: the stored entry of an applied delta, None for the expected one."""
@@ -204,13 +208,13 @@ class DeltaLoader:
                 # Under the datamart's lock: another loader (or our own retry) may have
                 # applied it meanwhile.
                 conn.execute("SELECT pg_advisory_lock(%s)", (datamart_lock_key(datamart.name),))
-                stored = self._check_sequence(conn, transfer)  # steps 1-2
+                stored = self.verify_sequence(conn, transfer)  # steps 1-2
                 if stored is not None:
                     bound.info("delta already applied", step=1)
                     return LoadResult.from_registry(stored, already_applied=True)
                 steps = staging_steps(
                     conn, datamart, transfer, tables, self.settings, self.spark,
-                    self._executor_dsn,
+                    self.executor_dsn,
                 )  # fmt: skip
                 if steps:
                     steps[-1] = partial(_logged_when_done, steps[-1], bound, started)

@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from protocol.schema import Table
 from spark_loader.errors import LoadFailedError, TransientLoadError
+from spark_loader.prestaged import forget, prestaged
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
 from spark_loader.store import Datamart, empty_staging
@@ -40,6 +41,25 @@ StagingStep = Callable[[], tuple[int, int]]
 
 
 def staging_steps(
+    conn: psycopg.Connection,
+    datamart: Datamart,
+    transfer: StagedTransfer,
+    tables: list[Table],
+    settings: LoaderSettings,
+    spark: SparkSession,
+    executor_dsn: Callable[[], str],
+) -> list[StagingStep]:
+    """One step per table of `tables`, in that order. A table whose staging already holds
+    this transfer's stream (`prestaged`) only hands its counts over; the others' staging is
+    emptied, then staged."""
+    ready = prestaged(conn, transfer.manifest)
+    to_stage = [t for t in tables if t.name not in ready]
+    forget(conn, datamart.name, [t.name for t in to_stage])
+    steps = iter(_staging(conn, datamart, transfer, to_stage, settings, spark, executor_dsn))
+    return [partial(_given, ready[t.name]) if t.name in ready else next(steps) for t in tables]
+
+
+def _staging(
     conn: psycopg.Connection,
     datamart: Datamart,
     transfer: StagedTransfer,

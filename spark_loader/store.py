@@ -103,6 +103,10 @@ class ReplicaStore:
             for statement in store_ddl(schema):
                 conn.execute(statement)
             datamart_id = _register_catalog(conn, schema)
+            conn.execute(  # the staging tables are made anew: they hold no stream
+                f"DELETE FROM {q(META_SCHEMA)}.staged_stream WHERE datamart = %s",
+                (schema.datamart,),
+            )
             for position, table in enumerate(schema.tables):
                 conn.execute(f"DROP TABLE IF EXISTS {staging_name(datamart_id, position)}")
                 conn.execute(create_staging_sql(datamart_id, position, table))

@@ -122,6 +122,16 @@ CREATE TABLE IF NOT EXISTS {meta}.retired_table (
     retired_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (datamart, renamed_to)
 );
+CREATE TABLE IF NOT EXISTS {meta}.staged_stream (
+    datamart text NOT NULL,
+    table_name text NOT NULL,
+    request_id text NOT NULL,
+    stream_number integer NOT NULL,
+    chunk_count integer NOT NULL,
+    staged bigint NOT NULL,
+    received bigint NOT NULL,
+    PRIMARY KEY (datamart, table_name)
+);
 CREATE TABLE IF NOT EXISTS {meta}.view (
     datamart text NOT NULL,
     view_name text NOT NULL,

@@ -280,3 +280,17 @@ def test_a_delta_dated_beyond_the_clock_skew_is_bad_chunk(marketing: LogicalSche
     within = key(request_id="within", delta_date=now + timedelta(hours=23))
     assert isinstance(tracker.admit(within, None), Accepted)
     assert tracker.expected("marketing") == 2  # nothing of the refused ones was applied
+
+
+def test_each_stream_complete_before_its_transfer_is_offered_to_prestaging_once(
+    tracker: TransferTracker,
+) -> None:
+    tracker.admit(key(chunk_number=2, is_last_chunk=True), None)
+    transfer = tracker.open["r1"]
+    assert tracker.take_prestage(transfer) == []  # chunk 1 of stream 1 is missing
+    tracker.admit(key(chunk_number=1), None)
+    assert tracker.take_prestage(transfer) == [1]
+    assert tracker.take_prestage(transfer) == []  # offered once
+    tracker.admit(key(stream_number=2, table_name="stores", is_last_chunk=True), None)
+    assert transfer.complete
+    assert tracker.take_prestage(transfer) == []  # complete: the load stages it

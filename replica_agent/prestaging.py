@@ -1,0 +1,84 @@
+"""Streams complete while their transfer still arrives, staged meanwhile (the loader's
+`Prestager`), one hand-over at a time in a thread, so the load after the last chunk has
+less left to do.
+
+A hand-over is staged only while it can help and cannot hinder: its transfer still
+receives, its delta is the one its datamart expects next, and the load worker is idle (a
+load owns the staging tables; the prestage would wait on, or be undone by, it). The worker
+waits for the prestage in flight before each load (`settle`), and hand-overs still queued
+then are dropped: the load stages those tables itself. A prestage that fails changes
+nothing a load does (see `spark_loader.prestage`), so nothing here is ever answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+import structlog
+
+from replica_agent.tracker import TransferTracker
+from replica_agent.transfers import Transfer
+from spark_loader.transfer import StagedTransfer
+
+log = structlog.get_logger("replica_agent")
+
+#: Stages complete streams of a transfer still receiving; the tables it staged.
+Prestage = Callable[[StagedTransfer], list[str]]
+
+
+class Prestaging:
+    def __init__(
+        self, tracker: TransferTracker, prestage: Prestage | None, worker_idle: Callable[[], bool]
+    ) -> None:
+        self.tracker = tracker
+        self.prestage = prestage
+        self.worker_idle = worker_idle
+        self._pending: list[tuple[Transfer, StagedTransfer]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def offer(self, transfer: Transfer, staged: StagedTransfer) -> None:
+        """Complete streams of `transfer` (`staged` names them), staged in turn if useful."""
+        if self.prestage is None:
+            return
+        self._pending.append((transfer, staged))
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="podd-prestage")
+
+    async def settle(self) -> None:
+        """Before a load: the prestage in flight ends; those still queued are dropped."""
+        self._pending.clear()
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    async def stop(self) -> None:
+        self._pending.clear()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def _useful(self, transfer: Transfer) -> bool:
+        return (
+            self.tracker.open.get(transfer.request_id) is transfer
+            and transfer.evictable
+            and self.worker_idle()
+            and self.tracker.sequence_problem(
+                transfer.datamart, transfer.delta_num, transfer.delta_date
+            ) is None
+        )  # fmt: skip
+
+    async def _run(self) -> None:
+        prestage = self.prestage
+        assert prestage is not None
+        while self._pending:
+            transfer, staged = self._pending.pop(0)
+            if not self._useful(transfer):
+                continue
+            try:
+                await asyncio.to_thread(prestage, staged)
+            except Exception:  # the loader's prestage logs and drops its own failures
+                log.exception("prestage failed", **transfer.log_ids())

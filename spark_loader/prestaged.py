@@ -1,0 +1,70 @@
+"""Which transfer's stream each staging table holds, when it was staged before the load.
+
+A stream that is complete while its transfer still arrives can be staged at once
+(`spark_loader.prestage`): its rows decoded and copied into its table's staging table, so
+the load that follows the last chunk applies them without staging them again.
+`podd_replica.staged_stream` says, per datamart table, which transfer's stream (requestId,
+stream number, chunk count) the staging table holds and its (staged, received) rows. Under
+the datamart's lock, both rules keep a row there true:
+
+* a row is written only after every row of that stream is staged (committed);
+* it is deleted before anything writes that staging table again (a load, another prestage).
+
+Staging is never the replica: nothing of it is visible before the load's one transaction.
+After `kill -9` a row is either absent (the load stages the table) or true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+
+from spark_loader.store_sql import META_SCHEMA, q
+from spark_loader.transfer import TransferManifest
+
+_TABLE = f"{q(META_SCHEMA)}.staged_stream"
+
+
+def prestaged(conn: psycopg.Connection, manifest: TransferManifest) -> dict[str, tuple[int, int]]:
+    """The manifest's tables whose staging holds exactly its stream: (staged, received)."""
+    rows = conn.execute(
+        f"SELECT table_name, stream_number, chunk_count, staged, received FROM {_TABLE} "
+        "WHERE datamart = %s AND request_id = %s",
+        (manifest.datamart, manifest.request_id),
+    ).fetchall()
+    wanted = {(s.table_name, s.stream_number, s.chunk_count) for s in manifest.streams}
+    return {
+        str(name): (int(staged), int(received))
+        for name, number, count, staged, received in rows
+        if (name, number, count) in wanted
+    }
+
+
+def forget(conn: psycopg.Connection, datamart: str, table_names: Sequence[str]) -> None:
+    """Before their staging is written: these tables hold no known stream any more."""
+    if table_names:
+        conn.execute(
+            f"DELETE FROM {_TABLE} WHERE datamart = %s AND table_name = ANY(%s)",
+            (datamart, list(table_names)),
+        )
+
+
+def remember(
+    conn: psycopg.Connection,
+    manifest: TransferManifest,
+    table_name: str,
+    staged: int,
+    received: int,
+) -> None:
+    """After every row of the table's stream is staged and committed."""
+    stream = next(s for s in manifest.streams if s.table_name == table_name)
+    conn.execute(
+        f"INSERT INTO {_TABLE} AS s (datamart, table_name, request_id, stream_number, "
+        "chunk_count, staged, received) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (datamart, table_name) DO UPDATE SET request_id = excluded.request_id, "
+        "stream_number = excluded.stream_number, chunk_count = excluded.chunk_count, "
+        "staged = excluded.staged, received = excluded.received",
+        (manifest.datamart, table_name, manifest.request_id, stream.stream_number,
+         stream.chunk_count, staged, received),
+    )  # fmt: skip

@@ -1,0 +1,126 @@
+"""Streams staged while their delta still arrives, in the agent process on real Tansu,
+PostgreSQL and Spark: the origin sends its tables one after another and the tables complete
+first are staged before the last chunk; a kill -9 after that, or a bad chunk in a later
+stream, changes nothing the protocol promises."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import psycopg
+
+from protocol.apply_model import ReplicaModel, apply_delta
+from protocol.errors import ErrorCode
+from protocol.framing import Chunk
+from protocol.messages import DeltaStatus
+from protocol.schema import LogicalSchema
+from protocol.workload import Workload, WorkloadSpec
+from spark_loader.store_sql import META_SCHEMA, q
+from tests.agent.conftest import AgentProcess, agent_fixture
+from tests.agent.kafka_io import Origin, chunks_of
+from tests.agent.test_integration import outcome
+from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
+
+agent = agent_fixture(3, incomplete_timeout=600)
+
+
+def split(chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:
+    """The chunks of every stream but the last, and the last stream's."""
+    last = max(c.key.stream_number for c in chunks)
+    return (
+        [c for c in chunks if c.key.stream_number < last],
+        [c for c in chunks if c.key.stream_number == last],
+    )
+
+
+def prestaged_tables(dsn: str, request_id: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            f"SELECT table_name FROM {q(META_SCHEMA)}.staged_stream WHERE request_id = %s",
+            (request_id,),
+        ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def delta_zero(schema: LogicalSchema, seed: int) -> tuple[dict, list[Chunk]]:  # type: ignore[type-arg]
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=seed)).next_delta()
+    return rows, chunks_of(schema, 0, rows, chunk_rows=40)
+
+
+def test_tables_sent_one_after_another_are_staged_before_the_last_chunk(
+    agent: AgentProcess, replica_dsn: str
+) -> None:
+    schema = agent.take()
+    rows, chunks = delta_zero(schema, 31)
+    early, late = split(chunks)
+    rid = chunks[0].key.request_id
+
+    async def run() -> DeltaStatus:
+        async with Origin(agent.broker, agent.topics) as origin:
+            await origin.send_chunks(early)
+            await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
+            await origin.send_chunks(late)
+            return (await outcome(origin, rid)).status
+
+    assert asyncio.run(run()) is DeltaStatus.OK
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    assert_matches_model(replica_dsn, model)
+    early_tables = {c.key.table_name for c in early}
+    assert prestaged_tables(replica_dsn, rid) == early_tables  # the load used them
+
+
+def test_a_kill_after_prestaging_then_the_rest_applies_exactly(
+    agent: AgentProcess, replica_dsn: str
+) -> None:
+    schema = agent.take()
+    rows, chunks = delta_zero(schema, 32)
+    early, late = split(chunks)
+    rid = chunks[0].key.request_id
+
+    async def run() -> DeltaStatus:
+        async with Origin(agent.broker, agent.topics) as origin:
+            await origin.send_chunks(early)
+            await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
+            agent.kill()
+            await asyncio.to_thread(agent.start)
+            await asyncio.to_thread(agent.wait_for_log, "transfer recovered from staging", rid)
+            await origin.send_chunks(late)
+            return (await outcome(origin, rid, timeout=300)).status
+
+    assert asyncio.run(run()) is DeltaStatus.OK
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    assert_matches_model(replica_dsn, model)
+
+
+def test_a_bad_chunk_after_prestaged_tables_leaves_the_replica_unchanged(
+    agent: AgentProcess, replica_dsn: str
+) -> None:
+    schema = agent.take()
+    rows, chunks = delta_zero(schema, 33)
+    early, late = split(chunks)
+    rid = chunks[0].key.request_id
+    late[-1] = dataclasses.replace(late[-1], body=b"not an avro container at all")
+    before = snapshot(replica_dsn, schema)
+    again = chunks_of(schema, 0, rows, chunk_rows=40)
+
+    async def run() -> tuple[str | None, object, DeltaStatus]:
+        async with Origin(agent.broker, agent.topics) as origin:
+            await origin.send_chunks(early)
+            await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
+            await origin.send_chunks(late)
+            refused = await outcome(origin, rid)
+            after_refusal = await asyncio.to_thread(snapshot, replica_dsn, schema)
+            await origin.send_chunks(again)  # the origin sends the delta anew
+            return (
+                refused.error_code,
+                after_refusal,
+                (await outcome(origin, again[0].key.request_id)).status,
+            )
+
+    code, after_refusal, status = asyncio.run(run())
+    assert code == ErrorCode.BAD_CHUNK
+    assert after_refusal == before
+    assert status is DeltaStatus.OK
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    assert_matches_model(replica_dsn, model)
