@@ -35,23 +35,29 @@ class PreparedDelta:
 
 def delta_in_messages(delta: PreparedDelta) -> Iterator[tuple[bytes, bytes]]:
     """(key, value) of every chunk, stream by stream, in chunk order."""
+    for stream in delta.transfer.manifest.streams:
+        yield from stream_messages(delta, stream.stream_number)
+
+
+def stream_messages(delta: PreparedDelta, stream_number: int) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of one stream's chunks, in chunk order."""
     transfer = delta.transfer
     m = transfer.manifest
-    for stream in m.streams:
-        for number, path in transfer.chunks_of(stream.table_name):
-            key = DeltaInKey(
-                request_id=m.request_id,
-                datamart=m.datamart,
-                delta_num=m.delta_num,
-                delta_date=m.delta_date,
-                subscription=SUBSCRIPTION,
-                table_name=stream.table_name,
-                stream_number=stream.stream_number,
-                stream_total=len(m.streams),
-                chunk_number=number,
-                is_last_chunk=number == stream.chunk_count,
-            )
-            yield encode_delta_in_key(key), path.read_bytes()
+    stream = next(s for s in m.streams if s.stream_number == stream_number)
+    for number, path in transfer.chunks_of(stream.table_name):
+        key = DeltaInKey(
+            request_id=m.request_id,
+            datamart=m.datamart,
+            delta_num=m.delta_num,
+            delta_date=m.delta_date,
+            subscription=SUBSCRIPTION,
+            table_name=stream.table_name,
+            stream_number=stream.stream_number,
+            stream_total=len(m.streams),
+            chunk_number=number,
+            is_last_chunk=number == stream.chunk_count,
+        )
+        yield encode_delta_in_key(key), path.read_bytes()
 
 
 def _prepare(

@@ -184,6 +184,8 @@ def render(results: dict[str, Any]) -> str:
             f"{_verdict(lat['median_seconds'] <= LATENCY_TARGET)} |",
             "",
         ]
+    if results.get("paced"):
+        lines += _paced_section(results["paced"])
     if results.get("catch_up"):
         lines += _catch_up_section(results["catch_up"])
     lines += _before_after(main, results.get("catch_up"))
@@ -213,6 +215,28 @@ def render(results: dict[str, Any]) -> str:
     if results.get("cdc"):
         lines += ["", *cdc_section(results["cdc"])]
     return "\n".join(lines) + "\n"
+
+
+def _paced_section(paced: dict[str, Any]) -> list[str]:
+    """A headline-size delta sent over some seconds: what is left after its last chunk."""
+    lines = [
+        "## A delta that takes seconds to arrive",
+        "",
+        f"Two more deltas of the headline's size, each produced evenly over about "
+        f"{paced['seconds']:g} s (a real origin on a real network), its streams in table order "
+        "or interleaved. Timed from the last chunk acknowledged by the broker to the "
+        f"`delta.in.rs`, divided by floor (b) of the same run ({paced['floor_b_seconds']:.2f} s).",
+        "",
+        "| streams | sent over s | last chunk → answer s | / floor (b) | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for run in paced["runs"]:
+        ratio = run["ratio_to_floor_b"]
+        lines.append(
+            f"| {run['order']} | {run['send_seconds']:.1f} | {run['after_last_chunk_seconds']:.2f} "
+            f"| {ratio:.2f} | ≤ 1.0: {_verdict(ratio <= 1.0)} |"
+        )
+    return [*lines, ""]
 
 
 def _catch_up_section(c: dict[str, Any]) -> list[str]:

@@ -43,6 +43,7 @@ from bench.e2e import Sent, one_row_latency, send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
 from bench.floors import consume_and_decode, keyed_copy_floor, settle_replica
 from bench.memory import TreeMemory
+from bench.paced import send_paced
 from bench.peer import create_peer_tables, live_rows, run_peer
 from bench.report import write_report
 from bench.restore_bench import restore_beside_delta_in
@@ -88,8 +89,12 @@ class Bench:
         schema = self.schema(f"{rows}" + ("_cluster" if cluster else ""))
         data = self.root / "data"
         print(f"[{rows:,} rows] generating the pre-load and the delta", flush=True)
-        preload, delta = prepare_deltas(
-            data, schema.datamart, a.tables, [(0, a.preload, 0), (1, rows, a.preload)], a.chunk_rows
+        paced = headline and a.paced_seconds > 0
+        sizes = [(0, a.preload, 0), (1, rows, a.preload)]
+        if paced:  # deltas 2 and 3: the same size again, sent paced
+            sizes += [(2, rows, a.preload + rows), (3, rows, a.preload + 2 * rows)]
+        preload, delta, *paced_deltas = prepare_deltas(
+            data, schema.datamart, a.tables, sizes, a.chunk_rows
         )
         schemas = [schema]
         latency_deltas: list[PreparedDelta] = []
@@ -115,6 +120,16 @@ class Bench:
                 out["produce_seconds"] = round(timed.produce_seconds, 3)
                 out["rows_per_second"] = round(delta.rows / timed.seconds)
                 out["memory"] = memory.peaks.as_mib()
+                for interleaved, later in zip(
+                    (False, True)[: len(paced_deltas)], paced_deltas, strict=True
+                ):
+                    order = "interleaved" if interleaved else "in table order"
+                    print(f"[{rows:,} rows] paced delta over {a.paced_seconds:g} s, streams "
+                          f"{order}", flush=True)  # fmt: skip
+                    run = await send_paced(
+                        client, later, a.paced_seconds, interleaved, ANSWER_TIMEOUT
+                    )
+                    out.setdefault("paced", []).append(run)
                 if latency:
                     out["latency"] = await self.latency(client, latency_deltas)
         # Read once the agent has stopped: it logs "answered" after the answer is sent.
@@ -129,6 +144,8 @@ class Bench:
         shutil.rmtree(agent_dir, ignore_errors=True)
         shutil.rmtree(preload.directory, ignore_errors=True)
         shutil.rmtree(delta.directory, ignore_errors=True)
+        for later in paced_deltas:
+            shutil.rmtree(later.directory, ignore_errors=True)
         return out
 
     async def latency(self, client: OriginClient, deltas: list[PreparedDelta]) -> dict[str, Any]:
@@ -193,6 +210,17 @@ class Bench:
             result = await self.point(rows, headline=rows == self.args.rows)
             points.append(result)
         out: dict[str, Any] = {"points": points}
+        headline = next((p for p in points if p.get("paced")), None)
+        if headline is not None:
+            floor_b = headline["floors"]["keyed_copy_seconds"]
+            out["paced"] = {
+                "seconds": self.args.paced_seconds,
+                "floor_b_seconds": floor_b,
+                "runs": [
+                    run | {"ratio_to_floor_b": round(run["after_last_chunk_seconds"] / floor_b, 2)}
+                    for run in headline["paced"]
+                ],
+            }
         if catch_up_result is not None:
             out["catch_up"] = catch_up_result
         if self.args.cluster:
@@ -284,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="deltas the reference origin sends one at a time (0: skip)",
     )  # fmt: skip
     parser.add_argument("--catch-up-rows", type=int, default=1000, help="rows per catch-up delta")
+    parser.add_argument(
+        "--paced-seconds", type=float, default=10.0,
+        help="also send two headline-size deltas spread over this many seconds, streams in "
+        "table order and interleaved (0: not)",
+    )  # fmt: skip
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("."), help="where BENCHMARKS.md goes")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: the temp dir)")
@@ -302,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         args.restore_rows, args.restore_deltas = min(args.restore_rows, 2000), 2
         args.catch_up_deltas = min(args.catch_up_deltas, 5)
         args.chunk_rows = min(args.chunk_rows, 100)
+        args.paced_seconds = min(args.paced_seconds, 1.0)
     log_to_stderr()
     results = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

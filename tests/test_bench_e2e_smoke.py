@@ -49,6 +49,17 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     assert restore["restore_seconds"] > 0
     assert restore["delta_in_seconds"] > 0
 
+    # Two more deltas of the headline's size, sent over a second: streams in table order and
+    # interleaved, each timed from its last chunk to its answer, against floor (b).
+    paced = results["paced"]
+    assert [r["order"] for r in paced["runs"]] == ["table order", "interleaved"]
+    assert paced["floor_b_seconds"] == main["floors"]["keyed_copy_seconds"]
+    for paced_run in paced["runs"]:
+        assert paced_run["rows"] == 2000
+        assert paced_run["after_last_chunk_seconds"] > 0
+        assert paced_run["send_seconds"] >= 0.9  # spread over the second asked for
+        assert paced_run["ratio_to_floor_b"] > 0
+
     # The reference origin caught a fresh replica up, one delta at a time.
     catch_up = results["catch_up"]
     assert (catch_up["deltas"], catch_up["resends"]) == (5, 0)
@@ -57,7 +68,8 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     report = (out / "BENCHMARKS.md").read_text()
     headings = (
         "## End to end: a 2,000-row delta", "## Latency", "## Scaling", "## On a Spark",
-        "## Restore from a backup topic", "## Catch-up", "## Before and after issue 16",
+        "## Restore from a backup topic", "## Catch-up", "## A delta that takes seconds",
+        "## Before and after issue 16",
     )  # fmt: skip
     for heading in headings:
         assert heading in report
