@@ -139,8 +139,11 @@ class ChunkIntake:
         *,
         incomplete_timeout: float,
         clock: Callable[[], float],
+        prestage_min_bytes: int = 1,
     ) -> None:
         self.tracker = tracker
+        #: Streams that decode to fewer bytes are not offered for prestaging.
+        self.prestage_min_bytes = prestage_min_bytes
         self.staging = staging
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
@@ -162,7 +165,7 @@ class ChunkIntake:
         for transfer in done.streams_completed.values():
             if self.tracker.open.get(transfer.request_id) is not transfer:
                 continue  # refused, evicted or read again from disk meanwhile
-            numbers = self.tracker.take_prestage(transfer)
+            numbers = self.tracker.take_prestage(transfer, self.prestage_min_bytes)
             if numbers:
                 staged = await asyncio.to_thread(self.staging.complete_streams, transfer, numbers)
                 done.outcomes.append(StreamsReady(transfer, staged))

@@ -134,6 +134,7 @@ def run_agent(settings: AgentSettings) -> int:
                     e.delta_num: e.delta_date for e in store.registry(name)
                 },
                 prestage=Prestager(loader).prestage if settings.prestage else None,
+                prestage_min_bytes=round(settings.prestage_min_kib * 1024),
             )
 
         app, _ = agent_app.build_app(

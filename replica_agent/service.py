@@ -60,6 +60,7 @@ class ReplicaService:
         crash_after_commit_of: int | None = None,
         applied_deltas: AppliedDeltas | None = None,
         prestage: Prestage | None = None,
+        prestage_min_bytes: int = 1,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -70,8 +71,9 @@ class ReplicaService:
             staging.outbox, staging.quarantine, keep_finished=tracker.limits.max_finished
         )
         self.intake = ChunkIntake(
-            tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock
-        )
+            tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
+            prestage_min_bytes=prestage_min_bytes,
+        )  # fmt: skip
         #: Whether the agent waits for its disk (intake and answers alike).
         self.pause = Backpressure()
         self.outbox = Outbox(

@@ -68,6 +68,9 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: Stage a stream as soon as it is complete, while later streams of its delta arrive
     #: (`spark_loader.prestage`); off: every table is staged after the last chunk.
     prestage: bool = True
+    #: Streams decoding to fewer KiB are left to the load (a prestage's lock, sequence
+    #: check and record cost more than staging them there).
+    prestage_min_kib: float = Field(default=256.0, ge=0)
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).

@@ -245,17 +245,22 @@ class TransferTracker:
         if stream.decoded_bytes is not None:  # None: recovered, measured when sealed
             stream.decoded_bytes += decoded_bytes
 
-    def take_prestage(self, transfer: Transfer) -> list[int]:
+    def take_prestage(self, transfer: Transfer, min_bytes: int = 1) -> list[int]:
         """Streams complete while the transfer still receives, not yet offered to
-        prestaging: from now on offered (each stream once)."""
+        prestaging, whose bodies decode to at least `min_bytes` (an empty or small stream
+        costs the load less than a prestage's round trips): from now on offered (each
+        stream once)."""
         if not transfer.evictable or transfer.complete:
             return []
-        ready = sorted(
-            n for n, s in transfer.streams.items()
+        complete = [
+            n for n, s in sorted(transfer.streams.items())
             if s.complete and n not in transfer.prestage_offered
-        )  # fmt: skip
-        transfer.prestage_offered.update(ready)
-        return ready
+        ]  # fmt: skip
+        transfer.prestage_offered.update(complete)
+        return [
+            n for n in complete
+            if (size := transfer.streams[n].decoded_bytes) is None or size >= min_bytes
+        ]  # fmt: skip
 
     def sealed(self, transfer: Transfer, decoded_bytes: Mapping[int, int | None]) -> None:
         """Its manifest is written (with each stream's decoded size): for the loader."""

@@ -22,7 +22,7 @@ from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
-agent = agent_fixture(3, incomplete_timeout=600)
+agent = agent_fixture(3, incomplete_timeout=600, extra_env={"PODD_PRESTAGE_MIN_KIB": "0"})
 
 
 def split(chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:

@@ -289,8 +289,16 @@ def test_each_stream_complete_before_its_transfer_is_offered_to_prestaging_once(
     transfer = tracker.open["r1"]
     assert tracker.take_prestage(transfer) == []  # chunk 1 of stream 1 is missing
     tracker.admit(key(chunk_number=1), None)
-    assert tracker.take_prestage(transfer) == [1]
+    assert tracker.take_prestage(transfer, min_bytes=0) == [1]
     assert tracker.take_prestage(transfer) == []  # offered once
     tracker.admit(key(stream_number=2, table_name="stores", is_last_chunk=True), None)
     assert transfer.complete
     assert tracker.take_prestage(transfer) == []  # complete: the load stages it
+
+
+def test_a_stream_smaller_than_asked_is_left_to_the_load(tracker: TransferTracker) -> None:
+    tracker.admit(key(is_last_chunk=True), None)
+    transfer = tracker.open["r1"]
+    transfer.streams[1].decoded_bytes = 100
+    assert tracker.take_prestage(transfer, min_bytes=101) == []
+    assert tracker.take_prestage(transfer, min_bytes=0) == []  # offered (and passed) once
