@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk-rows", type=int, help="rows per chunk (default 1000)")
     run.add_argument("--answer-timeout-seconds", type=float)
     run.add_argument("--load-failed-retries", type=int)
+    run.add_argument("--rate", type=float, help="rows per second to send at (default: unpaced)")
     rec.add_argument("--out", required=True, help="directory to write")
     bak.add_argument("--topic", help="the backup topic")
     bak.add_argument("--source-dir", help="saved deltas instead of the workload")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -126,10 +127,15 @@ class OriginClient:
     # --- sending ------------------------------------------------------------------------
 
     async def send_chunks(
-        self, chunks: Iterable[Chunk], *, shuffle: random.Random | None = None
+        self,
+        chunks: Iterable[Chunk],
+        *,
+        shuffle: random.Random | None = None,
+        rows_per_second: float = 0.0,
     ) -> int:
         """Produce chunks on `delta.in` and wait for the broker's acks: in order, partitioned
-        by key, or with `shuffle` in a random order, each on a random partition."""
+        by key, or with `shuffle` in a random order, each on a random partition; with
+        `rows_per_second`, each chunk once the rows before it are due at that rate."""
         topic = self.settings.topic_delta_in
         items = list(chunks)
         partitions: list[int] = []
@@ -137,7 +143,13 @@ class OriginClient:
             shuffle.shuffle(items)
             partitions = sorted(await self.producer.partitions_for(topic))
         pending = []
+        started, rows_before = time.perf_counter(), 0
         for chunk in items:
+            if rows_per_second > 0:
+                wait = started + rows_before / rows_per_second - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                rows_before += chunk.rows
             key = encode_delta_in_key(chunk.key)
             partition = shuffle.choice(partitions) if shuffle else None
             headers = self.sign(key, chunk.body)

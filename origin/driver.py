@@ -71,6 +71,8 @@ class DriverOptions:
     state_attempts: int = 3
     load_failed_retries: int = 3
     retry_backoff: float = 2.0
+    #: Chunks are sent at this many rows per second (0: unpaced).
+    rows_per_second: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class OriginDriver:
         started = time.perf_counter()
         resends = load_failures = 0
         request_id, chunks = framing or self.frame(delta)
-        sent = await self.client.send_chunks(chunks)
+        sent = await self.client.send_chunks(chunks, rows_per_second=self.options.rows_per_second)
         if on_sent is not None:
             on_sent()
         seen = 0  # answers of this requestId already handled

@@ -43,6 +43,9 @@ class OriginSettings(KafkaSettings):
     answer_timeout_seconds: float = Field(default=120.0, gt=0)
     state_timeout_seconds: float = Field(default=30.0, gt=0)
     load_failed_retries: int = Field(default=3, ge=0)
+    #: Rows per second a delta's chunks are sent at (0: as fast as the broker takes them):
+    #: an origin behind a slow network, or one reading its source as it goes.
+    rate: float = Field(default=0.0, ge=0)
 
     @field_validator("datamart")
     @classmethod
@@ -77,6 +80,7 @@ class OriginSettings(KafkaSettings):
             answer_timeout=self.answer_timeout_seconds,
             state_timeout=self.state_timeout_seconds,
             load_failed_retries=self.load_failed_retries,
+            rows_per_second=self.rate,
         )
 
     def workload_spec(self) -> WorkloadSpec:

@@ -112,8 +112,11 @@ class Origin(OriginClient):
         *,
         shuffle: random.Random | None = None,
         twice: bool = False,
+        rows_per_second: float = 0.0,
     ) -> int:
-        return await super().send_chunks(list(chunks) * (2 if twice else 1), shuffle=shuffle)
+        return await super().send_chunks(
+            list(chunks) * (2 if twice else 1), shuffle=shuffle, rows_per_second=rows_per_second
+        )
 
     async def ask(self, datamart: str, timeout: float = 60) -> DeltaState:
         state = await super().ask(datamart, timeout)

@@ -43,16 +43,20 @@ class FaultyClient(OriginClient):
     _first: str | None = None
 
     async def send_chunks(
-        self, chunks: Iterable[Chunk], *, shuffle: random.Random | None = None
+        self,
+        chunks: Iterable[Chunk],
+        *,
+        shuffle: random.Random | None = None,
+        rows_per_second: float = 0.0,
     ) -> int:
         items = list(chunks)
         if self._first is None:
             self._first = items[0].key.request_id
             if self.drop_on_first_send is not None:
                 kept = [c for c in items if not self.drop_on_first_send(c)]
-                await super().send_chunks(kept, shuffle=shuffle)
+                await super().send_chunks(kept, shuffle=shuffle, rows_per_second=rows_per_second)
                 return len(items)
-        return await super().send_chunks(items, shuffle=shuffle)
+        return await super().send_chunks(items, shuffle=shuffle, rows_per_second=rows_per_second)
 
     async def result(
         self, request_id: str, timeout: float, *, after: int = 0
@@ -93,6 +97,18 @@ def test_deltas_in_order_then_resumed_from_the_replicas_state(
     again, _ = asyncio.run(drive(agent, schema, 2))  # a new origin asks where to go on
     assert [o.delta_num for o in again] == [3, 4]
     assert differences(replica_dsn, model_of(schema, 4), as_of=range(5)) == []
+
+
+def test_a_paced_origin_sends_each_delta_over_the_time_its_rate_asks(
+    agent: AgentProcess, schema: LogicalSchema, replica_dsn: str
+) -> None:
+    """`--rate`: 60 rows at 30 rows/s in chunks of at most 10: the last chunk is due after
+    50 rows at least, 1.67 s (an unpaced 60-row delta is answered in about 0.1 s)."""
+    options = DriverOptions(chunk_rows=10, rows_per_second=30)
+    outcomes, _ = asyncio.run(drive(agent, schema, 2, options=options))
+    assert [o.delta_num for o in outcomes] == [0, 1]
+    assert all(o.rows == 60 and o.seconds >= 1.66 for o in outcomes), outcomes
+    assert differences(replica_dsn, model_of(schema, 1), as_of=range(2)) == []
 
 
 def test_incomplete_delta_is_completed_by_resending_only_the_missing_chunk(
