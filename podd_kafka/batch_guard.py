@@ -23,6 +23,7 @@ behaviour to the installed aiokafka.
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,20 @@ class PoisonBatch:
     reason: str
 
 
+#: Batches already logged (bounded): a reader that seeks back over one (a restore reads a
+#: delta's messages again) does not log it again.
+_LOGGED: OrderedDict[tuple[str, int, int], None] = OrderedDict()
+_LOGGED_MAX = 10_000
+
+
 def log_poison(batch: PoisonBatch) -> None:
+    """Log a skipped batch, once per process."""
+    where = (batch.topic, batch.partition, batch.first_offset)
+    if where in _LOGGED:
+        return
+    _LOGGED[where] = None
+    while len(_LOGGED) > _LOGGED_MAX:
+        _LOGGED.popitem(last=False)
     log.error(
         "a record batch that cannot be read was skipped",
         topic=batch.topic, partition=batch.partition, first_offset=batch.first_offset,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from podd_restore.errors import RestoreError, RestoreStopped
+from podd_restore.pipeline import DeltaFetcher
 from podd_restore.plan import BackupChunk, BackupIndex, DeltaPlan, Increment
 from podd_restore.report import CheckReport, build_report
 from podd_restore.restore_staging import RestoreStaging
@@ -133,12 +134,9 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         first = expected_next(None if last is None else last.delta_num)
         staging.clear()  # a scan stages everything it needs again
         index = BackupIndex(settings.datamart, max_messages=settings.max_messages)
-        topic_index = TopicIndex(
-            settings.datamart, index, staging, first, settings.to_delta,
-            settings.max_changelog_records,
-            max_staged_bytes=int(settings.restore_max_staged_mib * 2**20),
-            body_limits=settings.body_limits(),
-        )  # fmt: skip
+        # The topic indexed first, no data body kept: each delta's bodies are read again
+        # when its turn comes, one delta ahead of the apply (`podd_restore.pipeline`).
+        topic_index = TopicIndex(settings.datamart, index, settings.max_changelog_records)
         _scan(settings, bootstrap, topic_index)
         plans, stop = index.restorable(
             first, to_delta=settings.to_delta, increment_id=settings.increment_id
@@ -158,13 +156,22 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
                 history=history_before(topic_index, first), last_data=_last_data(plans),
             )  # fmt: skip
             applied: list[int] = []
-            for plan in plans:
-                assert plan.chosen is not None
-                applier.rows += applier.apply(plan.chosen)
-                applied.append(plan.chosen.delta_num)
-                if progress is not None:
-                    progress(len(applied), len(plans), applier.rows, time.perf_counter() - started)
+            chosen = [plan.chosen for plan in plans if plan.chosen is not None]
+            with DeltaFetcher(
+                settings, bootstrap, chosen, staging, body_limits=settings.body_limits(),
+                max_delta_bytes=int(settings.restore_max_staged_mib * 2**20),
+                stall_timeout=settings.stall_timeout_seconds,
+            ) as fetcher:  # fmt: skip
+                for _ in chosen:
+                    increment = fetcher.next()
+                    applier.rows += applier.apply(increment)
+                    fetcher.applied(increment)
+                    applied.append(increment.delta_num)
+                    if progress is not None:
+                        progress(len(applied), len(plans), applier.rows,
+                                 time.perf_counter() - started)  # fmt: skip
             committed = time.perf_counter()
+            log.info("staging held at most", mib=round(fetcher.peak_staged_bytes / 2**20, 1))
         finally:
             loader.close()
             spark.stop()
@@ -214,7 +221,6 @@ class _Applier:
             result = self.loader.load(transfer)
         except ProtocolError as exc:
             raise RestoreError(_located(exc, increment, tables)) from None
-        self.staging.applied(increment)
         rows = sum(t.rows_received for t in result.tables)
         log.info(
             "delta restored" if not result.already_applied else "delta already applied",

@@ -28,7 +28,7 @@ class RestoreSettings(LoaderSettings, KafkaSettings):
     max_messages: int = Field(default=10_000_000, ge=1)
     #: Changelog records (schema changes) held, in all the topic's runs together.
     max_changelog_records: int = Field(default=100_000, ge=1)
-    #: Data bodies staged on disk for one run, in all (MiB).
+    #: One delta's data bodies staged on disk (MiB); two deltas are staged at most.
     restore_max_staged_mib: float = Field(default=65_536, gt=0)
     #: How long the scan waits for the broker to deliver up to the end offsets it reported.
     stall_timeout_seconds: float = Field(default=60.0, gt=0)

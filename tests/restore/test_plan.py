@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
-
-import pytest
 
 from origin.backup import BackupLayout, incremental
 from origin.sources import WorkloadSource
-from podd_restore.errors import RestoreError
 from podd_restore.plan import BackupChunk, BackupIndex, Place
-from podd_restore.restore_staging import RestoreStaging
 from podd_restore.topic_index import TopicIndex
 from protocol.backup import BackupKey, BackupMessageType
 from protocol.backup_writer import BackupMessage
-from protocol.ocf import OcfLimits, decoded_size
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
 
@@ -124,44 +118,3 @@ def test_changelog_records_are_capped_for_all_runs_together(marketing: LogicalSc
     problems = [p for i in topic_index.index.increments.values() for p in i.problems]
     assert len(problems) == 1
     assert "for all runs together" in problems[0]
-
-
-def test_staged_data_is_capped_with_a_message_naming_the_setting(
-    marketing: LogicalSchema, tmp_path: Path
-) -> None:
-    source = WorkloadSource(marketing, WorkloadSpec(rows_per_delta=200, seed=2))
-    messages = list(incremental(source, range(3), BackupLayout(1, 1, 50), "run"))
-    sizes = sum(len(m.value) for m in messages if m.table_name is not None)
-    staging = RestoreStaging(tmp_path, marketing.datamart)
-    capped = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart), staging,
-                        max_staged_bytes=sizes // 2)  # fmt: skip
-    with pytest.raises(RestoreError, match="PODD_RESTORE_MAX_STAGED_MIB"):
-        _indexed(capped, messages)
-    whole = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart), staging,
-                       max_staged_bytes=sizes)  # fmt: skip
-    _indexed(whole, messages)
-    assert whole.staged_bytes == sizes
-
-
-def test_an_assembled_delta_carries_what_its_bodies_decompress_to(
-    marketing: LogicalSchema, tmp_path: Path
-) -> None:
-    """The loader plans slices on the manifest's decoded sizes; a restore gave none, so a
-    deflated body counted as its compressed bytes (a fifth of its rows' size, or less)."""
-    source = WorkloadSource(marketing, WorkloadSpec(rows_per_delta=400, seed=4))
-    messages = list(incremental(source, [0], BackupLayout(1, 1, 100), "run"))
-    staging = RestoreStaging(tmp_path, marketing.datamart)
-    topic_index = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart), staging)
-    _indexed(topic_index, messages)
-    increment = topic_index.index.delta(0).chosen
-    assert increment is not None
-    transfer = staging.assemble(increment, marketing, increment.tables())
-    by_table: dict[str, int] = {}
-    for m in messages:
-        if m.table_name is not None:
-            by_table[m.table_name] = by_table.get(m.table_name, 0) + decoded_size(
-                m.value, OcfLimits()
-            )
-    for stream in transfer.manifest.streams:
-        assert stream.decoded_bytes == by_table[stream.table_name]
-        assert stream.decoded_bytes > 0

@@ -240,6 +240,8 @@ def test_a_restore_killed_mid_way_continues_where_it_stopped(
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **restore.env()},
         )  # fmt: skip
         deadline = time.monotonic() + 300
+        # Killed once three deltas are in: the fourth is being read again and staged then
+        # (one delta ahead of the apply), or applying.
         while log.read_text().count('"delta restored"') < 3:
             assert child.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
