@@ -71,11 +71,26 @@ class Prestaging:
             ) is None
         )  # fmt: skip
 
+    def _take(self) -> tuple[Transfer, StagedTransfer]:
+        """The first hand-over, with every later one of the same transfer: one prestage (one
+        Spark job per few tables, not one per table) for the streams that completed while
+        the last prestage ran."""
+        transfer, staged = self._pending.pop(0)
+        same = [s for t, s in self._pending if t is transfer]
+        if not same:
+            return transfer, staged
+        self._pending = [(t, s) for t, s in self._pending if t is not transfer]
+        streams = {s.stream_number: s for part in (staged, *same) for s in part.manifest.streams}
+        manifest = staged.manifest.model_copy(
+            update={"streams": tuple(streams[n] for n in sorted(streams))}
+        )
+        return transfer, StagedTransfer(staged.directory, manifest)
+
     async def _run(self) -> None:
         prestage = self.prestage
         assert prestage is not None
         while self._pending:
-            transfer, staged = self._pending.pop(0)
+            transfer, staged = self._take()
             if not self._useful(transfer):
                 continue
             try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 
 import psycopg
 
@@ -48,11 +49,11 @@ def delta_zero(schema: LogicalSchema, seed: int) -> tuple[dict, list[Chunk]]:  #
     return rows, chunks_of(schema, 0, rows, chunk_rows=40)
 
 
-def test_tables_sent_one_after_another_are_staged_before_the_last_chunk(
-    agent: AgentProcess, replica_dsn: str
-) -> None:
-    schema = agent.take()
-    rows, chunks = delta_zero(schema, 31)
+def early_then_late(
+    agent: AgentProcess, chunks: list[Chunk], between: Callable[[], None] = lambda: None
+) -> DeltaStatus:
+    """Every stream but the last, then (once they are prestaged, and `between` ran) the
+    last: the transfer's answer."""
     early, late = split(chunks)
     rid = chunks[0].key.request_id
 
@@ -60,14 +61,27 @@ def test_tables_sent_one_after_another_are_staged_before_the_last_chunk(
         async with Origin(agent.broker, agent.topics) as origin:
             await origin.send_chunks(early)
             await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
+            await asyncio.to_thread(between)
             await origin.send_chunks(late)
-            return (await outcome(origin, rid)).status
+            return (await outcome(origin, rid, timeout=300)).status
 
-    assert asyncio.run(run()) is DeltaStatus.OK
+    return asyncio.run(run())
+
+
+def assert_applied(dsn: str, schema: LogicalSchema, rows: dict) -> None:  # type: ignore[type-arg]
     model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
-    assert_matches_model(replica_dsn, model)
-    early_tables = {c.key.table_name for c in early}
-    assert prestaged_tables(replica_dsn, rid) == early_tables  # the load used them
+    assert_matches_model(dsn, model)
+
+
+def test_tables_sent_one_after_another_are_staged_before_the_last_chunk(
+    agent: AgentProcess, replica_dsn: str
+) -> None:
+    schema = agent.take()
+    rows, chunks = delta_zero(schema, 31)
+    assert early_then_late(agent, chunks) is DeltaStatus.OK
+    assert_applied(replica_dsn, schema, rows)
+    early_tables = {c.key.table_name for c in split(chunks)[0]}
+    assert prestaged_tables(replica_dsn, chunks[0].key.request_id) == early_tables
 
 
 def test_a_kill_after_prestaging_then_the_rest_applies_exactly(
@@ -75,22 +89,15 @@ def test_a_kill_after_prestaging_then_the_rest_applies_exactly(
 ) -> None:
     schema = agent.take()
     rows, chunks = delta_zero(schema, 32)
-    early, late = split(chunks)
     rid = chunks[0].key.request_id
 
-    async def run() -> DeltaStatus:
-        async with Origin(agent.broker, agent.topics) as origin:
-            await origin.send_chunks(early)
-            await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
-            agent.kill()
-            await asyncio.to_thread(agent.start)
-            await asyncio.to_thread(agent.wait_for_log, "transfer recovered from staging", rid)
-            await origin.send_chunks(late)
-            return (await outcome(origin, rid, timeout=300)).status
+    def kill_and_restart() -> None:
+        agent.kill()
+        agent.start()
+        agent.wait_for_log("transfer recovered from staging", rid)
 
-    assert asyncio.run(run()) is DeltaStatus.OK
-    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
-    assert_matches_model(replica_dsn, model)
+    assert early_then_late(agent, chunks, kill_and_restart) is DeltaStatus.OK
+    assert_applied(replica_dsn, schema, rows)
 
 
 def test_a_bad_chunk_after_prestaged_tables_leaves_the_replica_unchanged(
@@ -122,5 +129,4 @@ def test_a_bad_chunk_after_prestaged_tables_leaves_the_replica_unchanged(
     assert code == ErrorCode.BAD_CHUNK
     assert after_refusal == before
     assert status is DeltaStatus.OK
-    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
-    assert_matches_model(replica_dsn, model)
+    assert_applied(replica_dsn, schema, rows)

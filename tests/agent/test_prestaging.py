@@ -1,0 +1,48 @@
+"""Hand-overs to prestaging waiting together are staged together (pure logic): streams of
+one transfer that completed while a prestage ran make one prestage, not one each."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from replica_agent.prestaging import Prestaging
+from replica_agent.transfers import Transfer, TransferFraming
+from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
+
+
+def transfer(request_id: str) -> Transfer:
+    return Transfer(
+        TransferFraming(
+            request_id=request_id, datamart="dm", delta_num=3,
+            delta_date=datetime(2026, 1, 1, tzinfo=UTC), subscription="s", stream_total=9,
+        )
+    )  # fmt: skip
+
+
+def streams(request_id: str, *numbers: int) -> StagedTransfer:
+    manifest = TransferManifest(
+        datamart="dm", delta_num=3, delta_date=datetime(2026, 1, 1, tzinfo=UTC),
+        request_id=request_id,
+        streams=tuple(
+            StreamManifest(stream_number=n, table_name=f"t{n}", chunk_count=1) for n in numbers
+        ),
+    )  # fmt: skip
+    return StagedTransfer(Path("/nowhere") / request_id, manifest)
+
+
+def test_the_streams_of_one_transfer_waiting_together_make_one_prestage() -> None:
+    prestaging = Prestaging(cast(Any, None), lambda staged: [], lambda: True)
+    first, other = transfer("a"), transfer("b")
+    prestaging._pending = [
+        (first, streams("a", 2)), (other, streams("b", 1)), (first, streams("a", 1, 4)),
+    ]  # fmt: skip
+    taken, staged = prestaging._take()
+    assert taken is first
+    assert [s.stream_number for s in staged.manifest.streams] == [1, 2, 4]
+    assert staged.directory == Path("/nowhere/a")
+    assert [(t, s.manifest.request_id) for t, s in prestaging._pending] == [(other, "b")]
+    taken, staged = prestaging._take()
+    assert taken is other
+    assert [s.stream_number for s in staged.manifest.streams] == [1]
