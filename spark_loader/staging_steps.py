@@ -69,6 +69,8 @@ def _staging(
     executor_dsn: Callable[[], str],
 ) -> list[StagingStep]:
     """Empty the tables' staging, then one step per table of `tables`, in that order."""
+    if not tables:  # every table was prestaged
+        return []
     staging = {t.name: datamart.staging(t.name) for t in tables}
     empty_staging(conn, list(staging.values()))
     targets = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import psycopg
 
@@ -23,7 +23,9 @@ from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
-agent = agent_fixture(3, incomplete_timeout=600, extra_env={"PODD_PRESTAGE_MIN_KIB": "0"})
+# A short incomplete timeout: a transfer waiting for its last stream is answered
+# INCOMPLETE_DELTA (an interim answer) after 6 s, and completes later all the same.
+agent = agent_fixture(4, incomplete_timeout=6, extra_env={"PODD_PRESTAGE_MIN_KIB": "0"})
 
 
 def split(chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:
@@ -49,8 +51,14 @@ def delta_zero(schema: LogicalSchema, seed: int) -> tuple[dict, list[Chunk]]:  #
     return rows, chunks_of(schema, 0, rows, chunk_rows=40)
 
 
+async def nothing(origin: Origin) -> None:
+    return None
+
+
 def early_then_late(
-    agent: AgentProcess, chunks: list[Chunk], between: Callable[[], None] = lambda: None
+    agent: AgentProcess,
+    chunks: list[Chunk],
+    between: Callable[[Origin], Awaitable[None]] = nothing,
 ) -> DeltaStatus:
     """Every stream but the last, then (once they are prestaged, and `between` ran) the
     last: the transfer's answer."""
@@ -61,7 +69,7 @@ def early_then_late(
         async with Origin(agent.broker, agent.topics) as origin:
             await origin.send_chunks(early)
             await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
-            await asyncio.to_thread(between)
+            await between(origin)
             await origin.send_chunks(late)
             return (await outcome(origin, rid, timeout=300)).status
 
@@ -91,13 +99,32 @@ def test_a_kill_after_prestaging_then_the_rest_applies_exactly(
     rows, chunks = delta_zero(schema, 32)
     rid = chunks[0].key.request_id
 
-    def kill_and_restart() -> None:
+    async def kill_and_restart(origin: Origin) -> None:
         agent.kill()
-        agent.start()
-        agent.wait_for_log("transfer recovered from staging", rid)
+        await asyncio.to_thread(agent.start)
+        await asyncio.to_thread(agent.wait_for_log, "transfer recovered from staging", rid)
 
     assert early_then_late(agent, chunks, kill_and_restart) is DeltaStatus.OK
     assert_applied(replica_dsn, schema, rows)
+
+
+def test_a_delta_answered_incomplete_after_prestaging_completes_with_its_prestaged_tables(
+    agent: AgentProcess, replica_dsn: str
+) -> None:
+    schema = agent.take()
+    rows, chunks = delta_zero(schema, 34)
+    rid = chunks[0].key.request_id
+    last = max(c.key.stream_number for c in chunks)
+
+    async def incomplete(origin: Origin) -> None:
+        answer = (await origin.results_of(rid, timeout=60))[0]
+        assert answer.error_code == ErrorCode.INCOMPLETE_DELTA
+        assert f"stream {last}" in (answer.error_message or "")
+
+    assert early_then_late(agent, chunks, incomplete) is DeltaStatus.OK
+    assert_applied(replica_dsn, schema, rows)
+    early_tables = {c.key.table_name for c in split(chunks)[0]}
+    assert prestaged_tables(replica_dsn, rid) == early_tables  # kept, and used
 
 
 def test_a_bad_chunk_after_prestaged_tables_leaves_the_replica_unchanged(

@@ -115,3 +115,27 @@ def test_nothing_is_prestaged_out_of_sequence_or_while_a_load_holds_the_datamart
         assert prestager.prestage(transfer) == []
     assert markers(replica_dsn, schema.datamart) == {}
     assert prestager.prestage(transfer) == [s.table_name for s in transfer.manifest.streams]
+
+
+def test_streams_prestaged_in_any_order_then_loaded_equal_the_model(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """The origin may send its streams in any order: the last first, then the first two;
+    the load stages only the rest, and the replica is as if nothing had been prestaged."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=12)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=45)
+    streams = transfer.manifest.streams
+    assert len(streams) >= 3
+    loader = new_loader(schema)
+    prestager = Prestager(loader)
+    for part in ((streams[-1],), streams[:2]):
+        partial = transfer.manifest.model_copy(update={"streams": part})
+        assert prestager.prestage(StagedTransfer(transfer.directory, partial)) == [
+            s.table_name for s in part
+        ]
+    loader.load(transfer)
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+    assert_matches_model(replica_dsn, model)
+    assert set(markers(replica_dsn, schema.datamart)) == {
+        s.table_name for s in (*streams[:2], streams[-1])
+    }
