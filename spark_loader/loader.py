@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
 from datetime import UTC
 from functools import partial
-from typing import Any
 
 import psycopg
 import structlog
@@ -31,15 +29,14 @@ from protocol.apply_model import TableCounts
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
 from protocol.sequence import AppliedDelta, check_sequence
-from spark_loader.apply_sql import table_apply_sql
 from spark_loader.connections import LoaderConnections, Session
 from spark_loader.errors import (
-    CommitStateUnknownError,
     LoaderError,
     LoadFailedError,
     TransientLoadError,
 )
 from spark_loader.executor_probe import probe_executors
+from spark_loader.lost_commit import LoadResult, settle_lost_commit
 from spark_loader.run_ahead import run_ahead
 from spark_loader.settings import LoaderSettings
 from spark_loader.staging_steps import staging_steps
@@ -51,6 +48,7 @@ from spark_loader.store import (
     registry_entry,
 )
 from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
+from spark_loader.table_apply import apply_table
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -63,34 +61,6 @@ Commit = Callable[[psycopg.Connection], None]
 
 def _commit(conn: psycopg.Connection) -> None:
     conn.commit()
-
-
-@dataclass(frozen=True)
-class LoadResult(RegistryEntry):
-    """The registry entry of the applied delta, and whether this load found it applied."""
-
-    already_applied: bool = False
-
-    @classmethod
-    def from_registry(cls, entry: RegistryEntry, *, already_applied: bool) -> LoadResult:
-        values = {f.name: getattr(entry, f.name) for f in fields(RegistryEntry)}
-        return cls(**values, already_applied=already_applied)
-
-
-#: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
-#: and with t_actual's lagging behind its growth (autovacuum analyses after 10% changed, at
-#: most once a minute), the planner can hash-join a few staged keys against a sequential
-#: scan of all of t_actual: in a catch-up, 20 ms per table after 150,000 rows, growing with
-#: the table. So their apply may only look keys up in t_actual's primary-key index
-#: (`KEYED_LOOKUP`): at most this many index probes, whatever the statistics say.
-ANALYZE_MIN_ROWS = 10_000
-#: For a small staging table: no hash or merge join, inside the apply transaction only.
-KEYED_LOOKUP = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
-#: Back to the session's own planner settings for a big (analysed) staging table.
-PLANNER_DEFAULT = "SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT"
-#: ANALYZE samples 300 rows per unit of target (PostgreSQL's default target, 100: 30,000
-#: rows). The apply's plans need little more than the size and that keys are distinct.
-ANALYZE_STATISTICS_TARGET = 10
 
 
 class DeltaLoader:
@@ -257,26 +227,10 @@ class DeltaLoader:
                 staged, rows = next(received)
                 if index == 0:
                     self._apply_started = time.perf_counter()
-                upserted = deleted = 0
-                if staged >= ANALYZE_MIN_ROWS:
-                    conn.execute(
-                        f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}"
-                    )
-                    conn.execute(f"ANALYZE {datamart.staging(table.name)}")
-                if staged:
-                    if keyed != (staged < ANALYZE_MIN_ROWS):
-                        keyed = not keyed
-                        conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
-                    sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
-                    applied = conn.execute(sql, params).fetchone()
-                    assert applied is not None
-                    deleted, upserted, found = applied
-                    if found != staged:  # rolled back: the retry stages the table again
-                        raise TransientLoadError(
-                            f"staging of {table.name} holds {found} rows, {staged} were "
-                            "staged: another process changed it during the load"
-                        )
-                counts.append(TableCounts(table.name, rows, upserted, deleted))
+                table_counts, keyed = apply_table(
+                    conn, datamart, table, staged, rows, params, keyed
+                )
+                counts.append(table_counts)
                 if self.between_tables is not None:
                     self.between_tables(conn, table.name)
             row = conn.execute(
@@ -296,7 +250,7 @@ class DeltaLoader:
                 self.commit(conn)
             except psycopg.OperationalError as exc:
                 conn.close()
-                return self._after_lost_commit(transfer, exc, session.backend)
+                return settle_lost_commit(self.store, self.settings, transfer, exc, session.backend)
             conn.autocommit = True
         except BaseException:
             if not conn.closed:
@@ -311,58 +265,6 @@ class DeltaLoader:
             row[0],
         )
 
-    def _after_lost_commit(
-        self, transfer: StagedTransfer, exc: Exception, backend: tuple[Any, ...] | None
-    ) -> LoadResult:
-        """The connection broke during COMMIT: the registry says whether it happened.
-
-        The registry is read only once the old backend has ended (a COMMIT the server
-        received lands even when the client is gone), with backoff while the server cannot
-        be reached, for at most `commit_settle_seconds`: a late-landing commit is never
-        taken for a failed one, so an applied delta is never answered LOAD_FAILED."""
-        manifest = transfer.manifest
-        deadline = time.monotonic() + self.settings.commit_settle_seconds
-        delay = 0.1
-        while True:
-            try:
-                stored = self._registry_after(backend, manifest.datamart, manifest.delta_num)
-                if stored is not None:
-                    # Ours only if it carries our requestId: another writer's row for this
-                    # delta means our COMMIT did not land (the delta is applied all the same).
-                    ours = stored.request_id == manifest.request_id
-                    return LoadResult.from_registry(stored, already_applied=not ours)
-                raise TransientLoadError(f"COMMIT failed and did not happen: {exc}") from exc
-            except psycopg.OperationalError as again:
-                if time.monotonic() + delay > deadline:
-                    raise CommitStateUnknownError(
-                        f"delta {manifest.delta_num}: the connection broke during COMMIT "
-                        f"({exc}) and the registry could not be read for "
-                        f"{self.settings.commit_settle_seconds:g} s ({again})"
-                    ) from again
-                log.warning("COMMIT state unknown: reading the registry again", error=str(again))
-            except _PendingCommit:
-                if time.monotonic() + delay > deadline:
-                    raise CommitStateUnknownError(
-                        f"delta {manifest.delta_num}: the backend that received the COMMIT is "
-                        f"still running after {self.settings.commit_settle_seconds:g} s"
-                    ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-    def _registry_after(
-        self, backend: tuple[Any, ...] | None, datamart: str, delta_num: int
-    ) -> RegistryEntry | None:
-        """The registry entry once `backend` has ended; `_PendingCommit` while it runs."""
-        with self.store.connect(autocommit=True) as conn:
-            if backend is not None:
-                running = conn.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
-                    backend,
-                ).fetchone()
-                if running is not None:
-                    raise _PendingCommit
-        return self.store.applied(datamart, delta_num)
-
 
 def _logged_when_done(
     step: Callable[[], tuple[int, int]],
@@ -373,10 +275,6 @@ def _logged_when_done(
     result = step()
     bound.info("staged", step=3, seconds=round(time.perf_counter() - started, 3))
     return result
-
-
-class _PendingCommit(Exception):
-    """The backend that received a COMMIT has not ended yet."""
 
 
 __all__ = ["BetweenTables", "DeltaLoader", "LoadResult", "LoaderError"]

@@ -15,9 +15,9 @@ from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from spark_loader.apply_sql import table_apply_sql
-from spark_loader.loader import ANALYZE_MIN_ROWS
 from spark_loader.session import JVM_OPTIONS
 from spark_loader.store_sql import physical
+from spark_loader.table_apply import ANALYZE_MIN_ROWS
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, stage
 
