@@ -211,6 +211,7 @@ def build_app(
         try:  # a timer that raised would never run again: log, and try on the next tick
             await service.check_incomplete()
             await service.refresh_registries(every=HOLD_CHECK_SECONDS)
+            await service.worker.prestaging.sweep()
             if status_file is not None:
                 status_written = _write_status(status_file, service, status_written)
         except Exception as exc:

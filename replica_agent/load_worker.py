@@ -34,6 +34,7 @@ from replica_agent.prestaging import Prestage, Prestaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
 from spark_loader.errors import CommitStateUnknownError
+from spark_loader.open_apply import OpenApply
 from spark_loader.store import RegistryEntry
 from spark_loader.transfer import StagedTransfer
 
@@ -46,7 +47,7 @@ REGISTRY_BACKOFF = (0.5, 1, 2, 4, 8, 16, 0)
 class Loader(Protocol):
     """What the worker needs of `spark_loader.loader.DeltaLoader`."""
 
-    def load(self, transfer: StagedTransfer) -> RegistryEntry: ...
+    def load(self, transfer: StagedTransfer, opened: OpenApply | None = None) -> RegistryEntry: ...
 
 
 Registry = Callable[[str, int], RegistryEntry | None]
@@ -142,11 +143,14 @@ class LoadWorker:
             self._taken += 1
             self._handling = True
             try:
-                await self.prestaging.settle()  # its tables are the load's now
+                # Its tables are the load's now; an apply opened for it is finished there.
+                opened = await self.prestaging.settle(transfer)
                 if self.tracker.open.get(transfer.request_id) is transfer and (
                     await self._answer_unless_load(transfer)
                 ):
-                    await self._load(transfer, staged)
+                    await self._load(transfer, staged, opened)
+                elif opened is not None:
+                    await asyncio.to_thread(opened.abort)
             except FatalAgentError as exc:
                 self.fatal = exc
                 log.critical("agent stopping", error=str(exc))
@@ -175,14 +179,16 @@ class LoadWorker:
             return True
         return False
 
-    async def _load(self, transfer: Transfer, staged: StagedTransfer) -> None:
+    async def _load(
+        self, transfer: Transfer, staged: StagedTransfer, opened: OpenApply | None = None
+    ) -> None:
         self.tracker.load_started(transfer)
         started = time.perf_counter()
         log.info("load start", **transfer.log_ids())
         failure: tuple[ErrorCode, str] | None = None
         self._load_began = time.monotonic()
         try:
-            entry = await asyncio.to_thread(self.loader.load, staged)
+            entry = await asyncio.to_thread(self.loader.load, staged, opened)
         except ProtocolError as exc:
             failure = exc.code, exc.message
             if exc.code is ErrorCode.LOAD_FAILED:  # the store's or Spark's words: hosts, paths

@@ -8,6 +8,12 @@ load owns the staging tables; the prestage would wait on, or be undone by, it). 
 waits for the prestage in flight before each load (`settle`), and hand-overs still queued
 then are dropped: the load stages those tables itself. A prestage that fails changes
 nothing a load does (see `spark_loader.prestage`), so nothing here is ever answered.
+
+Prestaged tables are also applied, in the delta's transaction opened at its first prestage
+(`spark_loader.open_apply`), kept here per transfer: `settle` hands it to the load of that
+transfer and rolls back any other, and `sweep` (every second) rolls back the one of a
+transfer that was refused, evicted or answered INCOMPLETE_DELTA, so no transaction and no
+datamart lock outlives what it was opened for.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ from collections.abc import Callable
 import structlog
 
 from replica_agent.tracker import TransferTracker
-from replica_agent.transfers import Transfer
+from replica_agent.transfers import Phase, Transfer
+from spark_loader.open_apply import OpenApply
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("replica_agent")
 
-#: Stages complete streams of a transfer still receiving; the tables it staged.
-Prestage = Callable[[StagedTransfer], list[str]]
+#: Stages (and applies, in the open apply given or a new one) complete streams of a
+#: transfer still receiving; the tables it staged, and the open apply (None: none).
+Prestage = Callable[[StagedTransfer, OpenApply | None], tuple[list[str], OpenApply | None]]
 
 
 class Prestaging:
@@ -37,6 +45,8 @@ class Prestaging:
         self.worker_idle = worker_idle
         self._pending: list[tuple[Transfer, StagedTransfer]] = []
         self._task: asyncio.Task[None] | None = None
+        #: The open apply of each transfer that has one (by requestId).
+        self._opened: dict[str, OpenApply] = {}
 
     def offer(self, transfer: Transfer, staged: StagedTransfer) -> None:
         """Complete streams of `transfer` (`staged` names them), staged in turn if useful."""
@@ -46,13 +56,24 @@ class Prestaging:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="podd-prestage")
 
-    async def settle(self) -> None:
-        """Before a load: the prestage in flight ends; those still queued are dropped."""
+    async def settle(self, transfer: Transfer) -> OpenApply | None:
+        """Before a load: the prestage in flight ends, those still queued are dropped, and
+        the open apply of `transfer` is handed over (any other is rolled back)."""
         self._pending.clear()
-        task = self._task
-        if task is not None and not task.done():
-            with contextlib.suppress(Exception):
-                await asyncio.shield(task)
+        await self._idle()
+        mine = self._opened.pop(transfer.request_id, None)
+        await self._abort(list(self._opened))
+        return mine
+
+    async def sweep(self) -> None:
+        """Roll back the open applies of transfers no longer receiving towards a load."""
+        if self._task is not None and not self._task.done():
+            return  # a prestage uses them: the next sweep
+        stale = [
+            rid for rid in self._opened
+            if (t := self.tracker.open.get(rid)) is None or t.phase is Phase.REPORTED_INCOMPLETE
+        ]  # fmt: skip
+        await self._abort(stale)
 
     async def stop(self) -> None:
         self._pending.clear()
@@ -60,6 +81,20 @@ class Prestaging:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        await self._abort(list(self._opened))
+
+    async def _idle(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    async def _abort(self, request_ids: list[str]) -> None:
+        for rid in request_ids:
+            opened = self._opened.pop(rid, None)
+            if opened is not None:
+                log.info("open apply rolled back", requestId=rid)
+                await asyncio.to_thread(opened.abort)
 
     def _useful(self, transfer: Transfer) -> bool:
         return (
@@ -93,7 +128,11 @@ class Prestaging:
             transfer, staged = self._take()
             if not self._useful(transfer):
                 continue
+            rid = transfer.request_id
             try:
-                await asyncio.to_thread(prestage, staged)
+                _, opened = await asyncio.to_thread(prestage, staged, self._opened.pop(rid, None))
             except Exception:  # the loader's prestage logs and drops its own failures
                 log.exception("prestage failed", **transfer.log_ids())
+                continue
+            if opened is not None:
+                self._opened[rid] = opened

@@ -46,16 +46,25 @@ class LoaderConnections:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """An autocommit connection for one load; kept afterwards only if it ended cleanly."""
-        try:
-            session = self._idle.pop()  # list.pop is atomic: loads may run in threads
-        except IndexError:
-            session = self._open()
-        conn = session.conn
+        session = self.take()
         try:
             yield session
         except BaseException:
-            conn.close()
+            session.conn.close()
             raise
+        self.give_back(session)
+
+    def take(self) -> Session:
+        """An idle connection, or a new one; hand it back with `give_back`."""
+        try:
+            return self._idle.pop()  # list.pop is atomic: loads may run in threads
+        except IndexError:
+            return self._open()
+
+    def give_back(self, session: Session) -> None:
+        """Kept for the next load if it is clean (autocommit, idle, its session advisory
+        locks released), closed otherwise."""
+        conn = session.conn
         if conn.closed or not conn.autocommit:
             conn.close()
             return

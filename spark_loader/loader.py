@@ -16,7 +16,7 @@ A connection lost during COMMIT is resolved by reading the registry before anyth
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC
 from functools import partial
 
@@ -37,6 +37,7 @@ from spark_loader.errors import (
 )
 from spark_loader.executor_probe import probe_executors
 from spark_loader.lost_commit import LoadResult, settle_lost_commit
+from spark_loader.open_apply import OpenApply
 from spark_loader.run_ahead import run_ahead
 from spark_loader.settings import LoaderSettings
 from spark_loader.staging_steps import staging_steps
@@ -117,7 +118,11 @@ class DeltaLoader:
         self._datamarts[schema.datamart] = datamart
         return datamart
 
-    def load(self, transfer: StagedTransfer) -> LoadResult:
+    def load(self, transfer: StagedTransfer, opened: OpenApply | None = None) -> LoadResult:
+        """Apply the transfer (steps 1-4, retried); with `opened`, the apply transaction
+        opened for it while it arrived (`open_apply`) is finished instead: only the tables
+        it has not applied are staged and applied. If that fails, it is rolled back and
+        the delta is loaded anew from staging."""
         manifest = transfer.manifest
         datamart = self._datamarts.get(manifest.datamart)
         if datamart is None:
@@ -128,6 +133,13 @@ class DeltaLoader:
             datamart=manifest.datamart, deltaNum=manifest.delta_num, requestId=manifest.request_id
         )
         tables = [datamart.schema.table(s.table_name) for s in manifest.streams]
+        if opened is not None and opened.alive and opened.request_id == manifest.request_id:
+            try:
+                return self._finish(datamart, transfer, tables, bound, opened)
+            except TransientLoadError as exc:
+                bound.warning("the open apply failed: loading anew", error=str(exc))
+        if opened is not None:
+            opened.abort()
         last_error = ""
         for attempt in range(1, self.settings.load_attempts + 1):
             try:
@@ -202,6 +214,43 @@ class DeltaLoader:
         except psycopg.errors.DeadlockDetected as exc:
             raise TransientLoadError(f"deadlock: {exc}") from exc
 
+    def _finish(
+        self,
+        datamart: Datamart,
+        transfer: StagedTransfer,
+        tables: list[Table],
+        bound: structlog.typing.FilteringBoundLogger,
+        opened: OpenApply,
+    ) -> LoadResult:
+        """Step 3-4 in the transaction `opened` holds (it holds the lock and checked the
+        sequence): the tables it has not applied are staged (on another connection: the
+        transaction holds staging locks) and applied, then the registry row, COMMIT."""
+        done = dict(opened.applied)
+        keyed = opened.keyed
+        session = opened.hand_over()
+        left = [t for t in tables if t.name not in done]
+        try:
+            with self.connections.session() as staging_session:
+                steps = staging_steps(
+                    staging_session.conn, datamart, transfer, left, self.settings, self.spark,
+                    self.executor_dsn,
+                )  # fmt: skip
+                with run_ahead(steps, "podd-staging") as staged:
+                    result = self._apply(
+                        session, datamart, transfer, tables, staged, done=done, keyed=keyed
+                    )
+        except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
+            session.conn.close()
+            raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            session.conn.close()  # rolled back (`_apply`), and its lock released
+            raise
+        finally:
+            self.connections.give_back(session)
+        bound.info("applied", step=4, opened_before=sorted(done),
+                   rows=sum(c.rows_received for c in result.tables))  # fmt: skip
+        return result
+
     def _apply(
         self,
         session: Session,
@@ -209,6 +258,9 @@ class DeltaLoader:
         transfer: StagedTransfer,
         tables: list[Table],
         received: Iterator[tuple[int, int]],
+        *,
+        done: Mapping[str, TableCounts] | None = None,
+        keyed: bool = False,
     ) -> LoadResult:
         """Step 4: every table and the registry row, in one transaction, each table as soon
         as `received` hands over its (staged, received) rows, in table order. A table with
@@ -219,11 +271,15 @@ class DeltaLoader:
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
         conn = session.conn
-        conn.autocommit = False  # the session's advisory lock outlives the transaction
-        keyed = False  # KEYED_LOOKUP set in this transaction
+        if conn.autocommit:  # (an opened apply's transaction is already open)
+            conn.autocommit = False  # the session's advisory lock outlives the transaction
+        done = done or {}
         self._apply_started = time.perf_counter()
         try:
             for index, table in enumerate(tables):
+                if table.name in done:  # applied while the delta arrived
+                    counts.append(done[table.name])
+                    continue
                 staged, rows = next(received)
                 if index == 0:
                     self._apply_started = time.perf_counter()

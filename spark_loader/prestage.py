@@ -10,9 +10,9 @@ applies those tables without staging them again (`spark_loader.prestaged`).
 It changes nothing a load promises:
 * it takes the datamart's lock without waiting (a load runs: nothing is prestaged) and
   stages only the delta the registry expects next;
-* it writes staging tables only, never the replica: a transfer later refused (`BAD_CHUNK`,
-  `SCHEMA_MISMATCH`, `INCOMPLETE_DELTA`) leaves the replica as it was, and the next load
-  stages those tables again;
+* staging is never the replica, and what it applies stays inside the delta's one open
+  transaction (`spark_loader.open_apply`): a transfer later refused (`BAD_CHUNK`,
+  `SCHEMA_MISMATCH`, `INCOMPLETE_DELTA`) is rolled back and leaves the replica as it was;
 * a failure of any kind is logged and dropped: the load stages the table itself and meets
   the same row error, answered as before.
 """
@@ -20,15 +20,18 @@ It changes nothing a load promises:
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import psycopg
 import structlog
 
-from protocol.errors import PoddError
+from protocol.errors import ErrorCode, PoddError, ProtocolError
+from protocol.schema import Table
 from spark_loader.loader import DeltaLoader
+from spark_loader.open_apply import OpenApply
 from spark_loader.prestaged import remember
 from spark_loader.staging_steps import staging_steps
-from spark_loader.store_sql import datamart_lock_key
+from spark_loader.store import Datamart
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -37,44 +40,66 @@ log = structlog.get_logger("spark_loader")
 class Prestager:
     """Prestages with a loader's connections, settings and Spark session."""
 
-    def __init__(self, loader: DeltaLoader) -> None:
+    def __init__(self, loader: DeltaLoader, *, apply: bool = True) -> None:
         self.loader = loader
+        #: Also apply each prestaged table in the delta's transaction, opened at the first
+        #: prestage (`spark_loader.open_apply`).
+        self.apply = apply
 
-    def prestage(self, transfer: StagedTransfer) -> list[str]:
-        """Stage the streams `transfer`'s manifest names (complete ones); the tables staged,
-        none when the datamart is locked by a load, the delta is not the one expected next,
-        or staging failed."""
+    def prestage(
+        self, transfer: StagedTransfer, opened: OpenApply | None = None
+    ) -> tuple[list[str], OpenApply | None]:
+        """Stage the streams `transfer`'s manifest names (complete ones), and apply them in
+        `opened` (or in an apply opened now). The tables staged (none when the datamart is
+        locked by a load, the delta is not the one expected next, or staging failed), and
+        the open apply to hand to the next prestage and to the load (None: none is open;
+        a failed one is rolled back)."""
         manifest = transfer.manifest
         datamart = self.loader.datamart(manifest.datamart)
         if datamart is None or not manifest.streams:
-            return []
+            return [], opened
         ids = {"datamart": manifest.datamart, "deltaNum": manifest.delta_num,
                "requestId": manifest.request_id}  # fmt: skip
         started = time.perf_counter()
         tables = [datamart.schema.table(s.table_name) for s in manifest.streams]
         try:
-            with self.loader.connections.session() as session:
-                conn = session.conn
-                locked = conn.execute(
-                    "SELECT pg_try_advisory_lock(%s)", (datamart_lock_key(datamart.name),)
-                ).fetchone()
-                if not (locked and locked[0]):
-                    return []
-                if self.loader.verify_sequence(conn, transfer) is not None:
-                    return []  # applied already
-                steps = staging_steps(
-                    conn, datamart, transfer, tables, self.loader.settings, self.loader.spark,
-                    self.loader.executor_dsn,
-                )  # fmt: skip
-                for table, step in zip(tables, steps, strict=True):
-                    staged, received = step()
-                    remember(conn, manifest, table.name, staged, received)
+            if opened is None or not opened.alive:
+                opened = OpenApply(self.loader.connections, datamart, manifest)
+                if not opened.open(partial(self._expected, transfer)):
+                    return [], None  # a load holds the datamart
+            counts = self._stage(transfer, datamart, tables)
+            if self.apply:
+                opened.apply(tables, counts)
         except Exception as exc:  # the load stages these tables itself, and says what failed
+            if opened is not None:
+                opened.abort()
             level = log.info if isinstance(exc, PoddError | psycopg.Error) else log.warning
             level("prestage dropped: the load stages these tables", **ids,
                   reason=f"{type(exc).__name__}: {str(exc)[:300]}")  # fmt: skip
-            return []
+            return [], None
         names = [t.name for t in tables]
-        log.info("prestaged", **ids, tables=names,
+        log.info("prestaged", **ids, tables=names, applied=self.apply,
                  seconds=round(time.perf_counter() - started, 3))  # fmt: skip
-        return names
+        return names, opened
+
+    def _expected(self, transfer: StagedTransfer, conn: psycopg.Connection) -> None:
+        """Refuses (raises) unless the transfer's delta is the one the registry expects."""
+        if self.loader.verify_sequence(conn, transfer) is not None:
+            raise ProtocolError("the delta is applied already", code=ErrorCode.DELTA_CONFLICT)
+
+    def _stage(
+        self, transfer: StagedTransfer, datamart: Datamart, tables: list[Table]
+    ) -> dict[str, tuple[int, int]]:
+        """Stage the tables on a connection of their own (autocommit; the open apply holds
+        the lock), recording each as it is done: (staged, received) rows per table."""
+        counts: dict[str, tuple[int, int]] = {}
+        with self.loader.connections.session() as session:
+            conn = session.conn
+            steps = staging_steps(
+                conn, datamart, transfer, tables, self.loader.settings, self.loader.spark,
+                self.loader.executor_dsn,
+            )  # fmt: skip
+            for table, step in zip(tables, steps, strict=True):
+                counts[table.name] = step()
+                remember(conn, transfer.manifest, table.name, *counts[table.name])
+        return counts

@@ -39,7 +39,7 @@ class RecordingLoader:
         self.loaded: list[StagedTransfer] = []
         self.gate = gate
 
-    def load(self, transfer: StagedTransfer) -> RegistryEntry:
+    def load(self, transfer: StagedTransfer, opened: object = None) -> RegistryEntry:
         if self.gate is not None and not self.gate.wait(timeout=30):
             raise AssertionError("the test never opened the loader's gate")
         self.loaded.append(transfer)

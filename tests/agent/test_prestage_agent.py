@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable
 
 import psycopg
@@ -90,6 +91,15 @@ def test_tables_sent_one_after_another_are_staged_before_the_last_chunk(
     assert_applied(replica_dsn, schema, rows)
     early_tables = {c.key.table_name for c in split(chunks)[0]}
     assert prestaged_tables(replica_dsn, chunks[0].key.request_id) == early_tables
+    assert opened_before(agent, chunks[0].key.request_id) == early_tables  # applied early
+
+
+def opened_before(agent: AgentProcess, request_id: str) -> set[str]:
+    """The tables the load found applied in the delta's open transaction."""
+    for line in agent.log_text().splitlines():
+        if request_id in line and '"opened_before"' in line:
+            return set(json.loads(line)["opened_before"])
+    return set()
 
 
 def test_a_kill_after_prestaging_then_the_rest_applies_exactly(

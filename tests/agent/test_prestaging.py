@@ -33,7 +33,7 @@ def streams(request_id: str, *numbers: int) -> StagedTransfer:
 
 
 def test_the_streams_of_one_transfer_waiting_together_make_one_prestage() -> None:
-    prestaging = Prestaging(cast(Any, None), lambda staged: [], lambda: True)
+    prestaging = Prestaging(cast(Any, None), cast(Any, None), lambda: True)
     first, other = transfer("a"), transfer("b")
     prestaging._pending = [
         (first, streams("a", 2)), (other, streams("b", 1)), (first, streams("a", 1, 4)),

@@ -38,7 +38,7 @@ class FailingLoader:
         self.failing, self.error = failing, error
         self.applied: dict[int, RegistryEntry] = {}
 
-    def load(self, transfer: StagedTransfer) -> RegistryEntry:
+    def load(self, transfer: StagedTransfer, opened: object = None) -> RegistryEntry:
         m = transfer.manifest
         if m.delta_num in self.failing:
             raise self.error
@@ -100,7 +100,7 @@ async def test_a_fault_after_the_commit_is_answered_ok_from_the_registry(
     loader = FailingLoader(set(), RuntimeError("never"))
     original = loader.load
 
-    def commit_then_fail(transfer: StagedTransfer) -> RegistryEntry:
+    def commit_then_fail(transfer: StagedTransfer, opened: object = None) -> RegistryEntry:
         original(transfer)  # applied: the registry has it
         raise RuntimeError(f"the answer could not be built: {SECRET}")
 

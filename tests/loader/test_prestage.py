@@ -1,7 +1,8 @@
-"""Streams staged while their transfer still arrives (`spark_loader.prestage`), on a real
-SparkSession and PostgreSQL, staged by Spark and in the driver: the load applies a
-prestaged table without staging it again, and a prestage never changes what a load does
-(another transfer of the delta, a bad chunk, a delta not expected next, a load running)."""
+"""Streams staged, and applied in the delta's open transaction, while their transfer still
+arrives (`spark_loader.prestage`, `spark_loader.open_apply`), on a real SparkSession and
+PostgreSQL, staged by Spark and in the driver: the load finishes that transaction (or
+applies prestaged tables without staging them again), and nothing of it is visible before
+its commit or survives a refusal, a rollback or a lost connection."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from spark_loader.prestage import Prestager
 from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
-from spark_loader.transfer import StagedTransfer
+from spark_loader.transfer import StagedTransfer, StreamManifest
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 
@@ -31,12 +32,15 @@ def schema() -> LogicalSchema:
     return unique(parse_schema(DDL))
 
 
+def with_streams(transfer: StagedTransfer, streams: tuple[StreamManifest, ...]) -> StagedTransfer:
+    """The transfer as it is while only `streams` are complete."""
+    manifest = transfer.manifest.model_copy(update={"streams": streams})
+    return StagedTransfer(transfer.directory, manifest)
+
+
 def streams_of(transfer: StagedTransfer, count: int) -> StagedTransfer:
     """The transfer as it is while only its first `count` streams are complete."""
-    streams = transfer.manifest.streams[:count]
-    return StagedTransfer(
-        transfer.directory, transfer.manifest.model_copy(update={"streams": streams})
-    )
+    return with_streams(transfer, transfer.manifest.streams[:count])
 
 
 def markers(dsn: str, datamart: str) -> dict[str, str]:
@@ -56,49 +60,83 @@ def test_a_prestaged_table_is_applied_without_staging_it_again(
     transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
     loader = new_loader(schema)
     first = transfer.manifest.streams[0]
-    assert Prestager(loader).prestage(streams_of(transfer, 1)) == [first.table_name]
+    names, opened = Prestager(loader, apply=False).prestage(streams_of(transfer, 1))
+    assert names == [first.table_name]
+    assert opened is not None
+    opened.abort()  # staged only
     assert markers(replica_dsn, schema.datamart) == {first.table_name: transfer.manifest.request_id}
     for _, path in transfer.chunks_of(first.table_name):
         path.unlink()  # the load must not need them: their rows are staged
 
     result = loader.load(transfer)
-    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
-    assert_matches_model(replica_dsn, model)
+    assert_applied(replica_dsn, schema, rows)
     assert sum(c.rows_received for c in result.tables) == sum(len(r) for r in rows.values())
-    assert set(markers(replica_dsn, schema.datamart)) == {first.table_name}
 
 
-def test_another_transfer_of_the_delta_stages_its_own_rows(
+def test_tables_applied_while_the_delta_arrives_are_invisible_until_the_load_commits(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=6)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
+    loader = new_loader(schema)
+    prestager = Prestager(loader)
+    before = snapshot(replica_dsn, schema)
+    names, opened = prestager.prestage(streams_of(transfer, 1))
+    names2, again = prestager.prestage(
+        with_streams(transfer, transfer.manifest.streams[1:2]), opened
+    )
+    assert opened is not None
+    assert again is opened
+    assert set(opened.applied) == {*names, *names2}
+    assert snapshot(replica_dsn, schema) == before  # nothing visible yet
+    assert not lock_free(replica_dsn, schema.datamart)  # the open apply holds the datamart
+
+    result = loader.load(transfer, opened)
+    assert_applied(replica_dsn, schema, rows)
+    assert sum(c.rows_received for c in result.tables) == sum(len(r) for r in rows.values())
+    assert lock_free(replica_dsn, schema.datamart)
+
+
+def test_an_aborted_apply_leaves_nothing_and_another_transfer_of_the_delta_loads(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
     workload = Workload(schema, WorkloadSpec(rows_per_delta=200, seed=8))
     abandoned = stage(staging_root, schema, 0, workload.next_delta(), chunk_rows=50)
     loader = new_loader(schema)
-    assert Prestager(loader).prestage(abandoned)  # every stream of it
+    names, opened = Prestager(loader).prestage(abandoned)  # every stream of it
+    assert names
+    assert opened is not None
+    before_abort = markers(replica_dsn, schema.datamart)
+    opened.abort()
+    assert lock_free(replica_dsn, schema.datamart)
     rows = Workload(schema, WorkloadSpec(rows_per_delta=200, seed=9)).next_delta()
 
     loader.load(stage(staging_root, schema, 0, rows, chunk_rows=50))
-    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
-    assert_matches_model(replica_dsn, model)
+    assert_applied(replica_dsn, schema, rows)
+    assert set(before_abort) == set(names)
     assert markers(replica_dsn, schema.datamart) == {}  # every table staged again
 
 
-def test_a_bad_chunk_is_not_prestaged_and_the_load_refuses_it(
+def test_a_bad_chunk_after_tables_applied_in_the_open_transaction_changes_nothing(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
     rows = Workload(schema, WorkloadSpec(rows_per_delta=200, seed=10)).next_delta()
     transfer = stage(staging_root, schema, 0, rows, chunk_rows=50)
-    first = transfer.manifest.streams[0]
-    transfer.chunks_of(first.table_name)[-1][1].write_bytes(b"not an avro container")
+    last = transfer.manifest.streams[-1]
+    transfer.chunks_of(last.table_name)[-1][1].write_bytes(b"not an avro container")
     loader = new_loader(schema)
     before = snapshot(replica_dsn, schema)
+    names, opened = Prestager(loader).prestage(streams_of(transfer, 1))
+    assert names
+    assert opened is not None
 
-    assert Prestager(loader).prestage(streams_of(transfer, 1)) == []
-    assert markers(replica_dsn, schema.datamart) == {}
     with pytest.raises(ProtocolError) as refused:
-        loader.load(transfer)
+        loader.load(transfer, opened)
     assert refused.value.code is ErrorCode.BAD_CHUNK
     assert snapshot(replica_dsn, schema) == before
+    assert lock_free(replica_dsn, schema.datamart)
+    bad_first = Prestager(loader).prestage(with_streams(transfer, (last,)))
+    assert bad_first == ([], None)  # refused while staging: nothing opened
 
 
 def test_nothing_is_prestaged_out_of_sequence_or_while_a_load_holds_the_datamart(
@@ -108,34 +146,66 @@ def test_nothing_is_prestaged_out_of_sequence_or_while_a_load_holds_the_datamart
     zero, one = workload.next_delta(), workload.next_delta()
     loader = new_loader(schema)
     prestager = Prestager(loader)
-    assert prestager.prestage(stage(staging_root, schema, 1, one)) == []  # 0 comes first
+    assert prestager.prestage(stage(staging_root, schema, 1, one)) == ([], None)  # 0 first
     transfer = stage(staging_root, schema, 0, zero)
     with psycopg.connect(replica_dsn, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (datamart_lock_key(schema.datamart),))
-        assert prestager.prestage(transfer) == []
+        assert prestager.prestage(transfer) == ([], None)
     assert markers(replica_dsn, schema.datamart) == {}
-    assert prestager.prestage(transfer) == [s.table_name for s in transfer.manifest.streams]
+    names, opened = prestager.prestage(transfer)
+    assert names == [s.table_name for s in transfer.manifest.streams]
+    assert opened is not None
+    loader.load(transfer, opened)
+    assert_applied(replica_dsn, schema, zero)
 
 
 def test_streams_prestaged_in_any_order_then_loaded_equal_the_model(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    """The origin may send its streams in any order: the last first, then the first two;
-    the load stages only the rest, and the replica is as if nothing had been prestaged."""
+    """The origin may send its streams in any order: the last first, then the first two."""
     rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=12)).next_delta()
     transfer = stage(staging_root, schema, 0, rows, chunk_rows=45)
     streams = transfer.manifest.streams
     assert len(streams) >= 3
     loader = new_loader(schema)
     prestager = Prestager(loader)
+    opened = None
     for part in ((streams[-1],), streams[:2]):
-        partial = transfer.manifest.model_copy(update={"streams": part})
-        assert prestager.prestage(StagedTransfer(transfer.directory, partial)) == [
-            s.table_name for s in part
-        ]
-    loader.load(transfer)
+        names, opened = prestager.prestage(with_streams(transfer, part), opened)
+        assert names == [s.table_name for s in part]
+    loader.load(transfer, opened)
+    assert_applied(replica_dsn, schema, rows)
+
+
+def test_a_lost_connection_of_the_open_apply_is_loaded_anew(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """The database restarted, or killed the idle transaction: the load starts over."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=13)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
+    loader = new_loader(schema)
+    names, opened = Prestager(loader).prestage(streams_of(transfer, 2))
+    assert names
+    assert opened is not None
+    assert opened.session is not None
+    with psycopg.connect(replica_dsn, autocommit=True) as admin:
+        pid = opened.session.backend[0]
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    loader.load(transfer, opened)
+    assert_applied(replica_dsn, schema, rows)
+    assert lock_free(replica_dsn, schema.datamart)
+
+
+def assert_applied(dsn: str, schema: LogicalSchema, rows: dict) -> None:  # type: ignore[type-arg]
     model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
-    assert_matches_model(replica_dsn, model)
-    assert set(markers(replica_dsn, schema.datamart)) == {
-        s.table_name for s in (*streams[:2], streams[-1])
-    }
+    assert_matches_model(dsn, model)
+
+
+def lock_free(dsn: str, datamart: str) -> bool:
+    """Whether the datamart's load lock is free (taken and given back at once)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_try_advisory_lock(%s)", (datamart_lock_key(datamart),)
+        ).fetchone()
+        return bool(row and row[0])

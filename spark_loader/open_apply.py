@@ -1,0 +1,110 @@
+"""A delta's apply transaction, opened while the delta still arrives.
+
+Prestaging (`spark_loader.prestage`) stages a stream as soon as it is complete. With an open
+apply it also applies that table at once, inside the delta's one transaction, which stays
+open until the last chunk: the load then stages and applies only the tables left, inserts
+the registry row and commits (`DeltaLoader.load(transfer, opened)`). So a delta whose
+tables arrive one after another is mostly applied when its last chunk comes.
+
+What a load promises holds:
+* the transaction holds the datamart's lock (a session advisory lock, taken without waiting:
+  a load running means no open apply) from its opening, and the delta it opens for is the
+  one the registry expects next;
+* nothing of it is visible before its COMMIT, with the registry row;
+* a delta refused later, not completed in time, or loaded under another requestId is rolled
+  back (`abort`), and so is the transaction after any failure in it (the load then starts
+  over from staging, which still holds the prestaged tables);
+* `kill -9` of the agent ends the connection, and PostgreSQL rolls the transaction back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import psycopg
+
+from protocol.apply_model import TableCounts
+from protocol.schema import Table
+from spark_loader.connections import LoaderConnections, Session
+from spark_loader.store import Datamart
+from spark_loader.store_sql import datamart_lock_key
+from spark_loader.table_apply import apply_table
+from spark_loader.transfer import TransferManifest
+
+
+class OpenApply:
+    def __init__(
+        self, connections: LoaderConnections, datamart: Datamart, manifest: TransferManifest
+    ) -> None:
+        self.connections = connections
+        self.datamart = datamart
+        self.request_id = manifest.request_id
+        self.delta_num = manifest.delta_num
+        self.params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
+        self.session: Session | None = None
+        #: Tables applied in the transaction, with their counts.
+        self.applied: dict[str, TableCounts] = {}
+        #: Whether `KEYED_LOOKUP` is set in the transaction (`apply_table`).
+        self.keyed = False
+
+    @property
+    def alive(self) -> bool:
+        return self.session is not None and not self.session.conn.closed
+
+    def open(self, verify: Callable[[psycopg.Connection], None]) -> bool:
+        """Take the datamart's lock without waiting and begin the transaction; False when
+        another session holds the lock. `verify` (the sequence check) raises to refuse."""
+        session = self.connections.take()
+        try:
+            conn = session.conn
+            locked = conn.execute(
+                "SELECT pg_try_advisory_lock(%s)", (datamart_lock_key(self.datamart.name),)
+            ).fetchone()
+            if not (locked and locked[0]):
+                self.connections.give_back(session)
+                return False
+            verify(conn)
+            conn.autocommit = False
+        except BaseException:
+            session.conn.close()
+            raise
+        self.session = session
+        return True
+
+    def apply(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
+        """Apply these staged tables ((staged, received) rows each) in the transaction; on
+        any failure the transaction is rolled back and the error raised."""
+        assert self.session is not None, "the apply is not open"
+        conn = self.session.conn
+        try:
+            for table in tables:
+                if table.name in self.applied:
+                    continue
+                staged, rows = counts[table.name]
+                done, self.keyed = apply_table(
+                    conn, self.datamart, table, staged, rows, self.params, self.keyed
+                )
+                self.applied[table.name] = done
+        except BaseException:
+            self.abort()
+            raise
+
+    def hand_over(self) -> Session:
+        """The session, its transaction open, for the load that finishes the delta."""
+        assert self.session is not None, "the apply is not open"
+        session, self.session = self.session, None
+        return session
+
+    def abort(self) -> None:
+        """Roll the transaction back and release the datamart's lock."""
+        session, self.session = self.session, None
+        self.applied = {}
+        if session is None:
+            return
+        try:
+            if not session.conn.closed:
+                session.conn.rollback()
+                session.conn.autocommit = True
+        except psycopg.Error:
+            session.conn.close()
+        self.connections.give_back(session)
