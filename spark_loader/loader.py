@@ -225,6 +225,7 @@ class DeltaLoader:
         """Step 3-4 in the transaction `opened` holds (it holds the lock and checked the
         sequence): the tables it has not applied are staged (on another connection: the
         transaction holds staging locks) and applied, then the registry row, COMMIT."""
+        started = time.perf_counter()
         done = dict(opened.applied)
         keyed = opened.keyed
         session = opened.hand_over()
@@ -235,6 +236,8 @@ class DeltaLoader:
                     staging_session.conn, datamart, transfer, left, self.settings, self.spark,
                     self.executor_dsn,
                 )  # fmt: skip
+                if steps:
+                    steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
                     result = self._apply(
                         session, datamart, transfer, tables, staged, done=done, keyed=keyed
@@ -247,8 +250,11 @@ class DeltaLoader:
             raise
         finally:
             self.connections.give_back(session)
-        bound.info("applied", step=4, opened_before=sorted(done),
-                   rows=sum(c.rows_received for c in result.tables))  # fmt: skip
+        bound.info(
+            "applied", step=4, opened_before=sorted(done),
+            seconds=round(time.perf_counter() - self._apply_started, 3),
+            rows=sum(c.rows_received for c in result.tables),
+        )  # fmt: skip
         return result
 
     def _apply(
