@@ -4,8 +4,10 @@ The load of a delta used to start at its last chunk: receive, then stage, then a
 after another. A stream is often complete long before its transfer (an origin sends its
 tables one after another), and staging (decoding the Avro bodies, keeping the last row per
 key, COPY into the staging table) is most of a load's work. `Prestager.prestage` does that
-work for the streams complete so far, while later chunks still arrive; the load then
-applies those tables without staging them again (`spark_loader.prestaged`).
+work for the streams complete so far, while later chunks still arrive, and applies them in
+the delta's transaction opened at its first prestage (`spark_loader.open_apply`); the load
+then finishes that transaction, or, if it was rolled back, applies those tables without
+staging them again (`spark_loader.prestaged`).
 
 It changes nothing a load promises:
 * it takes the datamart's lock without waiting (a load runs: nothing is prestaged) and
