@@ -27,7 +27,7 @@ from tests.agent.conftest import AgentProcess, agent_fixture
 SPEC = WorkloadSpec(rows_per_delta=60, seed=11)
 
 
-agent = agent_fixture(6, incomplete_timeout=3)
+agent = agent_fixture(7, incomplete_timeout=3)
 
 
 @pytest.fixture
