@@ -151,11 +151,24 @@ def _end_stale_sessions(conn: psycopg.Connection) -> None:
         owner = int(found["pid"])
         if (owner == os.getpid() and before_us) or (owner != os.getpid() and not _alive(owner)):
             try:
-                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                _terminate(conn, pid)
                 log.warning("ended a session an earlier run left", session=name, server_pid=pid)
             except psycopg.Error as exc:  # not ours to end (another role): leave it
                 log.warning("a stale session could not be ended", session=name,
                             error=type(exc).__name__)  # fmt: skip
+
+
+#: How long ending a stale session may wait for its backend to exit (and release its locks).
+TERMINATE_WAIT_MS = 5000
+
+
+def _terminate(conn: psycopg.Connection, pid: int) -> None:
+    """End the backend and, from PostgreSQL 14, wait until it has exited: it holds its
+    advisory locks until then, and the lock taken next would be refused."""
+    if conn.info.server_version >= 140000:
+        conn.execute("SELECT pg_terminate_backend(%s, %s)", (pid, TERMINATE_WAIT_MS))
+    else:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
 def _alive(pid: int) -> bool:
