@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -50,8 +50,15 @@ class Timed:
     sent: Sent
 
 
-async def _produce(client: OriginClient, delta: PreparedDelta, sent: Sent) -> None:
-    """Produce every chunk, up to 64 unacknowledged at a time."""
+async def produce_chunks(
+    client: OriginClient,
+    messages: Iterable[tuple[bytes, bytes]],
+    sent: Sent,
+    *,
+    interval: float = 0.0,
+) -> None:
+    """Produce every message, up to 64 unacknowledged at a time; with an `interval`, the
+    n-th no sooner than n intervals after the first (an origin paced by its network)."""
     topic = client.settings.topic_delta_in
     window: list[asyncio.Future[object]] = []
 
@@ -60,14 +67,20 @@ async def _produce(client: OriginClient, delta: PreparedDelta, sent: Sent) -> No
             meta = await window.pop(0)
             sent.add(meta.partition, meta.offset)  # type: ignore[attr-defined]
 
-    for key, value in delta_in_messages(delta):
+    started = time.perf_counter()
+    for index, (key, value) in enumerate(messages):
+        wait = started + index * interval - time.perf_counter()
+        if wait > 0:
+            await asyncio.sleep(wait)
         headers = client.sign(key, value)
         window.append(await client.producer.send(topic, key=key, value=value, headers=headers))
         await drain(64)
     await drain(0)
 
 
-def _check(delta: PreparedDelta, result: DeltaInResult | None, timeout: float) -> DeltaInResult:
+def check_answer(
+    delta: PreparedDelta, result: DeltaInResult | None, timeout: float
+) -> DeltaInResult:
     number = delta.transfer.manifest.delta_num
     if result is None:
         raise BenchError(f"delta {number}: no delta.in.rs within {timeout:g} s")
@@ -80,9 +93,9 @@ async def send_and_wait(client: OriginClient, delta: PreparedDelta, timeout: flo
     request_id = delta.transfer.manifest.request_id
     sent = Sent()
     started = time.perf_counter()
-    await _produce(client, delta, sent)
+    await produce_chunks(client, delta_in_messages(delta), sent)
     produced = time.perf_counter()
-    result = _check(delta, await client.result(request_id, timeout), timeout)
+    result = check_answer(delta, await client.result(request_id, timeout), timeout)
     return Timed(time.perf_counter() - started, produced - started, result, sent)
 
 
@@ -99,7 +112,7 @@ async def one_row_latency(client: OriginClient, delta: PreparedDelta, timeout: f
     await client.producer.send(topic, key=key, value=value, headers=client.sign(key, value))
     result = await client.result(delta.transfer.manifest.request_id, timeout)
     seconds = time.perf_counter() - started
-    _check(delta, result, timeout)
+    check_answer(delta, result, timeout)
     return seconds
 
 

@@ -9,13 +9,12 @@ it says how much of the load is still left when the last chunk arrives.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.e2e import Sent, _check
+from bench.e2e import Sent, check_answer, produce_chunks
 from bench.e2e_data import PreparedDelta, delta_in_messages, stream_messages
 from origin.client import OriginClient
 
@@ -35,27 +34,15 @@ async def send_paced(
     client: OriginClient, delta: PreparedDelta, seconds: float, interleaved: bool, timeout: float
 ) -> dict[str, Any]:
     """Produce the delta over about `seconds`, then wait for its answer."""
-    topic = client.settings.topic_delta_in
     count = sum(s.chunk_count for s in delta.transfer.manifest.streams)
-    interval = seconds / max(1, count)
-    sent, window = Sent(), list[asyncio.Future[Any]]()
     started = time.perf_counter()
-    for index, (key, value) in enumerate(ordered_messages(delta, interleaved)):
-        wait = started + index * interval - time.perf_counter()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        window.append(await client.producer.send(topic, key=key, value=value,
-                                                 headers=client.sign(key, value)))  # fmt: skip
-        while len(window) > 64:
-            meta = await window.pop(0)
-            sent.add(meta.partition, meta.offset)
-    for pending in window:
-        meta = await pending
-        sent.add(meta.partition, meta.offset)
+    await produce_chunks(
+        client, ordered_messages(delta, interleaved), Sent(), interval=seconds / max(1, count)
+    )
     last_acked = time.perf_counter()
     result = await client.result(delta.transfer.manifest.request_id, timeout)
     answered = time.perf_counter()
-    _check(delta, result, timeout)
+    check_answer(delta, result, timeout)
     return {
         "order": "interleaved" if interleaved else "table order",
         "rows": delta.rows,

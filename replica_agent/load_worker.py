@@ -239,14 +239,20 @@ class LoadWorker:
         datamart's lock) did not: the database went back in time (a failover to a standby
         behind, a point-in-time restore) or another writer moved it on. The registry is the
         truth: memory takes it, so `delta.rs` tells the origin what to send next."""
+        applied = await self._read_registry(datamart)
+        if applied is not None:
+            self._take_registry(datamart, applied)
+
+    async def _read_registry(self, datamart: str) -> Mapping[int, datetime] | None:
+        """The datamart's applied deltas as the registry says now (None: no reader, or it
+        cannot be read; that is logged)."""
         if self.applied_deltas is None:
-            return
+            return None
         try:
-            applied = await asyncio.to_thread(self.applied_deltas, datamart)
+            return await asyncio.to_thread(self.applied_deltas, datamart)
         except Exception as exc:
             log.warning("the registry cannot be read again", error=repr(exc)[:300])
-            return
-        self._take_registry(datamart, applied)
+            return None
 
     async def refresh_registry(self, datamart: str, min_interval: float = 1.0) -> None:
         """Before a `delta.rs` (and now and then): the registry read again, so a database
@@ -263,12 +269,8 @@ class LoadWorker:
             return
         self._refreshed[datamart] = now
         taken = self._taken
-        try:
-            applied = await asyncio.to_thread(self.applied_deltas, datamart)
-        except Exception as exc:
-            log.warning("the registry cannot be read again", error=repr(exc)[:300])
-            return
-        if self._taken == taken and not self._handling:
+        applied = await self._read_registry(datamart)
+        if applied is not None and self._taken == taken and not self._handling:
             self._take_registry(datamart, applied)
 
     def _take_registry(self, datamart: str, applied: Mapping[int, datetime]) -> None:
