@@ -146,9 +146,12 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
             return RunOutcome([], 0, time.perf_counter() - started, stop, first)
         # Spark and the loader are imported here: `check` stays light.
         from spark_loader.loader import DeltaLoader  # noqa: PLC0415
-        from spark_loader.session import build_session  # noqa: PLC0415
+        from spark_loader.session import LazySession  # noqa: PLC0415
 
-        spark = build_session(settings)
+        chosen = [plan.chosen for plan in plans if plan.chosen is not None]
+        spark = LazySession(settings)
+        if needs_spark(chosen, settings.in_driver_max_mib):
+            spark.start()  # while the first delta is fetched
         loader = DeltaLoader(store, spark, settings)
         try:
             applier = _Applier(
@@ -156,7 +159,6 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
                 history=history_before(topic_index, first), last_data=_last_data(plans),
             )  # fmt: skip
             applied: list[int] = []
-            chosen = [plan.chosen for plan in plans if plan.chosen is not None]
             with DeltaFetcher(
                 settings, bootstrap, chosen, staging, body_limits=settings.body_limits(),
                 max_delta_bytes=int(settings.restore_max_staged_mib * 2**20),
@@ -181,6 +183,13 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         applied, applier.rows, time.perf_counter() - started, stop, applied[-1] + 1,
         committed - first_read,
     )  # fmt: skip
+
+
+def needs_spark(increments: list[Increment], in_driver_max_mib: float) -> bool:
+    """Whether any of them is bigger than what the loader stages in the driver (by the
+    bodies' sizes on the topic: before they are fetched, what they decode to is unknown)."""
+    limit = in_driver_max_mib * 2**20
+    return any(sum(c.size for c in i.chunks.values()) > limit for i in increments)
 
 
 class _Applier:

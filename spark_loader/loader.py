@@ -39,6 +39,7 @@ from spark_loader.executor_probe import probe_executors
 from spark_loader.lost_commit import LoadResult, settle_lost_commit
 from spark_loader.open_apply import OpenApply
 from spark_loader.run_ahead import run_ahead
+from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
 from spark_loader.staging_steps import staging_steps
 from spark_loader.store import (
@@ -70,14 +71,14 @@ class DeltaLoader:
     def __init__(
         self,
         store: ReplicaStore,
-        spark: SparkSession,
+        spark: SparkSession | LazySession,
         settings: LoaderSettings | None = None,
         *,
         between_tables: BetweenTables | None = None,
         commit: Commit = _commit,
     ) -> None:
         self.store = store
-        self.spark = spark
+        self._spark = spark
         self.settings = settings or LoaderSettings()
         self.between_tables = between_tables
         self.commit = commit
@@ -85,6 +86,10 @@ class DeltaLoader:
         self.connections = LoaderConnections(store.dsn)
         self._datamarts: dict[str, Datamart] = {}
         self._apply_started = 0.0  # when the last load's apply transaction began
+
+    def spark(self) -> SparkSession:
+        """The Spark session (a lazy one is built now)."""
+        return self._spark.get() if isinstance(self._spark, LazySession) else self._spark
 
     def executor_dsn(self) -> str:
         """What the executors connect with: the DSN without its password, which they read
@@ -102,7 +107,7 @@ class DeltaLoader:
         """Before the first load: the executors read the staging directory and reach the
         replica, or `ExecutorProbeError` says which of them cannot."""
         probe_executors(
-            self.spark,
+            self.spark(),
             self.settings.staging_path,
             self.executor_dsn(),
             timeout=self.settings.executor_probe_timeout_seconds,
@@ -194,14 +199,17 @@ class DeltaLoader:
                 if stored is not None:
                     bound.info("delta already applied", step=1)
                     return LoadResult.from_registry(stored, already_applied=True)
-                steps = staging_steps(
+                staging = staging_steps(
                     conn, datamart, transfer, tables, self.settings, self.spark,
-                    self.executor_dsn,
+                    self.executor_dsn, in_apply_transaction=True,
                 )  # fmt: skip
+                steps = staging.steps
                 if steps:
                     steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
-                    result = self._apply(session, datamart, transfer, tables, staged)
+                    result = self._apply(
+                        session, datamart, transfer, tables, staged, staging.relations
+                    )
                 bound.info(
                     "applied",
                     step=4,
@@ -232,16 +240,18 @@ class DeltaLoader:
         left = [t for t in tables if t.name not in done]
         try:
             with self.connections.session() as staging_session:
-                steps = staging_steps(
+                staging = staging_steps(
                     staging_session.conn, datamart, transfer, left, self.settings, self.spark,
                     self.executor_dsn,
                 )  # fmt: skip
+                steps = staging.steps
                 if steps:
                     steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
                     result = self._apply(
-                        session, datamart, transfer, tables, staged, done=done, keyed=keyed
-                    )
+                        session, datamart, transfer, tables, staged, staging.relations,
+                        done=done, keyed=keyed,
+                    )  # fmt: skip
         except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
             session.conn.close()
             raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
@@ -264,6 +274,7 @@ class DeltaLoader:
         transfer: StagedTransfer,
         tables: list[Table],
         received: Iterator[tuple[int, int]],
+        relations: Mapping[str, str],
         *,
         done: Mapping[str, TableCounts] | None = None,
         keyed: bool = False,
@@ -290,8 +301,9 @@ class DeltaLoader:
                 if index == 0:
                     self._apply_started = time.perf_counter()
                 table_counts, keyed = apply_table(
-                    conn, datamart, table, staged, rows, params, keyed
-                )
+                    conn, datamart, table, staged, rows, params, keyed,
+                    staging=relations[table.name],
+                )  # fmt: skip
                 counts.append(table_counts)
                 if self.between_tables is not None:
                     self.between_tables(conn, table.name)

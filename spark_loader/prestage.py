@@ -97,11 +97,11 @@ class Prestager:
         counts: dict[str, tuple[int, int]] = {}
         with self.loader.connections.session() as session:
             conn = session.conn
-            steps = staging_steps(
+            staging = staging_steps(
                 conn, datamart, transfer, tables, self.loader.settings, self.loader.spark,
                 self.loader.executor_dsn,
             )  # fmt: skip
-            for table, step in zip(tables, steps, strict=True):
+            for table, step in zip(tables, staging.steps, strict=True):
                 counts[table.name] = step()
                 remember(conn, transfer.manifest, table.name, *counts[table.name])
         return counts

@@ -18,6 +18,7 @@ through the JVM and back into Python twice and took 3x longer than decoding.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -186,13 +187,16 @@ def _stage_slice(
     target: StagingTarget,
     limits: OcfLimits,
     body_format: BodyFormat,
+    *,
+    replace_slice: bool = True,
 ) -> SliceCounts:
     """Decode, filter, keep the last row per key, COPY: one slice.
 
     Exactly once under retries: Spark may run a task again (a failure after its commit, or
     speculation). Under a lock on (table, slice), the slice's earlier rows are deleted
     before its COPY, in the task's one transaction: whichever attempt commits last leaves
-    the only copy."""
+    the only copy. `replace_slice=False`: the target is known empty and nobody else writes
+    it (the caller set `podd.slice`)."""
     table = tables[task.table]
     positions, kinds = list(table.key_positions), key_kinds(table)
     row_kinds = copy_kinds(table)
@@ -215,11 +219,12 @@ def _stage_slice(
     del keys
     count = sum(len(a) for a in staged)
     if count:
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(%s, %s), set_config('podd.slice', %s, true)",
-            (target.lock_key, task.slice, str(task.slice)),
-        )
-        conn.execute(f"DELETE FROM {target.table} WHERE {SLICE_COLUMN} = %s", (task.slice,))
+        if replace_slice:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s), set_config('podd.slice', %s, true)",
+                (target.lock_key, task.slice, str(task.slice)),
+            )
+            conn.execute(f"DELETE FROM {target.table} WHERE {SLICE_COLUMN} = %s", (task.slice,))
         with conn.cursor().copy(target.copy) as copy:
             copy.write(HEADER)
             for array in staged:
@@ -271,16 +276,23 @@ def stage_task(
     targets: dict[int, StagingTarget],
     limits: OcfLimits,
     body_format: BodyFormat = BodyFormat.DELTA_IN,
+    *,
+    in_open_transaction: bool = False,
 ) -> list[SliceCounts | SliceRefusal]:
     """A task's slices in turn, in one transaction on `conn` (an autocommit connection);
-    at the first refused slice, nothing of the task is staged and the refusal is its result."""
+    at the first refused slice, nothing of the task is staged and the refusal is its result.
+    `in_open_transaction`: in the transaction `conn` has open instead, into targets that
+    only it writes and that start empty: no lock, no slice replaced, nothing committed
+    (after a refusal, the caller rolls back)."""
     done: list[SliceCounts | SliceRefusal] = []
+    replace = not in_open_transaction
     try:
-        with conn.transaction():
+        with contextlib.nullcontext() if in_open_transaction else conn.transaction():
             for piece in task.slices:
                 target = targets[piece.table]
                 try:
-                    done.append(_stage_slice(conn, piece, tables, target, limits, body_format))
+                    done.append(_stage_slice(conn, piece, tables, target, limits, body_format,
+                                             replace_slice=replace))  # fmt: skip
                 except _ChunkRefused as refused:
                     error = refused.error
                     raise _Refused(
@@ -322,13 +334,19 @@ def stage_in_driver(
     targets: dict[int, StagingTarget],
     limits: OcfLimits,
     body_format: BodyFormat = BodyFormat.DELTA_IN,
+    *,
+    in_open_transaction: bool = False,
 ) -> dict[int, tuple[int, int]]:
     """The same tasks, one after the other in this process on the loader's connection: for
     a small delta, a Spark job's fixed cost (tens to hundreds of milliseconds) and a
-    connection's set-up (10 ms) are most of the load."""
+    connection's set-up (10 ms) are most of the load. `in_open_transaction`: see
+    `stage_task` (`temp_staging`)."""
+    if in_open_transaction:
+        conn.execute("SELECT set_config('podd.slice', '0', true)")
     results: list[SliceCounts | SliceRefusal] = []
     for task in tasks:
-        results += stage_task(conn, task, tables, targets, limits, body_format)
+        results += stage_task(conn, task, tables, targets, limits, body_format,
+                              in_open_transaction=in_open_transaction)  # fmt: skip
     return _totals(results, tables)
 
 

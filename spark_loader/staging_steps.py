@@ -5,7 +5,8 @@ its apply transaction (`run_ahead`) and applies each table as soon as its step i
 
 * A small delta (up to `in_driver_max_mib` of chunks) is staged at once, here, in the
   driver on the loader's connection: a Spark job's fixed cost would be most of its load.
-  Its steps only hand the counts over.
+  Its steps only hand the counts over. When that connection applies it too, it is staged
+  inside the apply transaction, into temporary tables (`temp_staging`).
 * A big one is `staging_jobs` Spark jobs, each over consecutive tables (about equal
   bytes). While PostgreSQL applies one job's tables (one backend, one core), the executors
   stage the next job's, on the other cores. The apply transaction reads a staging table
@@ -20,6 +21,7 @@ import threading
 import uuid
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 
 import psycopg
@@ -34,10 +36,20 @@ from spark_loader.settings import LoaderSettings
 from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
 from spark_loader.store import Datamart, empty_staging
 from spark_loader.store_sql import copy_statement
+from spark_loader.temp_staging import chunk_entries, is_small, stage_in_apply_transaction
 from spark_loader.transfer import StagedTransfer
 
 #: One table's staging: (staged, received) rows.
 StagingStep = Callable[[], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Staging:
+    """A load's staging: one step per table, in table order, and where each table's rows
+    are (quoted): its staging table, or the session's temporary one (`temp_staging`)."""
+
+    steps: list[StagingStep]
+    relations: dict[str, str]
 
 
 def staging_steps(
@@ -46,17 +58,31 @@ def staging_steps(
     transfer: StagedTransfer,
     tables: list[Table],
     settings: LoaderSettings,
-    spark: SparkSession,
+    spark: Callable[[], SparkSession],
     executor_dsn: Callable[[], str],
-) -> list[StagingStep]:
-    """One step per table of `tables`, in that order. A table whose staging already holds
-    this transfer's stream (`prestaged`) only hands its counts over; the others' staging is
-    emptied, then staged."""
+    *,
+    in_apply_transaction: bool = False,
+) -> Staging:
+    """One step per table of `tables`, in that order (`spark`: the session, asked for only
+    when a Spark job is needed). A table whose staging already holds this transfer's
+    stream (`prestaged`) only hands its counts over; the others' staging is emptied, then
+    staged. `in_apply_transaction`: the caller applies on `conn`, so a small delta with no
+    stream prestaged is staged at once in the transaction it opens there (`temp_staging`)."""
     ready = prestaged(conn, transfer.manifest)
+    if in_apply_transaction and not ready:
+        chunks = chunk_entries(datamart, transfer, tables)
+        if is_small(chunks, settings):
+            counts, relations = stage_in_apply_transaction(
+                conn, datamart, transfer, tables, chunks, settings
+            )
+            return Staging([partial(_given, counts[t.name]) for t in tables], relations)
     to_stage = [t for t in tables if t.name not in ready]
     forget(conn, datamart.name, [t.name for t in to_stage])
     steps = iter(_staging(conn, datamart, transfer, to_stage, settings, spark, executor_dsn))
-    return [partial(_given, ready[t.name]) if t.name in ready else next(steps) for t in tables]
+    return Staging(
+        [partial(_given, ready[t.name]) if t.name in ready else next(steps) for t in tables],
+        {t.name: datamart.staging(t.name) for t in tables},
+    )
 
 
 def _staging(
@@ -65,7 +91,7 @@ def _staging(
     transfer: StagedTransfer,
     tables: list[Table],
     settings: LoaderSettings,
-    spark: SparkSession,
+    spark_session: Callable[[], SparkSession],
     executor_dsn: Callable[[], str],
 ) -> list[StagingStep]:
     """Empty the tables' staging, then one step per table of `tables`, in that order."""
@@ -81,17 +107,11 @@ def _staging(
         )
         for t in tables
     }
-    chunks = {
-        t.name: [
-            (datamart.position(t.name), number, str(path.absolute()), size)
-            for number, path, size in transfer.sized_chunks(t.name)
-        ]
-        for t in tables
-    }
+    chunks = chunk_entries(datamart, transfer, tables)
     slice_bytes = int(settings.max_slice_mib * 2**20)
     limits, body_format = settings.body_limits(), transfer.manifest.body_format
     every = [entry for t in tables for entry in chunks[t.name]]
-    if sum(size for *_, size in every) <= settings.in_driver_max_mib * 2**20:
+    if is_small(chunks, settings):
         tasks = plan_tasks(every, 1, slice_bytes)
         at_once = stage_in_driver(conn, datamart.schema.tables, tasks, targets, limits, body_format)
         return [partial(_given, at_once.get(datamart.position(t.name), (0, 0))) for t in tables]
@@ -99,6 +119,7 @@ def _staging(
     groups = table_groups(
         [sum(e[3] for e in chunks[t.name]) for t in tables], settings.staging_jobs
     )
+    spark = spark_session()
     parallelism = spark.sparkContext.defaultParallelism
     counts: dict[int, tuple[int, int]] = {}
 

@@ -10,6 +10,7 @@ The apply (`apply_sql`) is one writable CTE per table (docs/REPLICA.md says what
 from __future__ import annotations
 
 import hashlib
+import zlib
 
 from psycopg import sql
 
@@ -175,18 +176,33 @@ def create_table_sql(datamart: str, table: Table, kind: str) -> str:
 SLICE_COLUMN = "podd_slice"
 
 
-def create_staging_sql(datamart_id: int, position: int, table: Table) -> str:
-    """Unlogged: staging is rewritten for every load and never part of the replica's state."""
+def _staging_columns(table: Table) -> sql.Composable:
+    """A staging table's columns: the logical ones (nullable), `sys_op`, the slice."""
     columns = _columns_sql(table, not_null=False)
     slice_column = sql.SQL(
         "{} integer NOT NULL DEFAULT current_setting('podd.slice')::integer"
     ).format(ident(SLICE_COLUMN))
-    body = _list([*columns, sql.SQL("sys_op integer NOT NULL"), slice_column])
+    return _list([*columns, sql.SQL("sys_op integer NOT NULL"), slice_column])
+
+
+def create_staging_sql(datamart_id: int, position: int, table: Table) -> str:
+    """Unlogged: staging is rewritten for every load and never part of the replica's state."""
     return render(
         sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} ({})").format(
-            staging_ident(datamart_id, position), body
+            staging_ident(datamart_id, position), _staging_columns(table)
         )
     )
+
+
+def temp_staging_sql(datamart_id: int, position: int, table: Table) -> tuple[str, str]:
+    """A session's temporary staging table for the table: (its quoted name, its DDL). Rows
+    vanish at every commit; nothing of it is logged. The name carries a checksum of the
+    columns, so a changed schema gets a table of its own."""
+    columns = render(_staging_columns(table))
+    name = render(
+        ident("pg_temp", f"podd_stg_{datamart_id}_{position}_{zlib.crc32(columns.encode()):08x}")
+    )
+    return name, f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DELETE ROWS"
 
 
 def as_of_function_ident(datamart: str, table: str) -> sql.Composable:

@@ -38,20 +38,24 @@ def apply_table(
     rows: int,
     params: dict[str, Any],
     keyed: bool,
+    *,
+    staging: str | None = None,
 ) -> tuple[TableCounts, bool]:
     """Apply `table`'s `staged` rows (of `rows` received) in the open transaction; its
     counts, and whether `KEYED_LOOKUP` is now set (`keyed`: whether it was). A table with no
     staged row is left alone (its statement would change nothing); one with many is
-    analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups."""
+    analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups.
+    `staging`: where its rows are (quoted), if not in its staging table."""
+    relation = staging or datamart.staging(table.name)
     upserted = deleted = 0
     if staged >= ANALYZE_MIN_ROWS:
         conn.execute(f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
-        conn.execute(f"ANALYZE {datamart.staging(table.name)}")
+        conn.execute(f"ANALYZE {relation}")
     if staged:
         if keyed != (staged < ANALYZE_MIN_ROWS):
             keyed = not keyed
             conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
-        sql = table_apply_sql(datamart.name, table, datamart.staging(table.name))
+        sql = table_apply_sql(datamart.name, table, relation)
         applied = conn.execute(sql, params).fetchone()
         assert applied is not None
         deleted, upserted, found = applied

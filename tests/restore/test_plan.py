@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from origin.backup import BackupLayout, incremental
 from origin.sources import WorkloadSource
 from podd_restore.plan import BackupChunk, BackupIndex, Place
+from podd_restore.runner import needs_spark
 from podd_restore.topic_index import TopicIndex
 from protocol.backup import BackupKey, BackupMessageType
 from protocol.backup_writer import BackupMessage
@@ -118,3 +119,13 @@ def test_changelog_records_are_capped_for_all_runs_together(marketing: LogicalSc
     problems = [p for i in topic_index.index.increments.values() for p in i.problems]
     assert len(problems) == 1
     assert "for all runs together" in problems[0]
+
+
+def test_spark_is_started_ahead_only_for_a_run_with_a_delta_beyond_the_driver_bound() -> None:
+    index = BackupIndex("m")
+    complete(index, 0)  # three bodies of 10 bytes
+    plans, _ = index.restorable(0)
+    chosen = [p.chosen for p in plans if p.chosen is not None]
+    assert not needs_spark(chosen, 30 / 2**20)
+    assert needs_spark(chosen, 29 / 2**20)
+    assert needs_spark(chosen, 0)

@@ -301,7 +301,11 @@ def test_a_row_error_found_by_the_executors_names_its_message(
     null_sys_op = encode_backup_body(sales, [DeltaRow((7, None, "x", 1, 1, None), None)])  # type: ignore[arg-type]
     messages[one] = BackupMessage(messages[one].key, null_sys_op, 0, "sales")
     write_topic(restore.broker, topic, 1, messages)
-    done = restore("run", "--topic", topic, "--datamart", schema.datamart)
+    # Every delta to the executors: the run starts Spark beside its first fetch.
+    done = restore(
+        "run", "--topic", topic, "--datamart", schema.datamart,
+        env={"PODD_IN_DRIVER_MAX_MIB": "0"},
+    )  # fmt: skip
     assert done.returncode == 1
     assert f"delta 1 (run run-n), topic {topic} partition 0 offset {one}" in done.stderr
     assert "SCHEMA_MISMATCH" in done.stderr

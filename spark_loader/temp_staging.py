@@ -1,0 +1,86 @@
+"""A small delta staged inside its own apply transaction, into temporary tables.
+
+The loader stages a small delta in the driver (`LoaderSettings.in_driver_max_mib`). Staged
+into the datamart's staging tables, that cost, per delta: finding which hold rows,
+TRUNCATE (a new file per table, dropped at commit), the staging transaction's own commit
+(a WAL flush), and the prestage markers read and cleared (`prestaged`). Staged here
+instead, on the loader's connection, in the transaction the apply then continues:
+
+* each table goes into the session's temporary table of its shape (`temp_staging_sql`):
+  created once per connection, never logged, emptied by PostgreSQL at every commit (`ON
+  COMMIT DELETE ROWS`), so no load ever finds rows of another;
+* nothing commits before the registry row: one commit per delta. A refused chunk, a lost
+  connection or `kill -9` rolls it all back, staging included; the chunk files stay the
+  truth, as before.
+
+Only the load that applies on this very connection can use it (`DeltaLoader._attempt`);
+prestaging and an opened apply stage on another connection, into the staging tables.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import psycopg
+
+from protocol.schema import Table
+from spark_loader.settings import LoaderSettings
+from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver
+from spark_loader.store import Datamart
+from spark_loader.store_sql import copy_statement, temp_staging_sql
+from spark_loader.transfer import StagedTransfer
+
+#: The temporary tables each open connection has (they live as long as its session).
+_created: weakref.WeakKeyDictionary[psycopg.Connection, set[str]] = weakref.WeakKeyDictionary()
+
+
+def chunk_entries(
+    datamart: Datamart, transfer: StagedTransfer, tables: Sequence[Table]
+) -> dict[str, list[tuple[int, int, str, int]]]:
+    """Each table's chunks as (table position, chunk number, path, size)."""
+    return {
+        t.name: [
+            (datamart.position(t.name), number, str(path.absolute()), size)
+            for number, path, size in transfer.sized_chunks(t.name)
+        ]
+        for t in tables
+    }
+
+
+def is_small(chunks: dict[str, list[tuple[int, int, str, int]]], settings: LoaderSettings) -> bool:
+    """Whether the driver stages these chunks itself (no Spark job)."""
+    total = sum(size for entries in chunks.values() for *_, size in entries)
+    return total <= settings.in_driver_max_mib * 2**20
+
+
+def stage_in_apply_transaction(
+    conn: psycopg.Connection,
+    datamart: Datamart,
+    transfer: StagedTransfer,
+    tables: Sequence[Table],
+    chunks: dict[str, list[tuple[int, int, str, int]]],
+    settings: LoaderSettings,
+) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
+    """Open the apply transaction on `conn` (autocommit off) and stage every table in it:
+    (staged, received) rows and the temporary table holding them, per table name."""
+    relations: dict[str, str] = {}
+    targets: dict[int, StagingTarget] = {}
+    known = _created.setdefault(conn, set())
+    for table in tables:
+        position = datamart.position(table.name)
+        name, ddl = temp_staging_sql(datamart.id, position, table)
+        if name not in known:  # in autocommit: it outlives a rolled-back load
+            conn.execute(ddl)
+            known.add(name)
+        relations[table.name] = name
+        targets[position] = StagingTarget(name, copy_statement(name, table), 0)
+    every = [entry for t in tables for entry in chunks[t.name]]
+    tasks = plan_tasks(every, 1, int(settings.max_slice_mib * 2**20))
+    conn.autocommit = False
+    at_once = stage_in_driver(
+        conn, datamart.schema.tables, tasks, targets, settings.body_limits(),
+        transfer.manifest.body_format, in_open_transaction=True,
+    )  # fmt: skip
+    counts = {t.name: at_once.get(datamart.position(t.name), (0, 0)) for t in tables}
+    return counts, relations

@@ -1,0 +1,80 @@
+"""`LazySession`: the Spark session built once, when first asked for or ahead in a thread
+(its threading logic; the real build runs in the restore and agent tests)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from spark_loader import session as session_module
+from spark_loader.session import LazySession
+from spark_loader.settings import LoaderSettings
+
+
+class _Built:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    made: list[Any] = []
+    release = threading.Event()
+
+    def build(settings: LoaderSettings) -> _Built:
+        release.wait(5)
+        built = _Built()
+        made.append(built)
+        return built
+
+    monkeypatch.setattr(session_module, "build_session", build)
+    made.append(release)
+    return made
+
+
+def test_nothing_is_built_until_asked_and_then_once(builds: list[Any]) -> None:
+    release = builds.pop()
+    lazy = LazySession(LoaderSettings())
+    assert not lazy.built
+    assert builds == []
+    release.set()
+    first = lazy.get()
+    assert lazy.get() is first
+    assert builds == [first]
+    lazy.stop()
+    assert builds[0].stopped
+    assert not lazy.built
+
+
+def test_a_session_started_ahead_is_waited_for(builds: list[Any]) -> None:
+    release = builds.pop()
+    lazy = LazySession(LoaderSettings())
+    lazy.start()
+    lazy.start()  # a second start starts nothing more
+    got: list[Any] = []
+    asker = threading.Thread(target=lambda: got.append(lazy.get()))
+    asker.start()
+    asker.join(0.2)
+    assert asker.is_alive()
+    assert got == []
+    release.set()
+    asker.join(5)
+    assert got == builds
+    assert len(builds) == 1
+
+
+def test_a_failed_build_is_raised_to_whoever_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(settings: LoaderSettings) -> None:
+        raise RuntimeError("no JVM")
+
+    monkeypatch.setattr(session_module, "build_session", refuse)
+    lazy = LazySession(LoaderSettings())
+    lazy.start()
+    with pytest.raises(RuntimeError, match="no JVM"):
+        lazy.get()
+    lazy.stop()  # nothing to stop
