@@ -316,8 +316,9 @@ def _restore_section(r: dict[str, Any], headline_point: dict[str, Any]) -> list[
         f"The restore is {ratio:.2f}x the speed of the same deltas through `delta.in`, and "
         f"{versus:.2f} of the headline delta's rows/s (issue 29's target: at least 0.8); its "
         f"process took {r['restore_process_seconds']:.1f} s in all. Spark is started only "
-        "for a delta bigger than `PODD_IN_DRIVER_MAX_MIB`: these deltas (about 5 MiB each) "
-        "are staged by the restore's own process, in each delta's apply transaction.",
+        "for a delta bigger than `PODD_IN_DRIVER_MAX_MIB` (8 MiB for a restore): these deltas "
+        "(about 2.5 MiB decoded each) are staged by the restore's own process, in each "
+        "delta's apply transaction.",
     ]
 
 

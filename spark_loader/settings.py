@@ -32,12 +32,12 @@ class LoaderSettings(BaseSettings):
     max_slice_mib: float = Field(default=16, gt=0)
     #: A delta whose chunks decode to at most this many MiB (file sizes where the agent did
     #: not measure) is decoded and staged by the driver itself, with the very function the
-    #: executors run: no Spark job (0: always Spark). Measured (issue 29): a 1M-row backup
-    #: of 20 deltas, each about 5 MiB decoded over 10 tables, restored in 13.6 s staged by
-    #: the driver and in 27.0 s by Spark jobs (local[2]; the session already started); a
-    #: 1M-row delta (about 100 MiB) still goes to Spark, whose executors decode on every
-    #: core while the apply runs.
-    in_driver_max_mib: float = Field(default=8.0, ge=0)
+    #: executors run: no Spark job (0: always Spark). `podd-restore` defaults to 8 (see
+    #: `RestoreSettings`); the agent keeps 1, since it also prestages streams with this bound
+    #: beside its intake: with 8, each 100,000-row stream of the 1M-row delta (about 5 MiB)
+    #: would be decoded in the agent's own interpreter while chunks arrive, which is not
+    #: measured yet.
+    in_driver_max_mib: float = Field(default=1.0, ge=0)
     #: A bigger delta is staged by this many Spark jobs, each over consecutive tables; the
     #: apply transaction takes a job's tables while the next job stages (1: no overlap).
     staging_jobs: int = Field(default=3, ge=1, le=64)
