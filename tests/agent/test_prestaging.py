@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from replica_agent.prestaging import Prestaging
+from replica_agent.prestaging import MERGE_MAX_BYTES, Prestaging
 from replica_agent.transfers import Transfer, TransferFraming
 from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
 
@@ -21,12 +21,14 @@ def transfer(request_id: str) -> Transfer:
     )  # fmt: skip
 
 
-def streams(request_id: str, *numbers: int) -> StagedTransfer:
+def streams(request_id: str, *numbers: int, decoded: int | None = None) -> StagedTransfer:
     manifest = TransferManifest(
         datamart="dm", delta_num=3, delta_date=datetime(2026, 1, 1, tzinfo=UTC),
         request_id=request_id,
         streams=tuple(
-            StreamManifest(stream_number=n, table_name=f"t{n}", chunk_count=1) for n in numbers
+            StreamManifest(stream_number=n, table_name=f"t{n}", chunk_count=1,
+                           decoded_bytes=decoded)
+            for n in numbers
         ),
     )  # fmt: skip
     return StagedTransfer(Path("/nowhere") / request_id, manifest)
@@ -46,3 +48,21 @@ def test_the_streams_of_one_transfer_waiting_together_make_one_prestage() -> Non
     taken, staged = prestaging._take()
     assert taken is other
     assert [s.stream_number for s in staged.manifest.streams] == [1]
+
+
+def test_streams_are_merged_only_up_to_the_bound_so_the_load_never_waits_for_a_big_prestage() -> (
+    None
+):
+    prestaging = Prestaging(cast(Any, None), cast(Any, None), lambda: True)
+    first = transfer("a")
+    half = MERGE_MAX_BYTES // 2
+    prestaging._pending = [
+        (first, streams("a", 1, decoded=half)), (first, streams("a", 2, decoded=half + 1)),
+        (first, streams("a", 3, decoded=half)), (first, streams("a", 4, decoded=half)),
+    ]  # fmt: skip
+    _, staged = prestaging._take()
+    assert [s.stream_number for s in staged.manifest.streams] == [1, 3]
+    _, staged = prestaging._take()
+    assert [s.stream_number for s in staged.manifest.streams] == [2]
+    _, staged = prestaging._take()
+    assert [s.stream_number for s in staged.manifest.streams] == [4]
