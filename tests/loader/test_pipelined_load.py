@@ -60,9 +60,12 @@ def test_the_first_table_is_applied_before_the_second_is_staged(
     assert sum(c.rows_received for c in result.tables) == sum(len(r) for r in rows.values())
 
 
+@pytest.mark.parametrize("spark_where", ["local", "driver"], indirect=True)
 def test_a_later_table_refused_after_earlier_ones_were_applied_changes_nothing(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
+    """Staged by Spark, or in the driver inside the apply transaction (`temp_staging`): the
+    refusal rolls back what was staged and applied before it, and the loader goes on."""
     workload = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=6))
     loader = new_loader(schema)
     first = workload.next_delta()
@@ -79,3 +82,8 @@ def test_a_later_table_refused_after_earlier_ones_were_applied_changes_nothing(
         loader.load(transfer)
     assert snapshot(replica_dsn, schema) == before
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
+    good = workload.next_delta()
+    loader.load(stage(staging_root, schema, 1, good, chunk_rows=70))
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), first)
+    model, _ = apply_delta(model, 1, delta_date(1), good)
+    assert_matches_model(replica_dsn, model)
