@@ -33,10 +33,15 @@ from protocol.schema import Table
 from spark_loader.errors import LoadFailedError, TransientLoadError
 from spark_loader.prestaged import forget, prestaged
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver, stage_slices
+from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_slices
 from spark_loader.store import Datamart, empty_staging
 from spark_loader.store_sql import copy_statement
-from spark_loader.temp_staging import chunk_entries, is_small, stage_in_apply_transaction
+from spark_loader.temp_staging import (
+    chunk_entries,
+    is_small,
+    stage_in_apply_transaction,
+    stage_small,
+)
 from spark_loader.transfer import StagedTransfer
 
 #: One table's staging: (staged, received) rows.
@@ -69,16 +74,17 @@ def staging_steps(
     staged. `in_apply_transaction`: the caller applies on `conn`, so a small delta with no
     stream prestaged is staged at once in the transaction it opens there (`temp_staging`)."""
     ready = prestaged(conn, transfer.manifest)
-    if in_apply_transaction and not ready:
-        chunks = chunk_entries(datamart, transfer, tables)
-        if is_small(chunks, settings):
-            counts, relations = stage_in_apply_transaction(
-                conn, datamart, transfer, tables, chunks, settings
-            )
-            return Staging([partial(_given, counts[t.name]) for t in tables], relations)
     to_stage = [t for t in tables if t.name not in ready]
+    chunks = chunk_entries(datamart, transfer, to_stage)
+    if in_apply_transaction and not ready and is_small(chunks, settings):
+        counts, relations = stage_in_apply_transaction(
+            conn, datamart, transfer, tables, chunks, settings
+        )
+        return Staging([partial(_given, counts[t.name]) for t in tables], relations)
     forget(conn, datamart.name, [t.name for t in to_stage])
-    steps = iter(_staging(conn, datamart, transfer, to_stage, settings, spark, executor_dsn))
+    steps = iter(
+        _staging(conn, datamart, transfer, to_stage, chunks, settings, spark, executor_dsn)
+    )
     return Staging(
         [partial(_given, ready[t.name]) if t.name in ready else next(steps) for t in tables],
         {t.name: datamart.staging(t.name) for t in tables},
@@ -90,11 +96,13 @@ def _staging(
     datamart: Datamart,
     transfer: StagedTransfer,
     tables: list[Table],
+    chunks: dict[str, list[tuple[int, int, str, int]]],
     settings: LoaderSettings,
     spark_session: Callable[[], SparkSession],
     executor_dsn: Callable[[], str],
 ) -> list[StagingStep]:
-    """Empty the tables' staging, then one step per table of `tables`, in that order."""
+    """Empty the tables' staging, then one step per table of `tables`, in that order
+    (`chunks`: theirs, `chunk_entries`)."""
     if not tables:  # every table was prestaged
         return []
     staging = {t.name: datamart.staging(t.name) for t in tables}
@@ -107,14 +115,11 @@ def _staging(
         )
         for t in tables
     }
-    chunks = chunk_entries(datamart, transfer, tables)
+    if is_small(chunks, settings):
+        at_once = stage_small(conn, datamart, transfer, tables, chunks, targets, settings)
+        return [partial(_given, at_once[t.name]) for t in tables]
     slice_bytes = int(settings.max_slice_mib * 2**20)
     limits, body_format = settings.body_limits(), transfer.manifest.body_format
-    every = [entry for t in tables for entry in chunks[t.name]]
-    if is_small(chunks, settings):
-        tasks = plan_tasks(every, 1, slice_bytes)
-        at_once = stage_in_driver(conn, datamart.schema.tables, tasks, targets, limits, body_format)
-        return [partial(_given, at_once.get(datamart.position(t.name), (0, 0))) for t in tables]
 
     groups = table_groups(
         [sum(e[3] for e in chunks[t.name]) for t in tables], settings.staging_jobs

@@ -14,7 +14,8 @@ instead, on the loader's connection, in the transaction the apply then continues
   truth, as before.
 
 Only the load that applies on this very connection can use it (`DeltaLoader._attempt`);
-prestaging and an opened apply stage on another connection, into the staging tables.
+prestaging and an opened apply stage on another connection, into the staging tables. Both
+ways, the driver stages a small delta with `stage_small`.
 """
 
 from __future__ import annotations
@@ -75,12 +76,30 @@ def stage_in_apply_transaction(
             known.add(name)
         relations[table.name] = name
         targets[position] = StagingTarget(name, copy_statement(name, table), 0)
+    conn.autocommit = False
+    counts = stage_small(
+        conn, datamart, transfer, tables, chunks, targets, settings, in_open_transaction=True
+    )
+    return counts, relations
+
+
+def stage_small(
+    conn: psycopg.Connection,
+    datamart: Datamart,
+    transfer: StagedTransfer,
+    tables: Sequence[Table],
+    chunks: dict[str, list[tuple[int, int, str, int]]],
+    targets: dict[int, StagingTarget],
+    settings: LoaderSettings,
+    *,
+    in_open_transaction: bool = False,
+) -> dict[str, tuple[int, int]]:
+    """A small delta's tables staged by the driver itself, one task (`stage_in_driver`):
+    (staged, received) rows per table name."""
     every = [entry for t in tables for entry in chunks[t.name]]
     tasks = plan_tasks(every, 1, int(settings.max_slice_mib * 2**20))
-    conn.autocommit = False
     at_once = stage_in_driver(
         conn, datamart.schema.tables, tasks, targets, settings.body_limits(),
-        transfer.manifest.body_format, in_open_transaction=True,
+        transfer.manifest.body_format, in_open_transaction=in_open_transaction,
     )  # fmt: skip
-    counts = {t.name: at_once.get(datamart.position(t.name), (0, 0)) for t in tables}
-    return counts, relations
+    return {t.name: at_once.get(datamart.position(t.name), (0, 0)) for t in tables}
