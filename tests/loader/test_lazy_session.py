@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -21,38 +22,42 @@ class _Built:
         self.stopped = True
 
 
+@dataclass
+class Builds:
+    """The sessions the stand-in `build_session` made; each build waits for `release`."""
+
+    made: list[Any] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 @pytest.fixture
-def builds(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    made: list[Any] = []
-    release = threading.Event()
+def builds(monkeypatch: pytest.MonkeyPatch) -> Builds:
+    builds = Builds()
 
     def build(settings: LoaderSettings) -> _Built:
-        release.wait(5)
+        builds.release.wait(5)
         built = _Built()
-        made.append(built)
+        builds.made.append(built)
         return built
 
     monkeypatch.setattr(session_module, "build_session", build)
-    made.append(release)
-    return made
+    return builds
 
 
-def test_nothing_is_built_until_asked_and_then_once(builds: list[Any]) -> None:
-    release = builds.pop()
+def test_nothing_is_built_until_asked_and_then_once(builds: Builds) -> None:
     lazy = LazySession(LoaderSettings())
     assert not lazy.built
-    assert builds == []
-    release.set()
+    assert builds.made == []
+    builds.release.set()
     first = lazy.get()
     assert lazy.get() is first
-    assert builds == [first]
+    assert builds.made == [first]
     lazy.stop()
-    assert builds[0].stopped
+    assert builds.made[0].stopped
     assert not lazy.built
 
 
-def test_a_session_started_ahead_is_waited_for(builds: list[Any]) -> None:
-    release = builds.pop()
+def test_a_session_started_ahead_is_waited_for(builds: Builds) -> None:
     lazy = LazySession(LoaderSettings())
     lazy.start()
     lazy.start()  # a second start starts nothing more
@@ -62,10 +67,10 @@ def test_a_session_started_ahead_is_waited_for(builds: list[Any]) -> None:
     asker.join(0.2)
     assert asker.is_alive()
     assert got == []
-    release.set()
+    builds.release.set()
     asker.join(5)
-    assert got == builds
-    assert len(builds) == 1
+    assert got == builds.made
+    assert len(builds.made) == 1
 
 
 def test_a_failed_build_is_raised_to_whoever_asks(monkeypatch: pytest.MonkeyPatch) -> None:
