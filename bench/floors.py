@@ -26,7 +26,7 @@ from protocol.body import decode_body
 from protocol.codec import decode_delta_in_key
 from protocol.schema import LogicalSchema, Table
 from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
-from spark_loader.slice_jobs import copy_tuples, last_per_key
+from spark_loader.slice_encode import copy_tuples, last_per_key
 from spark_loader.store_sql import q
 from spark_loader.transfer import StagedTransfer
 

@@ -69,8 +69,15 @@ class DeltaFetcher:
         self._thread.join()
 
     def next(self) -> Increment:
-        """The next increment, its data bodies staged (in the order given)."""
-        item = self._ready.get()
+        """The next increment, its data bodies staged (in the order given). `RestoreError`
+        once the fetcher is left (`__exit__`) with none ready."""
+        while True:
+            try:
+                item = self._ready.get(timeout=0.2)
+                break
+            except queue.Empty:
+                if self._stop.is_set():
+                    raise RestoreError("the restore stopped before its next delta") from None
         if isinstance(item, BaseException):
             raise item
         assert isinstance(item, Increment)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,6 +38,11 @@ from spark_loader.store import ReplicaStore
 
 if TYPE_CHECKING:
     from spark_loader.loader import DeltaLoader
+    from spark_loader.slice_encode import EncodedSlice, TableSlice
+    from spark_loader.transfer import StagedTransfer
+
+#: No slice of the delta decoded ahead of its load.
+_NOTHING_AHEAD: Mapping[TableSlice, EncodedSlice] = {}
 
 log = structlog.get_logger("podd_restore")
 
@@ -159,19 +165,30 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
                 history=history_before(topic_index, first), last_data=_last_data(plans),
             )  # fmt: skip
             applied: list[int] = []
-            with DeltaFetcher(
+            # Left in this order, the fetcher stops first: a decode ahead waiting for its
+            # next delta then ends, and the thread pool with it.
+            with ThreadPoolExecutor(1, "podd-restore-ahead") as pool, DeltaFetcher(
                 settings, bootstrap, chosen, staging, body_limits=settings.body_limits(),
                 max_delta_bytes=int(settings.restore_max_staged_mib * 2**20),
                 stall_timeout=settings.stall_timeout_seconds,
             ) as fetcher:  # fmt: skip
-                for _ in chosen:
-                    increment = fetcher.next()
-                    applier.rows += applier.apply(increment)
+                increment, ahead = fetcher.next(), _NOTHING_AHEAD
+                for taken in range(1, len(chosen) + 1):
+                    transfer = applier.prepare(increment)
+                    # Delta k + 1 read and decoded while k applies (its schema: k's).
+                    upcoming = (
+                        pool.submit(applier.fetch_ahead, fetcher)
+                        if taken < len(chosen) else None
+                    )  # fmt: skip
+                    applier.rows += applier.load(increment, transfer, ahead)
                     fetcher.applied(increment)
                     applied.append(increment.delta_num)
                     if progress is not None:
                         progress(len(applied), len(plans), applier.rows,
                                  time.perf_counter() - started)  # fmt: skip
+                    if upcoming is not None:
+                        increment, ahead = upcoming.result()
+            loader.flush_commits()
             committed = time.perf_counter()
             log.info("staging held at most", mib=round(fetcher.peak_staged_bytes / 2**20, 1))
         finally:
@@ -218,24 +235,50 @@ class _Applier:
         self.retired: set[tuple[str, int]] = set()
         self.rows = 0
 
-    def apply(self, increment: Increment) -> int:
-        """Apply one delta; the rows it carried."""
-        number = increment.delta_num
+    def prepare(self, increment: Increment) -> StagedTransfer:
+        """The delta's schema (the changelog up to it applied to the replica's tables), and
+        the delta as a staged transfer of it."""
         self.history = self.history.replay(self.topic_index.changes(increment))
         schema = self._evolve(increment)
         tables = increment.tables()
         self._check_tables(increment, schema, tables)
-        transfer = self.staging.assemble(increment, schema, tables)
+        return self.staging.assemble(increment, schema, tables)
+
+    def load(
+        self,
+        increment: Increment,
+        transfer: StagedTransfer,
+        ahead: Mapping[TableSlice, EncodedSlice] = _NOTHING_AHEAD,
+    ) -> int:
+        """Apply one delta (`prepare`d); the rows it carried."""
+        tables = increment.tables()
         try:
-            result = self.loader.load(transfer)
+            result = self.loader.load(transfer, ahead=ahead)
         except ProtocolError as exc:
             raise RestoreError(_located(exc, increment, tables)) from None
         rows = sum(t.rows_received for t in result.tables)
         log.info(
             "delta restored" if not result.already_applied else "delta already applied",
-            deltaNum=number, run=increment.increment_id, rows=rows,
+            deltaNum=increment.delta_num, run=increment.increment_id, rows=rows,
         )  # fmt: skip
         return rows
+
+    def fetch_ahead(
+        self, fetcher: DeltaFetcher
+    ) -> tuple[Increment, Mapping[TableSlice, EncodedSlice]]:
+        """The next delta, fetched, and its slices decoded as the schema is now (in a thread,
+        while the delta before it applies): the loader checks each slice it takes was
+        decoded from the same files as the same table (`DeltaLoader.decode_ahead`)."""
+        increment = fetcher.next()
+        schema, tables = self.schema, increment.tables()
+        if schema is None or not all(schema.has_table(name) for name in tables):
+            return increment, _NOTHING_AHEAD
+        try:
+            transfer = self.staging.assemble(increment, schema, tables)
+        except OSError as exc:  # `prepare` assembles it again, and says what is wrong
+            log.info("decoding ahead skipped", deltaNum=increment.delta_num, error=str(exc))
+            return increment, _NOTHING_AHEAD
+        return increment, self.loader.decode_ahead(transfer)
 
     def _evolve(self, increment: Increment) -> LogicalSchema:
         datamart = self.topic_index.datamart

@@ -23,6 +23,10 @@ class RestoreSettings(LoaderSettings, KafkaSettings):
     #: restored in 13.6 s staged here, 24.0 s with the JVM started beside, 27.0 s by Spark
     #: jobs (local[2]).
     in_driver_max_mib: float = Field(default=8.0, ge=0)
+    #: Loads commit without waiting for the WAL flush, the run's end waits for all of
+    #: them (`LoaderSettings`): after a crash of PostgreSQL a run again applies what the
+    #: registry lacks. Measured (issue 29), the 1M-row backup of 20 deltas: 0.6 s of 12.
+    synchronous_commit: bool = False
     #: The backup topic and the datamart to restore from it.
     topic: str = ""
     datamart: str = ""

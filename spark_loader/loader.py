@@ -41,6 +41,7 @@ from spark_loader.open_apply import OpenApply
 from spark_loader.run_ahead import run_ahead
 from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
+from spark_loader.slice_encode import EncodedSlice, TableSlice
 from spark_loader.staging_steps import staging_steps
 from spark_loader.store import (
     Datamart,
@@ -51,6 +52,7 @@ from spark_loader.store import (
 )
 from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
 from spark_loader.table_apply import apply_table
+from spark_loader.temp_staging import decode_ahead
 from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -123,11 +125,30 @@ class DeltaLoader:
         self._datamarts[schema.datamart] = datamart
         return datamart
 
-    def load(self, transfer: StagedTransfer, opened: OpenApply | None = None) -> LoadResult:
+    def decode_ahead(self, transfer: StagedTransfer) -> Mapping[TableSlice, EncodedSlice]:
+        """A small transfer's slices decoded before its load, for `load(ahead=)`: nothing
+        is read from or written to the replica (`temp_staging.decode_ahead`). Safe in any
+        thread, beside a load; empty when there is nothing to gain or it failed."""
+        datamart = self._datamarts.get(transfer.manifest.datamart)
+        if datamart is None:
+            return {}
+        try:
+            return decode_ahead(datamart, transfer, self.settings)
+        except Exception as exc:  # the load decodes it again, and says what is wrong
+            log.info("decoding ahead skipped", error=str(exc)[:300])
+            return {}
+
+    def load(
+        self,
+        transfer: StagedTransfer,
+        opened: OpenApply | None = None,
+        *,
+        ahead: Mapping[TableSlice, EncodedSlice] | None = None,
+    ) -> LoadResult:
         """Apply the transfer (steps 1-4, retried); with `opened`, the apply transaction
         opened for it while it arrived (`open_apply`) is finished instead: only the tables
         it has not applied are staged and applied. If that fails, it is rolled back and
-        the delta is loaded anew from staging."""
+        the delta is loaded anew from staging. `ahead`: its slices `decode_ahead` encoded."""
         manifest = transfer.manifest
         datamart = self._datamarts.get(manifest.datamart)
         if datamart is None:
@@ -148,7 +169,7 @@ class DeltaLoader:
         last_error = ""
         for attempt in range(1, self.settings.load_attempts + 1):
             try:
-                return self._attempt(datamart, transfer, tables, bound)
+                return self._attempt(datamart, transfer, tables, bound, ahead)
             except TransientLoadError as exc:
                 last_error = str(exc)
                 bound.warning("load attempt failed", attempt=attempt, error=last_error)
@@ -158,6 +179,14 @@ class DeltaLoader:
             f"delta {manifest.delta_num}: the replica store refused the load after "
             f"{self.settings.load_attempts} attempts: {last_error}"
         )
+
+    def flush_commits(self) -> None:
+        """Return once every delta committed before is on disk (`synchronous_commit` off: a
+        load's COMMIT does not wait). A transaction that writes a commit record of its own,
+        committed synchronously, waits for the WAL to be flushed up to it."""
+        with self.connections.session() as session, session.conn.transaction():
+            session.conn.execute("SET LOCAL synchronous_commit = on")
+            session.conn.execute("SELECT pg_current_xact_id()")
 
     # --- steps ---------------------------------------------------------------------------
     def verify_sequence(
@@ -185,6 +214,7 @@ class DeltaLoader:
         transfer: StagedTransfer,
         tables: list[Table],
         bound: structlog.typing.FilteringBoundLogger,
+        ahead: Mapping[TableSlice, EncodedSlice] | None = None,
     ) -> LoadResult:
         """One connection for the whole load, kept for the next (`LoaderConnections`): the
         datamart's lock (held by the session), the sequence checks, staging, the apply."""
@@ -201,7 +231,7 @@ class DeltaLoader:
                     return LoadResult.from_registry(stored, already_applied=True)
                 staging = staging_steps(
                     conn, datamart, transfer, tables, self.settings, self.spark,
-                    self.executor_dsn, in_apply_transaction=True,
+                    self.executor_dsn, in_apply_transaction=True, ahead=ahead,
                 )  # fmt: skip
                 steps = staging.steps
                 if steps:
@@ -320,6 +350,8 @@ class DeltaLoader:
                 ),
             ).fetchone()
             assert row is not None
+            if not self.settings.synchronous_commit:
+                conn.execute("SET LOCAL synchronous_commit = off")
             try:
                 self.commit(conn)
             except psycopg.OperationalError as exc:

@@ -38,6 +38,13 @@ class LoaderSettings(BaseSettings):
     #: would be decoded in the agent's own interpreter while chunks arrive, which is not
     #: measured yet.
     in_driver_max_mib: float = Field(default=1.0, ge=0)
+    #: Whether a load's COMMIT waits for its WAL to reach the disk. Off, a crash of
+    #: PostgreSQL itself (not of this process) can lose the last deltas committed, each
+    #: whole (tables and registry row together): right only for a caller that told nobody
+    #: of them and reads the registry after a crash. `podd-restore` turns it off and makes
+    #: its run's end durable (`DeltaLoader.flush_commits`); the agent answers OK after
+    #: the commit, so it keeps it on.
+    synchronous_commit: bool = True
     #: A bigger delta is staged by this many Spark jobs, each over consecutive tables; the
     #: apply transaction takes a job's tables while the next job stages (1: no overlap).
     staging_jobs: int = Field(default=3, ge=1, le=64)

@@ -20,38 +20,29 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numba
-import numpy as np
 import psycopg
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
-from protocol.body import BodyFormat, decode_body
+from protocol.body import BodyFormat
 from protocol.errors import ErrorCode, ProtocolError, error_for
 from protocol.ocf import OcfLimits
 from protocol.schema import Table
-from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
+from spark_loader.pg_copy import HEADER, TRAILER
+from spark_loader.slice_encode import (
+    ChunkRefused,
+    EncodedSlice,
+    TableSlice,
+    copy_tuples,
+    encode_slice,
+)
 from spark_loader.store_sql import SLICE_COLUMN
 
 #: Below this many bytes of chunk files a table is never cut for parallelism's sake.
 MIN_SPLIT_BYTES = 4 * 2**20
-
-
-@dataclass(frozen=True)
-class TableSlice:
-    """Table `table` (its position in the schema), keys hashing to `slice` of `slices`."""
-
-    table: int
-    slice: int
-    slices: int
-    chunks: tuple[tuple[int, str], ...]  # (chunk number, path), in chunk order
-    size: int  # bytes of the table's chunk files, shared by its slices
 
 
 @dataclass(frozen=True)
@@ -89,15 +80,6 @@ class SliceRefusal:
     chunk: int | None = None
 
 
-class _ChunkRefused(Exception):
-    """A protocol error, and the chunk number it was found in."""
-
-    def __init__(self, error: ProtocolError, chunk: int) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.chunk = chunk
-
-
 def plan_tasks(
     chunks: Sequence[tuple[int, int, str, int]], parallelism: int, max_slice_bytes: int
 ) -> list[StagingTask]:
@@ -126,60 +108,6 @@ def plan_tasks(
     return [StagingTask(tuple(b)) for b in bins if b]
 
 
-@numba.njit(cache=True, nogil=True)
-def _slice_of(offsets: Any, data: Any, slices: int, out: Any) -> None:  # pragma: no cover
-    """FNV-1a of each binary value, modulo `slices` (compiled; numba)."""
-    for i in range(offsets.shape[0] - 1):
-        h = np.uint64(14695981039346656037)
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * np.uint64(1099511628211)
-        out[i] = np.int64(h % np.uint64(slices))
-
-
-def _binary_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[
-        array.offset : array.offset + len(array) + 1
-    ]
-    data = array.buffers()[2]
-    return offsets, (np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8))
-
-
-def copy_tuples(array: pa.Array) -> memoryview:
-    """The binary COPY tuples an array of them holds (`tuples_array`), back to back."""
-    offsets, data = _binary_parts(array)
-    return data[offsets[0] : offsets[-1]].data
-
-
-def _in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
-    """Which rows of the batch belong to the task's slice (None: all of them)."""
-    if task.slices == 1:
-        return None
-    offsets, data = _binary_parts(keys)
-    slices = np.empty(len(keys), dtype=np.int64)
-    _slice_of(offsets, data, task.slices, slices)
-    selected: np.ndarray = slices == task.slice
-    return selected
-
-
-def last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
-    """The rows to stage: per key, the last one (the arrays are in arrival order), in the
-    byte order of their keys' COPY encoding.
-
-    The order is for the apply: it inserts the new versions into t_actual's primary-key
-    index in staging order, and keys in order land on the same leaf page one after the
-    other instead of on a different page each (loader alone, 1M rows over 10 tables, 3
-    alternating pairs: the apply 4.75 s -> 4.30 s). For non-negative integer keys the byte
-    order is the index's own; negative ones and text keys keep part of the locality."""
-    n = sum(len(k) for k in keys)
-    if n == 0:
-        return []
-    table = pa.table({"k": pa.chunked_array(keys, pa.binary()), "i": np.arange(n)})
-    winners = table.group_by("k", use_threads=False).aggregate([("i", "max")])
-    order = pc.sort_indices(winners, sort_keys=[("k", "ascending")])
-    keep = winners.column("i_max").take(order)
-    return list(pa.chunked_array(rows, pa.binary()).take(keep).chunks)
-
-
 def _stage_slice(
     conn: psycopg.Connection,
     task: TableSlice,
@@ -189,35 +117,20 @@ def _stage_slice(
     body_format: BodyFormat,
     *,
     replace_slice: bool = True,
+    ahead: Mapping[TableSlice, EncodedSlice] | None = None,
 ) -> SliceCounts:
-    """Decode, filter, keep the last row per key, COPY: one slice.
+    """Decode, filter, keep the last row per key (`encode_slice`; or take what `ahead`
+    holds of this slice, decoded as the same table from the same files), COPY: one slice.
 
     Exactly once under retries: Spark may run a task again (a failure after its commit, or
     speculation). Under a lock on (table, slice), the slice's earlier rows are deleted
     before its COPY, in the task's one transaction: whichever attempt commits last leaves
     the only copy. `replace_slice=False`: the target is known empty and nobody else writes
     it (the caller set `podd.slice`)."""
-    table = tables[task.table]
-    positions, kinds = list(table.key_positions), key_kinds(table)
-    row_kinds = copy_kinds(table)
-    keys: list[pa.Array] = []
-    rows: list[pa.Array] = []
-    received = 0
-    for number, path in task.chunks:
-        with open(path, "rb") as handle:
-            body = handle.read()
-        for decoded in _chunk_batches(table, body, number, limits, body_format):
-            key = tuples_array(kinds, decoded.select(positions))
-            mask = _in_slice(key, task)
-            batch = decoded if mask is None else decoded.filter(mask)
-            key = key if mask is None else key.filter(mask)
-            received += batch.num_rows
-            if batch.num_rows:
-                keys.append(key)
-                rows.append(tuples_array(row_kinds, batch))
-    staged = last_per_key(keys, rows)
-    del keys
-    count = sum(len(a) for a in staged)
+    encoded = None if ahead is None else ahead.get(task)
+    if encoded is None or encoded.table != tables[task.table] or encoded.format != body_format:
+        encoded = encode_slice(task, tables, limits, body_format)
+    staged, count = encoded.staged, encoded.count
     if count:
         if replace_slice:
             conn.execute(
@@ -230,17 +143,7 @@ def _stage_slice(
             for array in staged:
                 copy.write(copy_tuples(array))
             copy.write(TRAILER)
-    return SliceCounts(task.table, count, received)
-
-
-def _chunk_batches(
-    table: Table, body: bytes, number: int, limits: OcfLimits, body_format: BodyFormat
-) -> Iterator[pa.RecordBatch]:
-    """The chunk's batches, one at a time; a protocol error names the chunk."""
-    try:
-        yield from decode_body(table, body, limits=limits, body_format=body_format)
-    except ProtocolError as exc:
-        raise _ChunkRefused(exc, number) from None
+    return SliceCounts(task.table, count, encoded.received)
 
 
 def run_task(
@@ -278,6 +181,7 @@ def stage_task(
     body_format: BodyFormat = BodyFormat.DELTA_IN,
     *,
     in_open_transaction: bool = False,
+    ahead: Mapping[TableSlice, EncodedSlice] | None = None,
 ) -> list[SliceCounts | SliceRefusal]:
     """A task's slices in turn, in one transaction on `conn` (an autocommit connection);
     at the first refused slice, nothing of the task is staged and the refusal is its result.
@@ -292,8 +196,8 @@ def stage_task(
                 target = targets[piece.table]
                 try:
                     done.append(_stage_slice(conn, piece, tables, target, limits, body_format,
-                                             replace_slice=replace))  # fmt: skip
-                except _ChunkRefused as refused:
+                                             replace_slice=replace, ahead=ahead))  # fmt: skip
+                except ChunkRefused as refused:
                     error = refused.error
                     raise _Refused(
                         SliceRefusal(piece.table, error.code, error.message, refused.chunk)
@@ -336,17 +240,18 @@ def stage_in_driver(
     body_format: BodyFormat = BodyFormat.DELTA_IN,
     *,
     in_open_transaction: bool = False,
+    ahead: Mapping[TableSlice, EncodedSlice] | None = None,
 ) -> dict[int, tuple[int, int]]:
     """The same tasks, one after the other in this process on the loader's connection: for
     a small delta, a Spark job's fixed cost (tens to hundreds of milliseconds) and a
     connection's set-up (10 ms) are most of the load. `in_open_transaction`: see
-    `stage_task` (`temp_staging`)."""
+    `stage_task` (`temp_staging`); `ahead`: slices already encoded (`decode_ahead`)."""
     if in_open_transaction:
         conn.execute("SELECT set_config('podd.slice', '0', true)")
     results: list[SliceCounts | SliceRefusal] = []
     for task in tasks:
         results += stage_task(conn, task, tables, targets, limits, body_format,
-                              in_open_transaction=in_open_transaction)  # fmt: skip
+                              in_open_transaction=in_open_transaction, ahead=ahead)  # fmt: skip
     return _totals(results, tables)
 
 

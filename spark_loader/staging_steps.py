@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -33,6 +33,7 @@ from protocol.schema import Table
 from spark_loader.errors import LoadFailedError, TransientLoadError
 from spark_loader.prestaged import forget, prestaged
 from spark_loader.settings import LoaderSettings
+from spark_loader.slice_encode import EncodedSlice, TableSlice
 from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_slices
 from spark_loader.store import Datamart, empty_staging
 from spark_loader.store_sql import copy_statement
@@ -67,18 +68,20 @@ def staging_steps(
     executor_dsn: Callable[[], str],
     *,
     in_apply_transaction: bool = False,
+    ahead: Mapping[TableSlice, EncodedSlice] | None = None,
 ) -> Staging:
     """One step per table of `tables`, in that order (`spark`: the session, asked for only
     when a Spark job is needed). A table whose staging already holds this transfer's
     stream (`prestaged`) only hands its counts over; the others' staging is emptied, then
     staged. `in_apply_transaction`: the caller applies on `conn`, so a small delta with no
-    stream prestaged is staged at once in the transaction it opens there (`temp_staging`)."""
+    stream prestaged is staged at once in the transaction it opens there (`temp_staging`),
+    with the slices `ahead` holds already encoded (`decode_ahead`)."""
     ready = prestaged(conn, transfer.manifest)
     to_stage = [t for t in tables if t.name not in ready]
     chunks = chunk_entries(datamart, transfer, to_stage)
     if in_apply_transaction and not ready and is_small(chunks, settings):
         counts, relations = stage_in_apply_transaction(
-            conn, datamart, transfer, tables, chunks, settings
+            conn, datamart, transfer, tables, chunks, settings, ahead
         )
         return Staging([partial(_given, counts[t.name]) for t in tables], relations)
     forget(conn, datamart.name, [t.name for t in to_stage])

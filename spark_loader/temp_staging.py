@@ -21,13 +21,15 @@ ways, the driver stages a small delta with `stage_small`.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import psycopg
 
+from protocol.errors import ProtocolError
 from protocol.schema import Table
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_in_driver
+from spark_loader.slice_encode import ChunkRefused, EncodedSlice, TableSlice, encode_slice
+from spark_loader.slice_jobs import StagingTarget, StagingTask, plan_tasks, stage_in_driver
 from spark_loader.store import Datamart
 from spark_loader.store_sql import copy_statement, temp_staging_sql
 from spark_loader.transfer import StagedTransfer
@@ -62,6 +64,7 @@ def stage_in_apply_transaction(
     tables: Sequence[Table],
     chunks: dict[str, list[tuple[int, int, str, int]]],
     settings: LoaderSettings,
+    ahead: Mapping[TableSlice, EncodedSlice] | None = None,
 ) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:
     """Open the apply transaction on `conn` (autocommit off) and stage every table in it:
     (staged, received) rows and the temporary table holding them, per table name."""
@@ -78,8 +81,9 @@ def stage_in_apply_transaction(
         targets[position] = StagingTarget(name, copy_statement(name, table), 0)
     conn.autocommit = False
     counts = stage_small(
-        conn, datamart, transfer, tables, chunks, targets, settings, in_open_transaction=True
-    )
+        conn, datamart, transfer, tables, chunks, targets, settings,
+        in_open_transaction=True, ahead=ahead,
+    )  # fmt: skip
     return counts, relations
 
 
@@ -93,13 +97,49 @@ def stage_small(
     settings: LoaderSettings,
     *,
     in_open_transaction: bool = False,
+    ahead: Mapping[TableSlice, EncodedSlice] | None = None,
 ) -> dict[str, tuple[int, int]]:
     """A small delta's tables staged by the driver itself, one task (`stage_in_driver`):
-    (staged, received) rows per table name."""
-    every = [entry for t in tables for entry in chunks[t.name]]
-    tasks = plan_tasks(every, 1, int(settings.max_slice_mib * 2**20))
+    (staged, received) rows per table name. `ahead`: slices `decode_ahead` encoded."""
     at_once = stage_in_driver(
-        conn, datamart.schema.tables, tasks, targets, settings.body_limits(),
-        transfer.manifest.body_format, in_open_transaction=in_open_transaction,
+        conn, datamart.schema.tables, _small_tasks(tables, chunks, settings), targets,
+        settings.body_limits(), transfer.manifest.body_format,
+        in_open_transaction=in_open_transaction, ahead=ahead,
     )  # fmt: skip
     return {t.name: at_once.get(datamart.position(t.name), (0, 0)) for t in tables}
+
+
+def decode_ahead(
+    datamart: Datamart, transfer: StagedTransfer, settings: LoaderSettings
+) -> dict[TableSlice, EncodedSlice]:
+    """The slices of a small transfer, decoded and encoded for their COPY before its load
+    (no connection, no lock): a restore decodes delta k + 1 while delta k applies, so the
+    load of k + 1 is its COPY and its apply. Empty for a delta the driver would not stage.
+
+    Only a cache: the load takes a slice only if it plans the very same one (files, table
+    position, share of the keys) for the very same table definition (`slice_jobs`), and
+    decodes anything else itself. A chunk refused here ends the decoding; the load meets it
+    again and refuses it, naming it, as it would have."""
+    tables = [datamart.schema.table(s.table_name) for s in transfer.manifest.streams]
+    chunks = chunk_entries(datamart, transfer, tables)
+    if not is_small(chunks, settings):
+        return {}
+    limits, body_format = settings.body_limits(), transfer.manifest.body_format
+    encoded: dict[TableSlice, EncodedSlice] = {}
+    for task in _small_tasks(tables, chunks, settings):
+        for piece in task.slices:
+            try:
+                encoded[piece] = encode_slice(piece, datamart.schema.tables, limits, body_format)
+            except (ChunkRefused, ProtocolError):
+                return encoded
+    return encoded
+
+
+def _small_tasks(
+    tables: Sequence[Table],
+    chunks: dict[str, list[tuple[int, int, str, int]]],
+    settings: LoaderSettings,
+) -> list[StagingTask]:
+    """The one driver task of a small delta (as `stage_small` plans it, and `decode_ahead`)."""
+    every = [entry for t in tables for entry in chunks[t.name]]
+    return plan_tasks(every, 1, int(settings.max_slice_mib * 2**20))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from spark_loader.slice_jobs import MIN_SPLIT_BYTES, last_per_key, plan_tasks
+from spark_loader.slice_encode import last_per_key
+from spark_loader.slice_jobs import MIN_SPLIT_BYTES, plan_tasks
 from spark_loader.staging_steps import table_groups
 
 MIB = 2**20
