@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.report_cdc import cdc_section
 from bench.report_remaining import overlapped, remaining_section
+from bench.report_restore import restore_section
 
 CHART = "benchmarks-chart.svg"
 HEADLINE_TARGET = 2.0
@@ -211,7 +212,7 @@ def render(results: dict[str, Any]) -> str:
     if results.get("cluster"):
         lines += ["", *_cluster_section(main, results["cluster"], s["spark_master"])]
     if results.get("restore"):
-        lines += ["", *_restore_section(results["restore"], main)]
+        lines += ["", *restore_section(results["restore"], main)]
     if results.get("cdc"):
         lines += ["", *cdc_section(results["cdc"])]
     return "\n".join(lines) + "\n"
@@ -290,35 +291,6 @@ def _before_after(main: dict[str, Any], catch: dict[str, Any] | None) -> list[st
         "",
         *changes_table(),
         "",
-    ]
-
-
-def _restore_section(r: dict[str, Any], headline_point: dict[str, Any]) -> list[str]:
-    ratio = r["delta_in_seconds"] / r["restore_seconds"] if r["restore_seconds"] else 0.0
-    versus = r["restore_rows_per_second"] / max(1, headline_point["rows_per_second"])
-    return [
-        "## Restore from a backup topic",
-        "",
-        f"{r['rows']:,} rows in {r['deltas']} deltas: a BACKUP_TO_KAFKA topic restored by "
-        "`podd-restore run` (timed from the first message read to the last commit), beside "
-        "the same rows sent as `delta.in` deltas to a fresh agent, one delta at a time as the "
-        "protocol requires (first chunk produced to last answer). Same run, same replica, the "
-        "same chunk bodies byte for byte.",
-        "",
-        "| path | seconds | rows/s |",
-        "|---|---:|---:|",
-        f"| `podd-restore run` | {r['restore_seconds']:.2f} | {r['restore_rows_per_second']:,} |",
-        f"| `delta.in` through the agent | {r['delta_in_seconds']:.2f} | "
-        f"{r['delta_in_rows_per_second']:,} |",
-        f"| the headline delta ({headline_point['rows']:,} rows in one `delta.in` delta) | "
-        f"{headline_point['e2e_seconds']:.2f} | {headline_point['rows_per_second']:,} |",
-        "",
-        f"The restore is {ratio:.2f}x the speed of the same deltas through `delta.in`, and "
-        f"{versus:.2f} of the headline delta's rows/s (issue 29's target: at least 0.8); its "
-        f"process took {r['restore_process_seconds']:.1f} s in all. Spark is started only "
-        "for a delta bigger than `PODD_IN_DRIVER_MAX_MIB` (8 MiB for a restore): these deltas "
-        "(about 2.5 MiB decoded each) are staged by the restore's own process, in each "
-        "delta's apply transaction.",
     ]
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent_run import AgentConfig, running_agent
+from bench.cpu import MachineCpu
 from bench.datagen import bench_schema
 from bench.e2e import send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas
@@ -105,7 +106,8 @@ async def restore_beside_delta_in(
     print(f"restore: writing the backup topic {topic}", flush=True)
     await produce(kafka, [bootstrap], topic, BackupLayout().partitions, every_message())
     print("restore: podd-restore run", flush=True)
-    restore = _restore(kafka, bootstrap, dsn, topic, restored, root)
+    with MachineCpu(None) as cpu:  # the restore's process is in "other"
+        restore = _restore(kafka, bootstrap, dsn, topic, restored, root)
 
     print(f"restore: the same rows as {deltas} delta.in deltas", flush=True)
     config = AgentConfig(bootstrap, dsn, spark_master, f"bench-restore-{tag}")
@@ -126,4 +128,5 @@ async def restore_beside_delta_in(
         "restore_rows_per_second": round(total / restore["read_to_commit_seconds"]),
         "delta_in_seconds": round(seconds, 3),
         "delta_in_rows_per_second": round(total / seconds),
+        "restore_cpu": cpu.timeline.whole(),
     }
