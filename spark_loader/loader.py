@@ -262,12 +262,12 @@ class DeltaLoader:
     ) -> LoadResult:
         """Step 3-4 in the transaction `opened` holds (it holds the lock and checked the
         sequence): the tables it has not applied are staged (on another connection: the
-        transaction holds staging locks) and applied, then the registry row, COMMIT."""
+        transaction holds staging locks), while the last prestage's apply may still run in
+        it, then applied, then the registry row, COMMIT."""
         started = time.perf_counter()
-        done = dict(opened.applied)
-        keyed = opened.keyed
-        session = opened.hand_over()
-        left = [t for t in tables if t.name not in done]
+        claimed = opened.claimed()
+        left = [t for t in tables if t.name not in claimed]
+        session: Session | None = None
         try:
             with self.connections.session() as staging_session:
                 staging = staging_steps(
@@ -278,18 +278,26 @@ class DeltaLoader:
                 if steps:
                     steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
+                    opened.settle()
+                    done, keyed = dict(opened.applied), opened.keyed
+                    if not opened.alive or set(done) != claimed:
+                        raise TransientLoadError("the open apply was rolled back")
+                    session = opened.hand_over()
                     result = self._apply(
                         session, datamart, transfer, tables, staged, staging.relations,
                         done=done, keyed=keyed,
                     )  # fmt: skip
-        except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
-            session.conn.close()
-            raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
-        except BaseException:
-            session.conn.close()  # rolled back (`_apply`), and its lock released
+        except BaseException as exc:
+            if session is None:
+                opened.abort()
+            else:
+                session.conn.close()  # rolled back (`_apply`), and its lock released
+            if isinstance(exc, psycopg.OperationalError | psycopg.errors.SerializationFailure):
+                raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
             raise
         finally:
-            self.connections.give_back(session)
+            if session is not None:
+                self.connections.give_back(session)
         bound.info(
             "applied", step=4, opened_before=sorted(done),
             seconds=round(time.perf_counter() - self._apply_started, 3),

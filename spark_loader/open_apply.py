@@ -15,13 +15,20 @@ What a load promises holds:
   back (`abort`), and so is the transaction after any failure in it (the load then starts
   over from staging, which still holds the prestaged tables);
 * `kill -9` of the agent ends the connection, and PostgreSQL rolls the transaction back.
+
+Its connection is used by one thread at a time: `apply_later` applies in a thread of its
+own, so the next stream stages meanwhile, and every other use waits for that apply first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 
 import psycopg
+import structlog
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
@@ -30,6 +37,8 @@ from spark_loader.store import Datamart
 from spark_loader.store_sql import datamart_lock_key
 from spark_loader.table_apply import apply_table
 from spark_loader.transfer import TransferManifest
+
+log = structlog.get_logger("spark_loader")
 
 
 class OpenApply:
@@ -46,6 +55,9 @@ class OpenApply:
         self.applied: dict[str, TableCounts] = {}
         #: Whether `KEYED_LOOKUP` is set in the transaction (`apply_table`).
         self.keyed = False
+        #: The apply `apply_later` started, until it is waited for (`settle`), and its tables.
+        self._running: Future[None] | None = None
+        self._applying: list[str] = []
 
     @property
     def alive(self) -> bool:
@@ -71,9 +83,48 @@ class OpenApply:
         self.session = session
         return True
 
+    def apply_later(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
+        """`apply` in a thread, returning at once (after the one before it ended): the
+        caller stages the next tables meanwhile. Raises if the transaction is gone (an
+        earlier apply failed); a failure of this one is logged here: it rolls the
+        transaction back, and whoever uses it next finds it not `alive`."""
+        self.settle()
+        if not self.alive:
+            raise psycopg.OperationalError("the open apply was rolled back")
+        running: Future[None] = Future()
+
+        def work() -> None:
+            try:
+                self._apply_now(tables, counts)
+                running.set_result(None)
+            except BaseException as exc:
+                reason = f"{type(exc).__name__}: {exc}"[:300]
+                log.info("open apply rolled back: the load applies its tables",
+                         deltaNum=self.delta_num, reason=reason)  # fmt: skip
+                running.set_exception(exc)
+
+        self._running, self._applying = running, [t.name for t in tables]
+        threading.Thread(target=work, name="podd-open-apply", daemon=True).start()
+
+    def claimed(self) -> set[str]:
+        """The tables applied, and those the apply still running (`apply_later`) takes:
+        applied too once it ends, unless it fails and the transaction is rolled back."""
+        return {*self.applied, *(self._applying if self._running is not None else ())}
+
+    def settle(self) -> None:
+        """Wait for the apply `apply_later` started, if any (its failure rolled back)."""
+        running, self._running, self._applying = self._running, None, []
+        if running is not None:
+            with contextlib.suppress(Exception):
+                running.result()
+
     def apply(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
         """Apply these staged tables ((staged, received) rows each) in the transaction; on
         any failure the transaction is rolled back and the error raised."""
+        self.settle()
+        self._apply_now(tables, counts)
+
+    def _apply_now(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
         assert self.session is not None, "the apply is not open"
         conn = self.session.conn
         try:
@@ -86,17 +137,22 @@ class OpenApply:
                 )
                 self.applied[table.name] = done
         except BaseException:
-            self.abort()
+            self._roll_back()
             raise
 
     def hand_over(self) -> Session:
         """The session, its transaction open, for the load that finishes the delta."""
+        self.settle()
         assert self.session is not None, "the apply is not open"
         session, self.session = self.session, None
         return session
 
     def abort(self) -> None:
         """Roll the transaction back and release the datamart's lock."""
+        self.settle()
+        self._roll_back()
+
+    def _roll_back(self) -> None:
         session, self.session = self.session, None
         self.applied = {}
         if session is None:

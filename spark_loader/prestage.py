@@ -70,8 +70,8 @@ class Prestager:
                 if not opened.open(partial(self._expected, transfer)):
                     return [], None  # a load holds the datamart
             counts = self._stage(transfer, datamart, tables)
-            if self.apply:
-                opened.apply(tables, counts)
+            if self.apply:  # in a thread: the next prestage stages while this applies
+                opened.apply_later(tables, counts)
         except Exception as exc:  # the load stages these tables itself, and says what failed
             if opened is not None:
                 opened.abort()

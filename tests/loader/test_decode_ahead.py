@@ -79,8 +79,9 @@ def test_slices_decoded_as_another_table_are_decoded_again(
         piece: dataclasses.replace(
             encoded,
             table=encoded.table.model_copy(update={"name": f"{encoded.table.name}_old"}),
-            staged=(), count=0,
-        )  # fmt: skip
+            staged=(),
+            count=0,
+        )
         for piece, encoded in loader.decode_ahead(transfer).items()
     }
     assert stale

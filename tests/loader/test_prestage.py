@@ -6,6 +6,8 @@ its commit or survives a refusal, a rollback or a lost connection."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -17,7 +19,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from spark_loader.prestage import Prestager
-from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
+from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, physical, q
 from spark_loader.transfer import StagedTransfer, StreamManifest
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
@@ -87,6 +89,7 @@ def test_tables_applied_while_the_delta_arrives_are_invisible_until_the_load_com
     )
     assert opened is not None
     assert again is opened
+    opened.settle()  # each prestage's apply runs on while the next stages
     assert set(opened.applied) == {*names, *names2}
     assert snapshot(replica_dsn, schema) == before  # nothing visible yet
     assert not lock_free(replica_dsn, schema.datamart)  # the open apply holds the datamart
@@ -200,6 +203,39 @@ def test_a_lost_connection_of_the_open_apply_is_loaded_anew(
     loader.load(transfer, opened)
     assert_applied(replica_dsn, schema, rows)
     assert lock_free(replica_dsn, schema.datamart)
+
+
+def test_the_load_stages_the_tables_left_while_the_last_prestage_still_applies(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """A prestage returns once its tables are staged; their apply runs on in the open
+    transaction (here held up by a lock on the table), the next prestage or the load stages
+    meanwhile, and the load waits for that apply only to apply what it staged."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=14)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
+    loader = new_loader(schema)
+    datamart = loader.datamart(schema.datamart)
+    assert datamart is not None
+    first, last = transfer.manifest.streams[0].table_name, transfer.manifest.streams[-1].table_name
+    with psycopg.connect(replica_dsn) as blocker, ThreadPoolExecutor(2) as pool:
+        blocker.execute(f"LOCK TABLE {physical(schema.datamart, first, 'actual')}")
+        try:  # the lock goes before the pool waits for its threads, whatever fails
+            prestaged = pool.submit(Prestager(loader).prestage, streams_of(transfer, 1))
+            names, opened = prestaged.result(timeout=60)  # its apply waits for the lock
+            assert names == [first]
+            assert opened is not None
+            loading = pool.submit(loader.load, transfer, opened)
+            deadline = time.monotonic() + 60
+            with psycopg.connect(replica_dsn, autocommit=True) as probe:
+                staging = datamart.staging(last)
+                while not probe.execute(f"SELECT count(*) FROM {staging}").fetchone()[0]:  # type: ignore[index]
+                    assert time.monotonic() < deadline, "the load staged nothing meanwhile"
+                    time.sleep(0.05)
+            assert not loading.done()  # the first table's apply still waits
+        finally:
+            blocker.rollback()
+        loading.result(timeout=120)
+    assert_applied(replica_dsn, schema, rows)
 
 
 def assert_applied(dsn: str, schema: LogicalSchema, rows: dict) -> None:  # type: ignore[type-arg]
