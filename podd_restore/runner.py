@@ -172,9 +172,9 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
                 max_delta_bytes=int(settings.restore_max_staged_mib * 2**20),
                 stall_timeout=settings.stall_timeout_seconds,
             ) as fetcher:  # fmt: skip
-                increment, ahead = fetcher.next(), _NOTHING_AHEAD
+                increment, assembled, ahead = fetcher.next(), None, _NOTHING_AHEAD
                 for taken in range(1, len(chosen) + 1):
-                    transfer = applier.prepare(increment)
+                    transfer = applier.prepare(increment, assembled)
                     # Delta k + 1 read and decoded while k applies (its schema: k's).
                     upcoming = (
                         pool.submit(applier.fetch_ahead, fetcher)
@@ -187,7 +187,7 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
                         progress(len(applied), len(plans), applier.rows,
                                  time.perf_counter() - started)  # fmt: skip
                     if upcoming is not None:
-                        increment, ahead = upcoming.result()
+                        increment, assembled, ahead = upcoming.result()
             loader.flush_commits()
             committed = time.perf_counter()
             log.info("staging held at most", mib=round(fetcher.peak_staged_bytes / 2**20, 1))
@@ -235,13 +235,18 @@ class _Applier:
         self.retired: set[tuple[str, int]] = set()
         self.rows = 0
 
-    def prepare(self, increment: Increment) -> StagedTransfer:
+    def prepare(
+        self, increment: Increment, assembled: tuple[LogicalSchema, StagedTransfer] | None = None
+    ) -> StagedTransfer:
         """The delta's schema (the changelog up to it applied to the replica's tables), and
-        the delta as a staged transfer of it."""
+        the delta as a staged transfer of it (`assembled` by `fetch_ahead`, if that was
+        for the same schema)."""
         self.history = self.history.replay(self.topic_index.changes(increment))
         schema = self._evolve(increment)
         tables = increment.tables()
         self._check_tables(increment, schema, tables)
+        if assembled is not None and assembled[0] == schema:
+            return assembled[1]
         return self.staging.assemble(increment, schema, tables)
 
     def load(
@@ -265,20 +270,23 @@ class _Applier:
 
     def fetch_ahead(
         self, fetcher: DeltaFetcher
-    ) -> tuple[Increment, Mapping[TableSlice, EncodedSlice]]:
-        """The next delta, fetched, and its slices decoded as the schema is now (in a thread,
-        while the delta before it applies): the loader checks each slice it takes was
+    ) -> tuple[
+        Increment, tuple[LogicalSchema, StagedTransfer] | None, Mapping[TableSlice, EncodedSlice]
+    ]:
+        """The next delta, fetched, assembled and its slices decoded as the schema is now (in
+        a thread, while the delta before it applies): `prepare` keeps that transfer if the
+        delta leaves the schema as it is, and the loader checks each slice it takes was
         decoded from the same files as the same table (`DeltaLoader.decode_ahead`)."""
         increment = fetcher.next()
         schema, tables = self.schema, increment.tables()
         if schema is None or not all(schema.has_table(name) for name in tables):
-            return increment, _NOTHING_AHEAD
+            return increment, None, _NOTHING_AHEAD
         try:
             transfer = self.staging.assemble(increment, schema, tables)
         except OSError as exc:  # `prepare` assembles it again, and says what is wrong
             log.info("decoding ahead skipped", deltaNum=increment.delta_num, error=str(exc))
-            return increment, _NOTHING_AHEAD
-        return increment, self.loader.decode_ahead(transfer)
+            return increment, None, _NOTHING_AHEAD
+        return increment, (schema, transfer), self.loader.decode_ahead(transfer)
 
     def _evolve(self, increment: Increment) -> LogicalSchema:
         datamart = self.topic_index.datamart
