@@ -88,8 +88,9 @@ class Received:
 
     failures: list[Exception | None]
     outcomes: list[Outcome] = field(default_factory=list)
-    #: Transfers a chunk of which completed its stream (checked once the group is durable).
-    streams_completed: dict[str, Transfer] = field(default_factory=dict)
+    #: Transfers a new chunk of which was staged (checked for prestaging once the group is
+    #: durable: a stream complete, or a piece of one).
+    progressed: dict[str, Transfer] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,14 @@ class ChunkIntake:
         incomplete_timeout: float,
         clock: Callable[[], float],
         prestage_min_bytes: int = 1,
+        prestage_piece_bytes: int = 0,
     ) -> None:
         self.tracker = tracker
         #: Streams that decode to fewer bytes are not offered for prestaging.
         self.prestage_min_bytes = prestage_min_bytes
+        #: Streams not complete yet are offered in pieces of about this many decoded bytes
+        #: (0: only complete streams are).
+        self.prestage_piece_bytes = prestage_piece_bytes
         self.staging = staging
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
@@ -162,12 +167,14 @@ class ChunkIntake:
             except Exception as exc:
                 done.failures[index] = done.failures[index] or exc
         await self._flush(pending, done)
-        for transfer in done.streams_completed.values():
+        for transfer in done.progressed.values():
             if self.tracker.open.get(transfer.request_id) is not transfer:
                 continue  # refused, evicted or read again from disk meanwhile
-            numbers = self.tracker.take_prestage(transfer, self.prestage_min_bytes)
-            if numbers:
-                staged = await asyncio.to_thread(self.staging.complete_streams, transfer, numbers)
+            offers = self.tracker.take_prestage(
+                transfer, self.prestage_min_bytes, self.prestage_piece_bytes
+            )
+            if offers:
+                staged = await asyncio.to_thread(self.staging.complete_streams, transfer, offers)
                 done.outcomes.append(StreamsReady(transfer, staged))
         return done
 
@@ -229,8 +236,7 @@ class ChunkIntake:
                 pending.add_body(_Owner(index, transfer), key.stream_number, (path, body or b""))
                 self.metrics.chunks.labels(transfer.datamart).inc()
                 self.tracker.chunk_staged(transfer, self._deadline())
-                if stream.complete:
-                    done.streams_completed[rid] = transfer
+                done.progressed[rid] = transfer
             else:
                 self.metrics.duplicates.labels(transfer.datamart).inc()
             if accepted.stream_changed:

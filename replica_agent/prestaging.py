@@ -27,7 +27,7 @@ import structlog
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Phase, Transfer
 from spark_loader.open_apply import OpenApply
-from spark_loader.transfer import StagedTransfer
+from spark_loader.transfer import StagedTransfer, StreamManifest
 
 log = structlog.get_logger("replica_agent")
 
@@ -46,6 +46,18 @@ MERGE_MAX_BYTES = 4 * 2**20
 
 def _decoded(staged: StagedTransfer) -> int:
     return sum(s.decoded_bytes or 0 for s in staged.manifest.streams)
+
+
+def _joined(earlier: StreamManifest | None, later: StreamManifest) -> StreamManifest:
+    """Two hand-overs of one stream as one: pieces offered one after the other (chunks
+    a..b, then b+1..c) make the piece a..c, whole if c is the stream's last chunk."""
+    if earlier is None:
+        return later
+    decoded = None
+    if earlier.decoded_bytes is not None and later.decoded_bytes is not None:
+        decoded = earlier.decoded_bytes + later.decoded_bytes
+    first = min(earlier.first_chunk, later.first_chunk)
+    return later.model_copy(update={"first_chunk": first, "decoded_bytes": decoded})
 
 
 class Prestaging:
@@ -133,7 +145,10 @@ class Prestaging:
         self._pending = rest
         if not same:
             return transfer, staged
-        streams = {s.stream_number: s for part in (staged, *same) for s in part.manifest.streams}
+        streams: dict[int, StreamManifest] = {}
+        for part in (staged, *same):
+            for stream in part.manifest.streams:
+                streams[stream.stream_number] = _joined(streams.get(stream.stream_number), stream)
         manifest = staged.manifest.model_copy(
             update={"streams": tuple(streams[n] for n in sorted(streams))}
         )

@@ -61,6 +61,7 @@ class ReplicaService:
         applied_deltas: AppliedDeltas | None = None,
         prestage: Prestage | None = None,
         prestage_min_bytes: int = 1,
+        prestage_piece_bytes: int = 0,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -72,7 +73,7 @@ class ReplicaService:
         )
         self.intake = ChunkIntake(
             tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
-            prestage_min_bytes=prestage_min_bytes,
+            prestage_min_bytes=prestage_min_bytes, prestage_piece_bytes=prestage_piece_bytes,
         )  # fmt: skip
         #: Whether the agent waits for its disk (intake and answers alike).
         self.pause = Backpressure()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ from protocol.chunk_files import ChunkFile
 from protocol.ocf import ContainerError, OcfLimits, decoded_size
 from replica_agent.errors import StagingError
 from replica_agent.quarantine import Quarantine
-from replica_agent.transfers import CHUNK_COST, StreamState, Transfer, TransferFraming
+from replica_agent.transfers import CHUNK_COST, Offer, StreamState, Transfer, TransferFraming
 from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
 
 TRANSFER_FILE = "transfer.json"
@@ -156,11 +156,22 @@ class TransferStaging:
         manifest = self._manifest(transfer, sorted(transfer.streams))
         return StagedTransfer.write(self.directory(transfer.request_id), manifest)
 
-    def complete_streams(self, transfer: Transfer, numbers: Iterable[int]) -> StagedTransfer:
-        """Those complete streams of a transfer still receiving, as the loader reads a
-        transfer (for prestaging); no manifest is written."""
-        manifest = self._manifest(transfer, sorted(numbers))
-        return StagedTransfer(self.directory(transfer.request_id), manifest)
+    def complete_streams(self, transfer: Transfer, offers: Mapping[int, Offer]) -> StagedTransfer:
+        """Streams of a transfer still receiving, whole or in pieces (`offers`), as the
+        loader reads a transfer (for prestaging); no manifest is written."""
+        whole = [n for n, o in offers.items() if o.first == 1 and not o.partial]
+        streams = {s.stream_number: s for s in self._manifest(transfer, sorted(whole)).streams}
+        for number, offer in offers.items():
+            if number not in streams:
+                streams[number] = StreamManifest(
+                    stream_number=number, table_name=transfer.streams[number].table_name,
+                    first_chunk=offer.first, chunk_count=offer.last, partial=offer.partial,
+                    decoded_bytes=offer.decoded,
+                )  # fmt: skip
+        return StagedTransfer(
+            self.directory(transfer.request_id),
+            self._framed(transfer, tuple(streams[n] for n in sorted(streams))),
+        )
 
     def _manifest(self, transfer: Transfer, numbers: list[int]) -> TransferManifest:
         directory = self.directory(transfer.request_id)
@@ -182,12 +193,16 @@ class TransferStaging:
                     decoded_bytes=decoded,
                 )
             )
+        return self._framed(transfer, tuple(streams))
+
+    @staticmethod
+    def _framed(transfer: Transfer, streams: tuple[StreamManifest, ...]) -> TransferManifest:
         return TransferManifest(
             datamart=transfer.datamart,
             delta_num=transfer.delta_num,
             delta_date=transfer.delta_date,
             request_id=transfer.request_id,
-            streams=tuple(streams),
+            streams=streams,
         )
 
     def remove(self, request_id: str) -> None:

@@ -36,7 +36,14 @@ from protocol.ocf import OcfLimits
 from protocol.schema import LogicalSchema
 from protocol.sequence import AppliedDelta, SequenceRefusal, check_sequence, expected_next
 from replica_agent.chunk_rules import check_last, check_same_transfer
-from replica_agent.transfers import CHUNK_COST, Phase, StreamState, Transfer, TransferFraming
+from replica_agent.transfers import (
+    CHUNK_COST,
+    Offer,
+    Phase,
+    StreamState,
+    Transfer,
+    TransferFraming,
+)
 
 GiB = 2**30
 
@@ -245,22 +252,43 @@ class TransferTracker:
         if stream.decoded_bytes is not None:  # None: recovered, measured when sealed
             stream.decoded_bytes += decoded_bytes
 
-    def take_prestage(self, transfer: Transfer, min_bytes: int = 1) -> list[int]:
-        """Streams complete while the transfer still receives, not yet offered to
-        prestaging, whose bodies decode to at least `min_bytes` (an empty or small stream
-        costs the load less than a prestage's round trips): from now on offered (each
-        stream once)."""
+    def take_prestage(
+        self, transfer: Transfer, min_bytes: int = 1, piece_bytes: int = 0
+    ) -> dict[int, Offer]:
+        """What of a transfer still receiving is newly ready for prestaging, per stream
+        number: from now on offered. A stream complete is offered once (if its bodies
+        decode to at least `min_bytes`: an empty or small stream costs the load less than a
+        prestage's round trips), the chunks after its last piece if it was offered in
+        pieces. With `piece_bytes`, a stream not complete is offered in pieces: its chunks
+        staged without a gap since the last piece, once they decode to about that much."""
         if not transfer.evictable or transfer.complete:
-            return []
-        complete = [
-            n for n, s in sorted(transfer.streams.items())
-            if s.complete and n not in transfer.prestage_offered
-        ]  # fmt: skip
-        transfer.prestage_offered.update(complete)
-        return [
-            n for n in complete
-            if (size := transfer.streams[n].decoded_bytes) is None or size >= min_bytes
-        ]  # fmt: skip
+            return {}
+        offers: dict[int, Offer] = {}
+        for number, stream in sorted(transfer.streams.items()):
+            if number in transfer.prestage_offered:
+                continue
+            after = transfer.pieces_offered.get(number, 0)
+            size = stream.decoded_bytes
+            if stream.complete:
+                transfer.prestage_offered.add(number)
+                assert stream.last is not None
+                if after:  # the chunks after its last piece
+                    tail = None if size is None else size * (stream.last - after) // stream.last
+                    offers[number] = Offer(after + 1, stream.last, False, tail)
+                elif size is None or size >= min_bytes:
+                    offers[number] = Offer(1, stream.last, False, size)
+                continue
+            if not piece_bytes or size is None or not stream.chunks:
+                continue  # (a recovered stream is not measured: no pieces)
+            prefix = transfer.staged_prefix.get(number, 0)
+            while prefix + 1 in stream.chunks:
+                prefix += 1
+            transfer.staged_prefix[number] = prefix
+            share = size * (prefix - after) // len(stream.chunks)
+            if share >= piece_bytes:
+                transfer.pieces_offered[number] = prefix
+                offers[number] = Offer(after + 1, prefix, True, share)
+        return offers
 
     def sealed(self, transfer: Transfer, decoded_bytes: Mapping[int, int | None]) -> None:
         """Its manifest is written (with each stream's decoded size): for the loader."""

@@ -70,6 +70,18 @@ class StreamState:
         return self.last is not None and len(self.chunks) == self.last
 
 
+@dataclass(frozen=True)
+class Offer:
+    """Chunks `first`..`last` of a stream, handed to prestaging; `partial`: the stream's
+    last chunk is not among them; `decoded`: about what they decompress to (None: not
+    measured)."""
+
+    first: int
+    last: int
+    partial: bool
+    decoded: int | None
+
+
 class Phase(StrEnum):
     """Where an open transfer is in its life."""
 
@@ -94,6 +106,10 @@ class Transfer:
     staged_bytes: int = 0
     #: Streams complete while it was receiving and handed to prestaging (`prestage`).
     prestage_offered: set[int] = field(default_factory=set)
+    #: Streams not complete yet handed to prestaging in pieces: the last chunk handed over.
+    pieces_offered: dict[int, int] = field(default_factory=dict)
+    #: Per stream, the chunks 1..n all staged (found while looking for pieces).
+    staged_prefix: dict[int, int] = field(default_factory=dict)
 
     @property
     def request_id(self) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC
-from functools import partial
 
 import psycopg
 import structlog
@@ -38,11 +37,12 @@ from spark_loader.errors import (
 from spark_loader.executor_probe import probe_executors
 from spark_loader.lost_commit import LoadResult, settle_lost_commit
 from spark_loader.open_apply import OpenApply
+from spark_loader.pieces import Piece
 from spark_loader.run_ahead import run_ahead
 from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_encode import EncodedSlice, TableSlice
-from spark_loader.staging_steps import staging_steps
+from spark_loader.staging_steps import logged_when_done, staging_steps
 from spark_loader.store import (
     Datamart,
     RegistryEntry,
@@ -51,7 +51,7 @@ from spark_loader.store import (
     registry_entry,
 )
 from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
-from spark_loader.table_apply import apply_table
+from spark_loader.table_apply import apply_rest
 from spark_loader.temp_staging import decode_ahead
 from spark_loader.transfer import StagedTransfer
 
@@ -235,7 +235,7 @@ class DeltaLoader:
                 )  # fmt: skip
                 steps = staging.steps
                 if steps:
-                    steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
+                    steps[-1] = logged_when_done(steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
                     result = self._apply(
                         session, datamart, transfer, tables, staged, staging.relations
@@ -265,27 +265,38 @@ class DeltaLoader:
         transaction holds staging locks), while the last prestage's apply may still run in
         it, then applied, then the registry row, COMMIT."""
         started = time.perf_counter()
-        claimed = opened.claimed()
+        claimed, through = opened.claimed(), opened.through()
         left = [t for t in tables if t.name not in claimed]
+        if busy := opened.busy() & set(through):  # their staging is being applied
+            opened.settle()
+        # The streams applied in part: only the chunks after those (`spark_loader.pieces`).
+        numbers = {s.table_name: s.stream_number for s in transfer.manifest.streams}
+        rest = transfer.rebased({numbers[name]: last + 1 for name, last in through.items()})
         session: Session | None = None
         try:
             with self.connections.session() as staging_session:
+                if busy and not opened.alive:
+                    raise TransientLoadError("the open apply was rolled back")
                 staging = staging_steps(
-                    staging_session.conn, datamart, transfer, left, self.settings, self.spark,
-                    self.executor_dsn,
+                    staging_session.conn, datamart, rest, left, self.settings, self.spark,
+                    self.executor_dsn, read_by_open_apply=opened.touched(),
                 )  # fmt: skip
                 steps = staging.steps
                 if steps:
-                    steps[-1] = partial(_logged_when_done, steps[-1], bound, started)
+                    steps[-1] = logged_when_done(steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
                     opened.settle()
-                    done, keyed = dict(opened.applied), opened.keyed
-                    if not opened.alive or set(done) != claimed:
+                    done, pieces, keyed = dict(opened.applied), dict(opened.pieces), opened.keyed
+                    if (
+                        not opened.alive
+                        or set(done) != claimed
+                        or {n: p.through for n, p in pieces.items()} != through
+                    ):
                         raise TransientLoadError("the open apply was rolled back")
                     session = opened.hand_over()
                     result = self._apply(
                         session, datamart, transfer, tables, staged, staging.relations,
-                        done=done, keyed=keyed,
+                        done=done, pieces=pieces, keyed=keyed,
                     )  # fmt: skip
         except BaseException as exc:
             if session is None:
@@ -315,20 +326,22 @@ class DeltaLoader:
         relations: Mapping[str, str],
         *,
         done: Mapping[str, TableCounts] | None = None,
+        pieces: Mapping[str, Piece] | None = None,
         keyed: bool = False,
     ) -> LoadResult:
         """Step 4: every table and the registry row, in one transaction, each table as soon
         as `received` hands over its (staged, received) rows, in table order. A table with
         no staged row is left alone (its statement would change nothing); one with many is
         analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups
-        (`KEYED_LOOKUP`)."""
+        (`KEYED_LOOKUP`). `done`: tables an open apply applied; `pieces`: those it applied
+        in part, whose staged rows are the chunks after (`spark_loader.pieces`)."""
         manifest = transfer.manifest
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
         conn = session.conn
         if conn.autocommit:  # (an opened apply's transaction is already open)
             conn.autocommit = False  # the session's advisory lock outlives the transaction
-        done = done or {}
+        done, pieces = done or {}, pieces or {}
         self._apply_started = time.perf_counter()
         try:
             for index, table in enumerate(tables):
@@ -338,9 +351,9 @@ class DeltaLoader:
                 staged, rows = next(received)
                 if index == 0:
                     self._apply_started = time.perf_counter()
-                table_counts, keyed = apply_table(
+                table_counts, keyed = apply_rest(
                     conn, datamart, table, staged, rows, params, keyed,
-                    staging=relations[table.name],
+                    staging=relations[table.name], pieces=pieces.get(table.name),
                 )  # fmt: skip
                 counts.append(table_counts)
                 if self.between_tables is not None:
@@ -378,17 +391,6 @@ class DeltaLoader:
             tuple(counts),
             row[0],
         )
-
-
-def _logged_when_done(
-    step: Callable[[], tuple[int, int]],
-    bound: structlog.typing.FilteringBoundLogger,
-    started: float,
-) -> tuple[int, int]:
-    """The last staging step, logging step 3 (`staged`) as it ends."""
-    result = step()
-    bound.info("staged", step=3, seconds=round(time.perf_counter() - started, 3))
-    return result
 
 
 __all__ = ["BetweenTables", "DeltaLoader", "LoadResult", "LoaderError"]

@@ -16,6 +16,9 @@ What a load promises holds:
   over from staging, which still holds the prestaged tables);
 * `kill -9` of the agent ends the connection, and PostgreSQL rolls the transaction back.
 
+A stream still arriving may be applied in pieces (`spark_loader.pieces`): `pieces` says how
+far each such stream is applied, and the load stages only the chunks after that.
+
 Its connection is used by one thread at a time: `apply_later` applies in a thread of its
 own, so the next stream stages meanwhile, and every other use waits for that apply first.
 """
@@ -33,12 +36,16 @@ import structlog
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
 from spark_loader.connections import LoaderConnections, Session
+from spark_loader.pieces import Piece
 from spark_loader.store import Datamart
 from spark_loader.store_sql import datamart_lock_key
-from spark_loader.table_apply import apply_table
+from spark_loader.table_apply import apply_table, apply_table_piece
 from spark_loader.transfer import TransferManifest
 
 log = structlog.get_logger("spark_loader")
+
+#: A piece of a stream: the last chunk it holds, and whether that is the stream's last.
+Span = tuple[int, bool]
 
 
 class OpenApply:
@@ -51,13 +58,17 @@ class OpenApply:
         self.delta_num = manifest.delta_num
         self.params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         self.session: Session | None = None
-        #: Tables applied in the transaction, with their counts.
+        #: Tables applied in the transaction (whole streams), with their counts.
         self.applied: dict[str, TableCounts] = {}
+        #: Tables whose streams are applied in part so far (`spark_loader.pieces`).
+        self.pieces: dict[str, Piece] = {}
         #: Whether `KEYED_LOOKUP` is set in the transaction (`apply_table`).
         self.keyed = False
-        #: The apply `apply_later` started, until it is waited for (`settle`), and its tables.
+        #: The apply `apply_later` started, until it is waited for (`settle`), its tables
+        #: and, for pieces, the chunk each ends at and whether that is its stream's last.
         self._running: Future[None] | None = None
         self._applying: list[str] = []
+        self._spans: Mapping[str, Span] = {}
 
     @property
     def alive(self) -> bool:
@@ -83,7 +94,12 @@ class OpenApply:
         self.session = session
         return True
 
-    def apply_later(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
+    def apply_later(
+        self,
+        tables: list[Table],
+        counts: Mapping[str, tuple[int, int]],
+        spans: Mapping[str, Span] | None = None,
+    ) -> None:
         """`apply` in a thread, returning at once (after the one before it ended): the
         caller stages the next tables meanwhile. Raises if the transaction is gone (an
         earlier apply failed); a failure of this one is logged here: it rolls the
@@ -95,7 +111,7 @@ class OpenApply:
 
         def work() -> None:
             try:
-                self._apply_now(tables, counts)
+                self._apply_now(tables, counts, spans or {})
                 running.set_result(None)
             except BaseException as exc:
                 reason = f"{type(exc).__name__}: {exc}"[:300]
@@ -104,12 +120,38 @@ class OpenApply:
                 running.set_exception(exc)
 
         self._running, self._applying = running, [t.name for t in tables]
+        self._spans = spans or {}
         threading.Thread(target=work, name="podd-open-apply", daemon=True).start()
 
+    def _running_tables(self) -> list[str]:
+        return self._applying if self._running is not None else []
+
+    def busy(self) -> set[str]:
+        """The tables the apply still running (`apply_later`) reads the staging of."""
+        return set(self._running_tables())
+
     def claimed(self) -> set[str]:
-        """The tables applied, and those the apply still running (`apply_later`) takes:
-        applied too once it ends, unless it fails and the transaction is rolled back."""
-        return {*self.applied, *(self._applying if self._running is not None else ())}
+        """The tables applied whole, and those the apply still running (`apply_later`)
+        completes: applied too once it ends, unless it fails and the transaction is rolled
+        back."""
+        running = self._running_tables()
+        return {*self.applied, *(n for n in running if self._spans.get(n, (0, True))[1])}
+
+    def through(self) -> dict[str, int]:
+        """Tables applied in part, with the last chunk applied (or being applied)."""
+        out = {name: piece.through for name, piece in dict(self.pieces).items()}
+        for name in self._running_tables():
+            through, complete = self._spans.get(name, (0, True))
+            if complete:
+                out.pop(name, None)
+            else:
+                out[name] = through
+        return out
+
+    def touched(self) -> set[str]:
+        """Tables whose staging the transaction read (it holds a lock on it till its end):
+        their staging may be emptied by DELETE, never by TRUNCATE, while it is open."""
+        return {*self.applied, *self.pieces, *self._running_tables()}
 
     def settle(self) -> None:
         """Wait for the apply `apply_later` started, if any (its failure rolled back)."""
@@ -118,24 +160,47 @@ class OpenApply:
             with contextlib.suppress(Exception):
                 running.result()
 
-    def apply(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
+    def apply(
+        self,
+        tables: list[Table],
+        counts: Mapping[str, tuple[int, int]],
+        spans: Mapping[str, Span] | None = None,
+    ) -> None:
         """Apply these staged tables ((staged, received) rows each) in the transaction; on
-        any failure the transaction is rolled back and the error raised."""
+        any failure the transaction is rolled back and the error raised. `spans`: the
+        tables staged as pieces (`spark_loader.pieces`), each with the chunk it ends at
+        and whether that is its stream's last; the others are whole streams."""
         self.settle()
-        self._apply_now(tables, counts)
+        self._apply_now(tables, counts, spans or {})
 
-    def _apply_now(self, tables: list[Table], counts: Mapping[str, tuple[int, int]]) -> None:
+    def _apply_now(
+        self,
+        tables: list[Table],
+        counts: Mapping[str, tuple[int, int]],
+        spans: Mapping[str, Span],
+    ) -> None:
         assert self.session is not None, "the apply is not open"
         conn = self.session.conn
         try:
             for table in tables:
-                if table.name in self.applied:
+                name = table.name
+                if name in self.applied:
                     continue
-                staged, rows = counts[table.name]
-                done, self.keyed = apply_table(
-                    conn, self.datamart, table, staged, rows, self.params, self.keyed
-                )
-                self.applied[table.name] = done
+                staged, rows = counts[name]
+                if name not in spans:
+                    done, self.keyed = apply_table(
+                        conn, self.datamart, table, staged, rows, self.params, self.keyed
+                    )
+                    self.applied[name] = done
+                    continue
+                through, complete = spans[name]
+                piece, self.keyed = apply_table_piece(
+                    conn, self.datamart, table, staged, rows, self.params, self.keyed,
+                    before=self.pieces.get(name), through=through,
+                )  # fmt: skip
+                self.pieces[name] = piece
+                if complete:
+                    self.applied[name] = self.pieces.pop(name).counts
         except BaseException:
             self._roll_back()
             raise
@@ -154,7 +219,7 @@ class OpenApply:
 
     def _roll_back(self) -> None:
         session, self.session = self.session, None
-        self.applied = {}
+        self.applied, self.pieces = {}, {}
         if session is None:
             return
         try:

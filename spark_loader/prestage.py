@@ -30,11 +30,11 @@ import structlog
 from protocol.errors import ErrorCode, PoddError, ProtocolError
 from protocol.schema import Table
 from spark_loader.loader import DeltaLoader
-from spark_loader.open_apply import OpenApply
+from spark_loader.open_apply import OpenApply, Span
 from spark_loader.prestaged import remember
 from spark_loader.staging_steps import staging_steps
 from spark_loader.store import Datamart
-from spark_loader.transfer import StagedTransfer
+from spark_loader.transfer import StagedTransfer, StreamManifest
 
 log = structlog.get_logger("spark_loader")
 
@@ -63,15 +63,22 @@ class Prestager:
         ids = {"datamart": manifest.datamart, "deltaNum": manifest.delta_num,
                "requestId": manifest.request_id}  # fmt: skip
         started = time.perf_counter()
-        tables = [datamart.schema.table(s.table_name) for s in manifest.streams]
         try:
             if opened is None or not opened.alive:
                 opened = OpenApply(self.loader.connections, datamart, manifest)
                 if not opened.open(partial(self._expected, transfer)):
                     return [], None  # a load holds the datamart
-            counts = self._stage(transfer, datamart, tables)
+            transfer, spans = self._pieces(transfer, opened)
+            tables = [datamart.schema.table(s.table_name) for s in transfer.manifest.streams]
+            if not tables:
+                return [], opened
+            if opened.busy() & {t.name for t in tables}:  # its staging is being applied
+                opened.settle()
+                if not opened.alive:
+                    raise psycopg.OperationalError("the open apply was rolled back")
+            counts = self._stage(transfer, datamart, tables, opened.touched())
             if self.apply:  # in a thread: the next prestage stages while this applies
-                opened.apply_later(tables, counts)
+                opened.apply_later(tables, counts, spans)
         except Exception as exc:  # the load stages these tables itself, and says what failed
             if opened is not None:
                 opened.abort()
@@ -81,8 +88,32 @@ class Prestager:
             return [], None
         names = [t.name for t in tables]
         log.info("prestaged", **ids, tables=names, applied=self.apply,
+                 pieces={n: f"{s.first_chunk}-{s.chunk_count}"
+                         for n, s in _streams(transfer).items() if n in spans},
                  seconds=round(time.perf_counter() - started, 3))  # fmt: skip
         return names, opened
+
+    def _pieces(
+        self, transfer: StagedTransfer, opened: OpenApply
+    ) -> tuple[StagedTransfer, dict[str, Span]]:
+        """What to stage of the hand-over: its streams less those `opened` applied whole,
+        each starting after the chunks `opened` applied of it; and, for those staged as
+        pieces (a stream not complete, or one applied in part), the chunk each ends at and
+        whether that is its stream's last (`spark_loader.pieces`)."""
+        applied, through = opened.claimed(), opened.through()
+        kept = [s for s in transfer.manifest.streams if s.table_name not in applied]
+        if not self.apply:  # staged only: whole streams, as the load would take them
+            kept = [s for s in kept if s.whole]
+        manifest = transfer.manifest.model_copy(update={"streams": tuple(kept)})
+        rebased = StagedTransfer(transfer.directory, manifest).rebased(
+            {s.stream_number: through.get(s.table_name, 0) + 1 for s in kept}
+        )
+        spans = {
+            s.table_name: (s.chunk_count, not s.partial)
+            for s in rebased.manifest.streams
+            if not s.whole
+        }
+        return rebased, spans
 
     def _expected(self, transfer: StagedTransfer, conn: psycopg.Connection) -> None:
         """Refuses (raises) unless the transfer's delta is the one the registry expects."""
@@ -90,18 +121,29 @@ class Prestager:
             raise ProtocolError("the delta is applied already", code=ErrorCode.DELTA_CONFLICT)
 
     def _stage(
-        self, transfer: StagedTransfer, datamart: Datamart, tables: list[Table]
+        self,
+        transfer: StagedTransfer,
+        datamart: Datamart,
+        tables: list[Table],
+        read_by_open_apply: set[str],
     ) -> dict[str, tuple[int, int]]:
         """Stage the tables on a connection of their own (autocommit; the open apply holds
-        the lock), recording each as it is done: (staged, received) rows per table."""
+        the lock), recording each whole stream as it is done: (staged, received) rows per
+        table."""
         counts: dict[str, tuple[int, int]] = {}
         with self.loader.connections.session() as session:
             conn = session.conn
             staging = staging_steps(
                 conn, datamart, transfer, tables, self.loader.settings, self.loader.spark,
-                self.loader.executor_dsn,
+                self.loader.executor_dsn, read_by_open_apply=read_by_open_apply,
             )  # fmt: skip
+            whole = {s.table_name for s in transfer.manifest.streams if s.whole}
             for table, step in zip(tables, staging.steps, strict=True):
                 counts[table.name] = step()
-                remember(conn, transfer.manifest, table.name, *counts[table.name])
+                if table.name in whole:
+                    remember(conn, transfer.manifest, table.name, *counts[table.name])
         return counts
+
+
+def _streams(transfer: StagedTransfer) -> dict[str, StreamManifest]:
+    return {s.table_name: s for s in transfer.manifest.streams}

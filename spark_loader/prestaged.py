@@ -33,7 +33,7 @@ def prestaged(conn: psycopg.Connection, manifest: TransferManifest) -> dict[str,
         "WHERE datamart = %s AND request_id = %s",
         (manifest.datamart, manifest.request_id),
     ).fetchall()
-    wanted = {(s.table_name, s.stream_number, s.chunk_count) for s in manifest.streams}
+    wanted = {(s.table_name, s.stream_number, s.chunk_count) for s in manifest.streams if s.whole}
     return {
         str(name): (int(staged), int(received))
         for name, number, count, staged, received in rows

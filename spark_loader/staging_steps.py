@@ -18,13 +18,15 @@ its apply transaction (`run_ahead`) and applies each table as soon as its step i
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
 import psycopg
+import structlog
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException, PythonException
 from pyspark.sql import SparkSession
@@ -69,13 +71,15 @@ def staging_steps(
     *,
     in_apply_transaction: bool = False,
     ahead: Mapping[TableSlice, EncodedSlice] | None = None,
+    read_by_open_apply: Collection[str] = (),
 ) -> Staging:
     """One step per table of `tables`, in that order (`spark`: the session, asked for only
     when a Spark job is needed). A table whose staging already holds this transfer's
     stream (`prestaged`) only hands its counts over; the others' staging is emptied, then
     staged. `in_apply_transaction`: the caller applies on `conn`, so a small delta with no
     stream prestaged is staged at once in the transaction it opens there (`temp_staging`),
-    with the slices `ahead` holds already encoded (`decode_ahead`)."""
+    with the slices `ahead` holds already encoded (`decode_ahead`). `read_by_open_apply`:
+    tables whose staging an open apply's transaction has read (`OpenApply.touched`)."""
     ready = prestaged(conn, transfer.manifest)
     to_stage = [t for t in tables if t.name not in ready]
     chunks = chunk_entries(datamart, transfer, to_stage)
@@ -85,8 +89,11 @@ def staging_steps(
         )
         return Staging([partial(_given, counts[t.name]) for t in tables], relations)
     forget(conn, datamart.name, [t.name for t in to_stage])
+    deleting = {datamart.staging(name) for name in read_by_open_apply}
     steps = iter(
-        _staging(conn, datamart, transfer, to_stage, chunks, settings, spark, executor_dsn)
+        _staging(
+            conn, datamart, transfer, to_stage, chunks, settings, spark, executor_dsn, deleting
+        )
     )
     return Staging(
         [partial(_given, ready[t.name]) if t.name in ready else next(steps) for t in tables],
@@ -103,13 +110,14 @@ def _staging(
     settings: LoaderSettings,
     spark_session: Callable[[], SparkSession],
     executor_dsn: Callable[[], str],
+    deleting: Collection[str] = (),
 ) -> list[StagingStep]:
-    """Empty the tables' staging, then one step per table of `tables`, in that order
-    (`chunks`: theirs, `chunk_entries`)."""
+    """Empty the tables' staging (`deleting`: those to empty by DELETE), then one step
+    per table of `tables`, in that order (`chunks`: theirs, `chunk_entries`)."""
     if not tables:  # every table was prestaged
         return []
     staging = {t.name: datamart.staging(t.name) for t in tables}
-    empty_staging(conn, list(staging.values()))
+    empty_staging(conn, list(staging.values()), deleting=deleting)
     targets = {
         datamart.position(t.name): StagingTarget(
             staging[t.name],
@@ -176,6 +184,19 @@ def table_groups(sizes: list[int], jobs: int) -> list[int]:
         out.append(min(jobs - 1, before * jobs // total))
         before += size
     return out
+
+
+def logged_when_done(
+    step: StagingStep, bound: structlog.typing.FilteringBoundLogger, started: float
+) -> StagingStep:
+    """The last staging step of a load, logging step 3 (`staged`) as it ends."""
+
+    def logged() -> tuple[int, int]:
+        result = step()
+        bound.info("staged", step=3, seconds=round(time.perf_counter() - started, 3))
+        return result
+
+    return logged
 
 
 def _given(counts: tuple[int, int]) -> tuple[int, int]:

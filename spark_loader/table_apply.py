@@ -12,6 +12,7 @@ from protocol.apply_model import TableCounts
 from protocol.schema import Table
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import TransientLoadError
+from spark_loader.pieces import Piece, apply_piece_rows, flip_earlier, gone_name, gone_sql, plus
 from spark_loader.store import Datamart
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
@@ -48,20 +49,99 @@ def apply_table(
     `staging`: where its rows are (quoted), if not in its staging table."""
     relation = staging or datamart.staging(table.name)
     upserted = deleted = 0
-    if staged >= ANALYZE_MIN_ROWS:
-        conn.execute(f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
-        conn.execute(f"ANALYZE {relation}")
+    keyed = _plan_for(conn, relation, staged, keyed)
     if staged:
-        if keyed != (staged < ANALYZE_MIN_ROWS):
-            keyed = not keyed
-            conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
         sql = table_apply_sql(datamart.name, table, relation)
         applied = conn.execute(sql, params).fetchone()
         assert applied is not None
         deleted, upserted, found = applied
-        if found != staged:  # rolled back: the retry stages the table again
-            raise TransientLoadError(
-                f"staging of {table.name} holds {found} rows, {staged} were "
-                "staged: another process changed it during the load"
-            )
+        _check_found(table, found, staged)
     return TableCounts(table.name, rows, upserted, deleted), keyed
+
+
+def apply_table_piece(
+    conn: psycopg.Connection,
+    datamart: Datamart,
+    table: Table,
+    staged: int,
+    rows: int,
+    params: dict[str, Any],
+    keyed: bool,
+    *,
+    before: Piece | None,
+    through: int,
+    staging: str | None = None,
+) -> tuple[Piece, bool]:
+    """`apply_table` for a piece of a stream (its chunks up to `through`; `before`: what
+    the transaction holds of the earlier ones, None for the first), `spark_loader.pieces`:
+    the stream's counts so far, and whether `KEYED_LOOKUP` is now set. The keys it shares
+    with earlier pieces are found by primary-key lookups, whatever the piece's size."""
+    relation = staging or datamart.staging(table.name)
+    gone = gone_name(datamart.id, datamart.position(table.name))
+    counts = TableCounts(table.name, rows, 0, 0)
+    if not staged:  # nothing to apply (its `gone` must exist for the next piece)
+        if before is None:
+            conn.execute(gone_sql(datamart.name, table, gone))
+            return Piece(through, counts), keyed
+        return Piece(through, plus(before.counts, counts), before.gone), keyed
+    flipped = (0, 0)
+    if before is not None:  # the flips look keys up, whatever the piece's size
+        if not keyed:
+            conn.execute(KEYED_LOOKUP)
+            keyed = True
+        flipped = flip_earlier(conn, datamart.name, table, relation, gone, before, params)
+    keyed = _plan_for(conn, relation, staged, keyed)
+    deleted, upserted, found, recorded = apply_piece_rows(
+        conn, datamart.name, table, relation, gone, params, first=before is None
+    )
+    _check_found(table, found, staged)
+    to_delete, to_upsert = flipped
+    counts = TableCounts(table.name, rows, upserted, deleted + to_delete - to_upsert)
+    gone_now = recorded + to_delete - to_upsert
+    if before is not None:
+        counts, gone_now = plus(before.counts, counts), gone_now + before.gone
+    return Piece(through, counts, gone_now), keyed
+
+
+def apply_rest(
+    conn: psycopg.Connection,
+    datamart: Datamart,
+    table: Table,
+    staged: int,
+    rows: int,
+    params: dict[str, Any],
+    keyed: bool,
+    *,
+    staging: str,
+    pieces: Piece | None,
+) -> tuple[TableCounts, bool]:
+    """What is left of a table at the end of a load: its whole stream, or, after the
+    `pieces` an open apply applied, the chunks after them. Its counts (the stream's), and
+    whether `KEYED_LOOKUP` is now set."""
+    if pieces is None:
+        return apply_table(conn, datamart, table, staged, rows, params, keyed, staging=staging)
+    piece, keyed = apply_table_piece(
+        conn, datamart, table, staged, rows, params, keyed,
+        before=pieces, through=pieces.through, staging=staging,
+    )  # fmt: skip
+    return piece.counts, keyed
+
+
+def _plan_for(conn: psycopg.Connection, relation: str, staged: int, keyed: bool) -> bool:
+    """Analyse a big staging table; the planner settings its size wants (`KEYED_LOOKUP`
+    for a small one): whether they are keyed now."""
+    if staged >= ANALYZE_MIN_ROWS:
+        conn.execute(f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
+        conn.execute(f"ANALYZE {relation}")
+    if staged and keyed != (staged < ANALYZE_MIN_ROWS):
+        keyed = not keyed
+        conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
+    return keyed
+
+
+def _check_found(table: Table, found: int, staged: int) -> None:
+    if found != staged:  # rolled back: the retry stages the table again
+        raise TransientLoadError(
+            f"staging of {table.name} holds {found} rows, {staged} were "
+            "staged: another process changed it during the load"
+        )

@@ -15,10 +15,11 @@ The loader needs only this directory: it knows nothing of Kafka.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from podd_runtime.files import durable_write
 from protocol.body import BodyFormat
@@ -38,6 +39,22 @@ class StreamManifest(BaseModel):
     chunk_count: int = Field(ge=1)
     #: What the stream's chunk bodies decompress to (None: not measured; files sizes then).
     decoded_bytes: int | None = Field(default=None, ge=0)
+    #: A piece of a stream (never in a sealed transfer's manifest): its chunks
+    #: `first_chunk`..`chunk_count`, and whether later chunks follow (`partial`: the
+    #: stream's last chunk is not among them). `spark_loader.pieces` applies such pieces.
+    first_chunk: int = Field(default=1, ge=1)
+    partial: bool = False
+
+    @model_validator(mode="after")
+    def _first_within(self) -> StreamManifest:
+        if self.first_chunk > self.chunk_count:
+            raise ValueError("first_chunk is past chunk_count")
+        return self
+
+    @property
+    def whole(self) -> bool:
+        """Every chunk of the stream, from its first to its last."""
+        return self.first_chunk == 1 and not self.partial
 
 
 class TransferManifest(BaseModel):
@@ -69,7 +86,7 @@ class StagedTransfer:
             if stream.table_name == table_name:
                 return [
                     (n, self.chunk_path(stream.stream_number, n))
-                    for n in range(1, stream.chunk_count + 1)
+                    for n in range(stream.first_chunk, stream.chunk_count + 1)
                 ]
         return []
 
@@ -85,12 +102,44 @@ class StagedTransfer:
             return files
         return [(n, p, size * decoded // raw) for n, p, size in files]
 
+    def rebased(self, first: Mapping[int, int]) -> StagedTransfer:
+        """The transfer with these streams (by number) starting at these chunks, as pieces
+        (`first_chunk`; their decoded size cut to the share of their files kept). A stream
+        left with no chunk is dropped."""
+        streams = []
+        for stream in self.manifest.streams:
+            start = first.get(stream.stream_number, stream.first_chunk)
+            if start > stream.chunk_count:
+                continue
+            if start != stream.first_chunk:
+                decoded = stream.decoded_bytes
+                if decoded is not None:  # in proportion to the files' sizes
+                    number = stream.stream_number
+                    sizes = {
+                        n: self.chunk_path(number, n).stat().st_size
+                        for n in range(min(start, stream.first_chunk), stream.chunk_count + 1)
+                    }
+                    kept = sum(size for n, size in sizes.items() if n >= start)
+                    had = sum(size for n, size in sizes.items() if n >= stream.first_chunk)
+                    decoded = decoded * kept // max(1, had)
+                streams.append(
+                    stream.model_copy(update={"first_chunk": start, "decoded_bytes": decoded})
+                )
+            else:
+                streams.append(stream)
+        manifest = self.manifest.model_copy(update={"streams": tuple(streams)})
+        return StagedTransfer(self.directory, manifest)
+
     @classmethod
     def write(cls, directory: Path, manifest: TransferManifest) -> StagedTransfer:
         """Seal a transfer whose chunk files are already written: the manifest goes last."""
         transfer = cls(directory, manifest)
         transfer.check_files()
-        durable_write(directory / MANIFEST_NAME, manifest.model_dump_json(indent=1).encode())
+        if not all(s.whole for s in manifest.streams):
+            raise StagedTransferError(f"{directory}: a sealed transfer holds whole streams")
+        piece_fields = {"__all__": {"first_chunk", "partial"}}
+        text = manifest.model_dump_json(indent=1, exclude={"streams": piece_fields})
+        durable_write(directory / MANIFEST_NAME, text.encode())
         return transfer
 
     @classmethod
@@ -109,6 +158,8 @@ class StagedTransfer:
             )
         transfer = cls(directory, manifest)
         transfer.check_files()
+        if not all(s.whole for s in manifest.streams):
+            raise StagedTransferError(f"{path}: a sealed transfer holds whole streams")
         return transfer
 
     def check_files(self) -> None:

@@ -12,7 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
 from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
-from replica_agent.transfers import Phase
+from replica_agent.transfers import Offer, Phase
 
 D0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -287,18 +287,47 @@ def test_each_stream_complete_before_its_transfer_is_offered_to_prestaging_once(
 ) -> None:
     tracker.admit(key(chunk_number=2, is_last_chunk=True), None)
     transfer = tracker.open["r1"]
-    assert tracker.take_prestage(transfer) == []  # chunk 1 of stream 1 is missing
+    assert tracker.take_prestage(transfer) == {}  # chunk 1 of stream 1 is missing
     tracker.admit(key(chunk_number=1), None)
-    assert tracker.take_prestage(transfer, min_bytes=0) == [1]
-    assert tracker.take_prestage(transfer) == []  # offered once
+    assert tracker.take_prestage(transfer, min_bytes=0) == {1: Offer(1, 2, False, 0)}
+    assert tracker.take_prestage(transfer) == {}  # offered once
     tracker.admit(key(stream_number=2, table_name="stores", is_last_chunk=True), None)
     assert transfer.complete
-    assert tracker.take_prestage(transfer) == []  # complete: the load stages it
+    assert tracker.take_prestage(transfer) == {}  # complete: the load stages it
 
 
 def test_a_stream_smaller_than_asked_is_left_to_the_load(tracker: TransferTracker) -> None:
     tracker.admit(key(is_last_chunk=True), None)
     transfer = tracker.open["r1"]
     transfer.streams[1].decoded_bytes = 100
-    assert tracker.take_prestage(transfer, min_bytes=101) == []
-    assert tracker.take_prestage(transfer, min_bytes=0) == []  # offered (and passed) once
+    assert tracker.take_prestage(transfer, min_bytes=101) == {}
+    assert tracker.take_prestage(transfer, min_bytes=0) == {}  # offered (and passed) once
+
+
+def test_a_stream_still_arriving_is_offered_in_pieces_of_chunks_without_a_gap(
+    tracker: TransferTracker,
+) -> None:
+    for chunk in (1, 2, 4):
+        tracker.admit(key(chunk_number=chunk), None)
+    transfer = tracker.open["r1"]
+    transfer.streams[1].decoded_bytes = 300  # 100 a chunk
+    assert tracker.take_prestage(transfer, piece_bytes=201) == {}  # 1-2: 200 bytes
+    assert tracker.take_prestage(transfer, piece_bytes=200) == {1: Offer(1, 2, True, 200)}
+    assert tracker.take_prestage(transfer, piece_bytes=100) == {}  # 3 is missing
+    tracker.admit(key(chunk_number=3), None)
+    transfer.streams[1].decoded_bytes = 400
+    assert tracker.take_prestage(transfer, piece_bytes=100) == {1: Offer(3, 4, True, 200)}
+    tracker.admit(key(chunk_number=5, is_last_chunk=True), None)
+    transfer.streams[1].decoded_bytes = 500
+    # complete: the chunks after the last piece, whatever their size
+    assert tracker.take_prestage(transfer, min_bytes=10**6, piece_bytes=100) == {
+        1: Offer(5, 5, False, 100)
+    }
+    assert tracker.take_prestage(transfer, piece_bytes=1) == {}  # offered once
+
+
+def test_a_recovered_stream_is_not_offered_in_pieces(tracker: TransferTracker) -> None:
+    tracker.admit(key(chunk_number=1), None)
+    transfer = tracker.open["r1"]
+    transfer.streams[1].decoded_bytes = None  # as read back from disk: not measured
+    assert tracker.take_prestage(transfer, piece_bytes=1) == {}
