@@ -75,7 +75,7 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: chunks so far, applied in the delta's open transaction: `spark_loader.pieces`), so
     #: a delta whose streams are interleaved is mostly applied by its last chunk; 0: only
     #: complete streams are prestaged.
-    prestage_piece_kib: float = Field(default=2048.0, ge=0)
+    prestage_piece_kib: float = Field(default=1024.0, ge=0)
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).

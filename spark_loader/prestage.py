@@ -131,10 +131,14 @@ class Prestager:
         the lock), recording each whole stream as it is done: (staged, received) rows per
         table."""
         counts: dict[str, tuple[int, int]] = {}
+        settings = self.loader.settings
+        settings = settings.model_copy(
+            update={"in_driver_max_mib": settings.prestage_in_driver_max_mib}
+        )
         with self.loader.connections.session() as session:
             conn = session.conn
             staging = staging_steps(
-                conn, datamart, transfer, tables, self.loader.settings, self.loader.spark,
+                conn, datamart, transfer, tables, settings, self.loader.spark,
                 self.loader.executor_dsn, read_by_open_apply=read_by_open_apply,
             )  # fmt: skip
             whole = {s.table_name for s in transfer.manifest.streams if s.whole}

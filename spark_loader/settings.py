@@ -38,6 +38,12 @@ class LoaderSettings(BaseSettings):
     #: would be decoded in the agent's own interpreter while chunks arrive, which is not
     #: measured yet.
     in_driver_max_mib: float = Field(default=1.0, ge=0)
+    #: The same bound for a prestage (streams, or pieces of streams, staged while their
+    #: delta arrives: `spark_loader.prestage`), which the agent merges up to 4 MiB. A
+    #: piece's Spark job cost about as much as its rows (three 21,000-row pieces: 0.46-0.62 s
+    #: in a job, 0.29-0.47 s in the driver), and an interleaved delta's pieces come faster
+    #: than jobs could stage them.
+    prestage_in_driver_max_mib: float = Field(default=4.0, ge=0)
     #: Whether a load's COMMIT waits for its WAL to reach the disk. Off, a crash of
     #: PostgreSQL itself (not of this process) can lose the last deltas committed, each
     #: whole (tables and registry row together): right only for a caller that told nobody

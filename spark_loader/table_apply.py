@@ -26,6 +26,17 @@ ANALYZE_MIN_ROWS = 10_000
 KEYED_LOOKUP = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
 #: Back to the session's own planner settings for a big (analysed) staging table.
 PLANNER_DEFAULT = "SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT"
+#: For the statements that fix what earlier pieces of a stream wrote (`spark_loader.pieces`):
+#: they join the piece's staged rows with `t_actual`, `t_history` and the transaction's
+#: table of keys closed by a delete. `t_actual` and `t_history` must be probed by primary
+#: key, never scanned: the planner, unsure of a small piece's size, once scanned `t_actual`
+#: for each staged row (33 s for one table). No sequential scan where an index serves, and
+#: hash joins (of the piece with that small table of keys) rather than nested scans.
+FLIP_PLANNER = (
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = on; "
+    "SET LOCAL enable_mergejoin = off"
+)
+SEQSCAN_DEFAULT = "SET LOCAL enable_seqscan TO DEFAULT"
 #: ANALYZE samples 300 rows per unit of target (PostgreSQL's default target, 100: 30,000
 #: rows). The apply's plans need little more than the size and that keys are distinct.
 ANALYZE_STATISTICS_TARGET = 10
@@ -84,13 +95,17 @@ def apply_table_piece(
             conn.execute(gone_sql(datamart.name, table, gone))
             return Piece(through, counts), keyed
         return Piece(through, plus(before.counts, counts), before.gone), keyed
+    if staged >= ANALYZE_MIN_ROWS:
+        _analyze(conn, relation)
     flipped = (0, 0)
-    if before is not None:  # the flips look keys up, whatever the piece's size
-        if not keyed:
-            conn.execute(KEYED_LOOKUP)
-            keyed = True
+    if before is not None:
+        conn.execute(FLIP_PLANNER)
         flipped = flip_earlier(conn, datamart.name, table, relation, gone, before, params)
-    keyed = _plan_for(conn, relation, staged, keyed)
+        conn.execute(SEQSCAN_DEFAULT)
+        keyed = staged < ANALYZE_MIN_ROWS
+        conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
+    else:
+        keyed = _plan_for(conn, relation, staged, keyed, analyzed=True)
     deleted, upserted, found, recorded = apply_piece_rows(
         conn, datamart.name, table, relation, gone, params, first=before is None
     )
@@ -127,12 +142,18 @@ def apply_rest(
     return piece.counts, keyed
 
 
-def _plan_for(conn: psycopg.Connection, relation: str, staged: int, keyed: bool) -> bool:
-    """Analyse a big staging table; the planner settings its size wants (`KEYED_LOOKUP`
-    for a small one): whether they are keyed now."""
-    if staged >= ANALYZE_MIN_ROWS:
-        conn.execute(f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
-        conn.execute(f"ANALYZE {relation}")
+def _analyze(conn: psycopg.Connection, relation: str) -> None:
+    conn.execute(f"SET LOCAL default_statistics_target = {ANALYZE_STATISTICS_TARGET}")
+    conn.execute(f"ANALYZE {relation}")
+
+
+def _plan_for(
+    conn: psycopg.Connection, relation: str, staged: int, keyed: bool, *, analyzed: bool = False
+) -> bool:
+    """Analyse a big staging table (unless `analyzed`); the planner settings its size
+    wants (`KEYED_LOOKUP` for a small one): whether they are keyed now."""
+    if staged >= ANALYZE_MIN_ROWS and not analyzed:
+        _analyze(conn, relation)
     if staged and keyed != (staged < ANALYZE_MIN_ROWS):
         keyed = not keyed
         conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)

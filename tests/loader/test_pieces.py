@@ -9,6 +9,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from protocol.apply_model import DELETE, UPSERT, DeltaRow, ReplicaModel, apply_delta
@@ -182,6 +183,27 @@ def test_pieces_rolled_back_are_loaded_anew_from_the_chunk_files(
     assert opened is not None
     opened.abort()
     assert snapshot(replica_dsn, schema) == before
+    loader.load(transfer, opened)
+    model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), first)
+    model, _ = apply_delta(model, 1, delta_date(1), second)
+    assert_matches_model(replica_dsn, model)
+
+
+def test_a_lost_connection_after_pieces_is_loaded_anew(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """The database restarted, or killed the transaction holding the pieces: the load
+    starts over from the chunk files."""
+    first, second = workload_deltas(schema, seed=25, count=2)
+    loader = new_loader(schema)
+    loader.load(stage(staging_root, schema, 0, first, chunk_rows=20))
+    transfer = stage(staging_root, schema, 1, second, chunk_rows=20)
+    opened = prestage_in_pieces(Prestager(loader), transfer, (2, 3))
+    assert opened is not None
+    opened.settle()
+    assert opened.session is not None
+    with psycopg.connect(replica_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (opened.session.backend[0],))
     loader.load(transfer, opened)
     model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), first)
     model, _ = apply_delta(model, 1, delta_date(1), second)
