@@ -21,15 +21,20 @@ from protocol.schema import Table
 from spark_loader.store_sql import ident, physical_ident, render
 
 
+def listed(table: Table, prefix: str) -> sql.Composable:
+    """The table's logical columns, each prefixed (`a.`, `s.` or nothing)."""
+    return sql.SQL(", ").join(sql.SQL(prefix) + ident(c.name) for c in table.columns)
+
+
+def target_columns(table: Table) -> sql.Composable:
+    """What a version row holds: the logical columns, then the system ones."""
+    system = [sql.SQL("sys_from"), sql.SQL("sys_to"), sql.SQL("sys_op")]
+    return sql.SQL(", ").join([*(ident(c.name) for c in table.columns), *system])
+
+
 def table_apply_sql(datamart: str, table: Table, staging: str) -> str:
     """A statement taking %(prev)s (N - 1) and %(delta)s (N); one row: (deleted, upserted,
     staged). `staging`: a staging table's name as `store_sql.staging_name` renders it."""
-    names = [ident(c.name) for c in table.columns]
-
-    def listed(prefix: str) -> sql.Composable:
-        return sql.SQL(", ").join(sql.SQL(prefix) + n for n in names)
-
-    system = [sql.SQL("sys_from"), sql.SQL("sys_to"), sql.SQL("sys_op")]
     on_key = sql.SQL(" AND ").join(
         sql.SQL("a.{k} = s.{k}").format(k=ident(k)) for k in table.primary_key
     )
@@ -53,9 +58,9 @@ def table_apply_sql(datamart: str, table: Table, staging: str) -> str:
             history=physical_ident(datamart, table.name, "history"),
             staging=sql.SQL(staging),
             on_key=on_key,
-            from_actual=listed("a."),
-            target=sql.SQL(", ").join([*names, *system]),
-            plain=listed(""),
-            from_staging=listed("s."),
+            from_actual=listed(table, "a."),
+            target=target_columns(table),
+            plain=listed(table, ""),
+            from_staging=listed(table, "s."),
         )
     )

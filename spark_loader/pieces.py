@@ -11,12 +11,17 @@ replaces what earlier pieces of the same delta wrote for its keys:
   `t_history`: it never existed as of any applied delta;
 * the version an earlier piece closed (in `t_history`, `sys_to = N - 1`) keeps its place
   but takes the `sys_op` of the key's last row, the row that closes it in the whole delta:
-  - closed by an upsert, now deleted: `sys_op` 0 → 1 (`FLIP_TO_DELETE`, found through the
-    version the upsert opened, by primary key);
-  - closed by a delete, now upserted: `sys_op` 1 → 0 (`FLIP_TO_UPSERT`). Those keys have
-    no version in `t_actual` to find them by, so each piece records the keys it closed by
-    a delete in a temporary table of the transaction (`gone_sql`: dropped at COMMIT, gone
-    with a rollback), and a later piece looks its upserts up there, only when it holds any.
+  - closed by an upsert, now deleted: `sys_op` 0 → 1, found through the version the upsert
+    opened, which the piece's statement removes (`piece_apply_sql`);
+  - closed by a delete, now upserted: `sys_op` 1 → 0 (`flip_to_upsert_sql`). Those keys
+    have no version in `t_actual` to find them by, so the transaction keeps the keys closed
+    by a delete, with the closed version's `sys_from`, in a temporary table (`gone_sql`:
+    dropped at COMMIT, gone with a rollback), looked up only when it holds any.
+
+Every lookup in `t_actual` and `t_history` goes from the piece's rows, by primary key, and
+no statement filters either table by a delta number alone: the planner's statistics do
+not know the rows this transaction wrote, took `sys_to = N - 1` for one row, and scanned
+the piece's staging once per row of `t_history` (33 s for one table).
 
 The counts stay those of the whole stream: upserts minus versions replaced, and deletes
 as the closing `sys_op` says once every flip is counted.
@@ -32,6 +37,7 @@ from psycopg import sql
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
+from spark_loader.apply_sql import listed, target_columns
 from spark_loader.store_sql import ident, physical_ident, render
 
 
@@ -61,12 +67,13 @@ def gone_name(datamart_id: int, position: int) -> str:
 
 
 def gone_sql(datamart: str, table: Table, gone: str) -> str:
-    """Create `gone` (keys only, primary key on them) for the transaction, if absent."""
+    """Create `gone` for the transaction, if absent: the keys, then the `sys_from` of the
+    version closed (its primary key in `t_history`); primary key on the keys."""
     keys = sql.SQL(", ").join(ident(k) for k in table.primary_key)
     return render(
         sql.SQL(
             "CREATE TEMP TABLE IF NOT EXISTS {gone} ON COMMIT DROP AS "
-            "SELECT {keys} FROM {actual} LIMIT 0; "
+            "SELECT {keys}, sys_from FROM {actual} LIMIT 0; "
             "ALTER TABLE {gone} ADD PRIMARY KEY ({keys})"
         ).format(
             gone=sql.SQL(gone), keys=keys, actual=physical_ident(datamart, table.name, "actual")
@@ -85,29 +92,6 @@ def _keys(table: Table, prefix: str) -> sql.Composable:
     return sql.SQL(", ").join(sql.SQL(prefix) + ident(k) for k in table.primary_key)
 
 
-def flip_to_delete_sql(datamart: str, table: Table, staging: str, gone: str) -> str:
-    """Keys an earlier piece upserted and this one deletes: the version that upsert closed
-    is closed by a delete, and the key is recorded gone. One row: how many flipped."""
-    return render(
-        sql.SQL(
-            "WITH flipped AS ("
-            "UPDATE {history} h SET sys_op = 1 FROM {actual} a, {staging} s "
-            "WHERE {a_s} AND s.sys_op = 1 AND a.sys_from = %(delta)s AND {h_a} "
-            "AND h.sys_to = %(prev)s RETURNING {h_keys}), "
-            "recorded AS (INSERT INTO {gone} SELECT * FROM flipped RETURNING 1) "
-            "SELECT count(*) FROM recorded"
-        ).format(
-            history=physical_ident(datamart, table.name, "history"),
-            actual=physical_ident(datamart, table.name, "actual"),
-            staging=sql.SQL(staging),
-            gone=sql.SQL(gone),
-            a_s=_on(table, "a", "s"),
-            h_a=_on(table, "h", "a"),
-            h_keys=_keys(table, "h."),
-        )
-    )
-
-
 def flip_to_upsert_sql(datamart: str, table: Table, staging: str, gone: str) -> str:
     """Keys an earlier piece deleted and this one upserts: they leave `gone`, and the
     version that delete closed is closed by an upsert. One row: how many flipped."""
@@ -115,10 +99,10 @@ def flip_to_upsert_sql(datamart: str, table: Table, staging: str, gone: str) -> 
         sql.SQL(
             "WITH back AS ("
             "DELETE FROM {gone} g USING {staging} s WHERE {g_s} AND s.sys_op = 0 "
-            "RETURNING {g_keys}), "
+            "RETURNING {g_keys}, g.sys_from), "
             "flipped AS ("
-            "UPDATE {history} h SET sys_op = 0 FROM back b WHERE {h_b} "
-            "AND h.sys_to = %(prev)s RETURNING 1) "
+            "UPDATE {history} h SET sys_op = 0 FROM back b "
+            "WHERE {h_b} AND h.sys_from = b.sys_from RETURNING 1) "
             "SELECT count(*) FROM flipped"
         ).format(
             history=physical_ident(datamart, table.name, "history"),
@@ -133,14 +117,9 @@ def flip_to_upsert_sql(datamart: str, table: Table, staging: str, gone: str) -> 
 
 def piece_apply_sql(datamart: str, table: Table, staging: str, gone: str) -> str:
     """`apply_sql.table_apply_sql` for a piece: versions of this delta are replaced, not
-    moved, and keys closed by a delete are recorded in `gone`. One row: (deleted,
-    upserted, staged, replaced, recorded gone)."""
-    names = [ident(c.name) for c in table.columns]
-
-    def listed(prefix: str) -> sql.Composable:
-        return sql.SQL(", ").join(sql.SQL(prefix) + n for n in names)
-
-    system = [sql.SQL("sys_from"), sql.SQL("sys_to"), sql.SQL("sys_op")]
+    moved; keys closed by a delete are recorded in `gone`; a version an earlier piece
+    closed by an upsert is closed by a delete if this piece deletes its key. One row:
+    (deleted, upserted, staged, replaced, recorded gone, flipped to a delete)."""
     return render(
         sql.SQL(
             "WITH closed AS ("
@@ -151,8 +130,13 @@ def piece_apply_sql(datamart: str, table: Table, staging: str, gone: str) -> str
             "SELECT {plain}, sys_from, %(prev)s, podd_closed_by FROM closed "
             "WHERE sys_from <> %(delta)s RETURNING sys_op), "
             "recorded AS ("
-            "INSERT INTO {gone} SELECT {keys} FROM closed "
+            "INSERT INTO {gone} SELECT {keys}, sys_from FROM closed "
             "WHERE sys_from <> %(delta)s AND podd_closed_by = 1 RETURNING 1), "
+            "flipped AS ("
+            "UPDATE {history} h SET sys_op = 1 FROM closed c "
+            "WHERE c.sys_from = %(delta)s AND c.podd_closed_by = 1 AND {h_c} "
+            "AND h.sys_to = c.sys_from - 1 RETURNING {h_keys}, h.sys_from), "
+            "flipped_gone AS (INSERT INTO {gone} SELECT * FROM flipped RETURNING 1), "
             "opened AS ("
             "INSERT INTO {actual} ({target}) "
             "SELECT {from_staging}, %(delta)s, NULL, 0 FROM {staging} s WHERE s.sys_op = 0 "
@@ -160,40 +144,36 @@ def piece_apply_sql(datamart: str, table: Table, staging: str, gone: str) -> str
             "SELECT (SELECT count(*) FROM moved WHERE sys_op = 1), (SELECT count(*) FROM opened), "
             "(SELECT count(*) FROM {staging}), "
             "(SELECT count(*) FROM closed WHERE sys_from = %(delta)s), "
-            "(SELECT count(*) FROM recorded)"
+            "(SELECT count(*) FROM recorded), (SELECT count(*) FROM flipped_gone)"
         ).format(
             actual=physical_ident(datamart, table.name, "actual"),
             history=physical_ident(datamart, table.name, "history"),
             staging=sql.SQL(staging),
             gone=sql.SQL(gone),
             a_s=_on(table, "a", "s"),
-            from_actual=listed("a."),
-            target=sql.SQL(", ").join([*names, *system]),
-            plain=listed(""),
+            h_c=_on(table, "h", "c"),
+            h_keys=_keys(table, "h."),
+            from_actual=listed(table, "a."),
+            target=target_columns(table),
+            plain=listed(table, ""),
             keys=_keys(table, ""),
-            from_staging=listed("s."),
+            from_staging=listed(table, "s."),
         )
     )
 
 
-def flip_earlier(
+def flip_to_upsert(
     conn: psycopg.Connection,
     datamart: str,
     table: Table,
     staging: str,
     gone: str,
-    before: Piece,
     params: dict[str, Any],
-) -> tuple[int, int]:
-    """Before a later piece's rows: the `sys_op` of versions earlier pieces closed, made
-    the piece's, where it differs. (Flipped to a delete, flipped to an upsert.)"""
-    row = conn.execute(flip_to_delete_sql(datamart, table, staging, gone), params).fetchone()
-    to_delete = int(row[0]) if row else 0
-    to_upsert = 0
-    if before.gone:  # an earlier piece closed keys by a delete
-        row = conn.execute(flip_to_upsert_sql(datamart, table, staging, gone), params).fetchone()
-        to_upsert = int(row[0]) if row else 0
-    return to_delete, to_upsert
+) -> int:
+    """Before a later piece's rows, when `gone` holds keys: the versions earlier pieces
+    closed by a delete whose key this piece upserts, closed by an upsert; how many."""
+    row = conn.execute(flip_to_upsert_sql(datamart, table, staging, gone), params).fetchone()
+    return int(row[0]) if row else 0
 
 
 def apply_piece_rows(
@@ -205,12 +185,13 @@ def apply_piece_rows(
     params: dict[str, Any],
     *,
     first: bool,
-) -> tuple[int, int, int, int]:
+) -> tuple[int, int, int, int, int]:
     """The piece's rows applied (`first`: no earlier piece; `gone` is created): (deleted,
-    upserted net of versions replaced, staged, keys recorded gone)."""
+    upserted net of versions replaced, staged, keys recorded gone, versions flipped to a
+    delete)."""
     if first:
         conn.execute(gone_sql(datamart, table, gone))
     applied = conn.execute(piece_apply_sql(datamart, table, staging, gone), params).fetchone()
     assert applied is not None
-    deleted, opened, staged, replaced, recorded = (int(v) for v in applied)
-    return deleted, opened - replaced, staged, recorded
+    deleted, opened, staged, replaced, recorded, flipped = (int(v) for v in applied)
+    return deleted + flipped, opened - replaced, staged, recorded + flipped, flipped

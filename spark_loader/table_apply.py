@@ -12,7 +12,14 @@ from protocol.apply_model import TableCounts
 from protocol.schema import Table
 from spark_loader.apply_sql import table_apply_sql
 from spark_loader.errors import TransientLoadError
-from spark_loader.pieces import Piece, apply_piece_rows, flip_earlier, gone_name, gone_sql, plus
+from spark_loader.pieces import (
+    Piece,
+    apply_piece_rows,
+    flip_to_upsert,
+    gone_name,
+    gone_sql,
+    plus,
+)
 from spark_loader.store import Datamart
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
@@ -26,12 +33,11 @@ ANALYZE_MIN_ROWS = 10_000
 KEYED_LOOKUP = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
 #: Back to the session's own planner settings for a big (analysed) staging table.
 PLANNER_DEFAULT = "SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT"
-#: For the statements that fix what earlier pieces of a stream wrote (`spark_loader.pieces`):
-#: they join the piece's staged rows with `t_actual`, `t_history` and the transaction's
-#: table of keys closed by a delete. `t_actual` and `t_history` must be probed by primary
-#: key, never scanned: the planner, unsure of a small piece's size, once scanned `t_actual`
-#: for each staged row (33 s for one table). No sequential scan where an index serves, and
-#: hash joins (of the piece with that small table of keys) rather than nested scans.
+#: For the statement that gives back to an upsert the versions earlier pieces of a stream
+#: closed by a delete (`spark_loader.pieces`): it joins the piece's staged rows with the
+#: transaction's table of those keys, then `t_history` by primary key. No sequential scan
+#: where an index serves (`t_history` is probed, never scanned), and a hash join of the
+#: piece with that table rather than a scan of one for each row of the other.
 FLIP_PLANNER = (
     "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = on; "
     "SET LOCAL enable_mergejoin = off"
@@ -97,22 +103,21 @@ def apply_table_piece(
         return Piece(through, plus(before.counts, counts), before.gone), keyed
     if staged >= ANALYZE_MIN_ROWS:
         _analyze(conn, relation)
-    flipped = (0, 0)
-    if before is not None:
+    to_upsert = 0
+    if before is not None and before.gone:  # an earlier piece closed keys by a delete
         conn.execute(FLIP_PLANNER)
-        flipped = flip_earlier(conn, datamart.name, table, relation, gone, before, params)
+        to_upsert = flip_to_upsert(conn, datamart.name, table, relation, gone, params)
         conn.execute(SEQSCAN_DEFAULT)
         keyed = staged < ANALYZE_MIN_ROWS
         conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
     else:
         keyed = _plan_for(conn, relation, staged, keyed, analyzed=True)
-    deleted, upserted, found, recorded = apply_piece_rows(
+    deleted, upserted, found, recorded, _ = apply_piece_rows(
         conn, datamart.name, table, relation, gone, params, first=before is None
     )
     _check_found(table, found, staged)
-    to_delete, to_upsert = flipped
-    counts = TableCounts(table.name, rows, upserted, deleted + to_delete - to_upsert)
-    gone_now = recorded + to_delete - to_upsert
+    counts = TableCounts(table.name, rows, upserted, deleted - to_upsert)
+    gone_now = recorded - to_upsert
     if before is not None:
         counts, gone_now = plus(before.counts, counts), gone_now + before.gone
     return Piece(through, counts, gone_now), keyed

@@ -20,6 +20,7 @@ from protocol.workload import Workload, WorkloadSpec
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
+from tests.agent.test_prestage_agent import early_then_late, nothing
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
 # Pieces of about 1 KiB decoded: every few chunks of a stream make one.
@@ -52,10 +53,6 @@ def deltas(schema: LogicalSchema, seed: int, count: int) -> list[tuple[Rows, lis
     return out
 
 
-async def nothing(origin: Origin) -> None:
-    return None
-
-
 def pieces_applied(agent: AgentProcess, request_id: str) -> dict[str, str]:
     """The pieces the agent's prestages applied for the transfer (table: chunks)."""
     out: dict[str, str] = {}
@@ -66,24 +63,11 @@ def pieces_applied(agent: AgentProcess, request_id: str) -> dict[str, str]:
 
 
 def send_interleaved(
-    agent: AgentProcess,
-    chunks: list[Chunk],
-    between: Callable[[Origin], Awaitable[None]] = nothing,
+    agent: AgentProcess, chunks: list[Chunk], between: Callable[[Origin], Awaitable[None]] = nothing
 ) -> DeltaStatus:
     """Every chunk but each stream's last, interleaved; once a piece is prestaged (and
     `between` ran), the last chunks: the transfer's answer."""
-    early, late = interleaved(chunks)
-    rid = chunks[0].key.request_id
-
-    async def run() -> DeltaStatus:
-        async with Origin(agent.broker, agent.topics) as origin:
-            await origin.send_chunks(early)
-            await asyncio.to_thread(agent.wait_for_log, "prestaged", rid)
-            await between(origin)
-            await origin.send_chunks(late)
-            return (await outcome(origin, rid, timeout=300)).status
-
-    return asyncio.run(run())
+    return early_then_late(agent, chunks, between, interleaved)
 
 
 def test_interleaved_streams_are_applied_in_pieces_and_end_as_the_model(

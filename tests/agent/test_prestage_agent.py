@@ -60,10 +60,11 @@ def early_then_late(
     agent: AgentProcess,
     chunks: list[Chunk],
     between: Callable[[Origin], Awaitable[None]] = nothing,
+    parts: Callable[[list[Chunk]], tuple[list[Chunk], list[Chunk]]] = split,
 ) -> DeltaStatus:
-    """Every stream but the last, then (once they are prestaged, and `between` ran) the
-    last: the transfer's answer."""
-    early, late = split(chunks)
+    """The early chunks (`parts`: every stream but the last), then (once something is
+    prestaged, and `between` ran) the late ones: the transfer's answer."""
+    early, late = parts(chunks)
     rid = chunks[0].key.request_id
 
     async def run() -> DeltaStatus:
