@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from bench.cpu import MachineCpu
 from bench.e2e import Sent, check_answer, produce_chunks
 from bench.e2e_data import PreparedDelta, delta_in_messages, stream_messages
 from origin.client import OriginClient
@@ -31,17 +32,24 @@ def ordered_messages(delta: PreparedDelta, interleaved: bool) -> Iterator[tuple[
 
 
 async def send_paced(
-    client: OriginClient, delta: PreparedDelta, seconds: float, interleaved: bool, timeout: float
+    client: OriginClient,
+    delta: PreparedDelta,
+    seconds: float,
+    interleaved: bool,
+    timeout: float,
+    agent_pid: int | None = None,
 ) -> dict[str, Any]:
-    """Produce the delta over about `seconds`, then wait for its answer."""
+    """Produce the delta over about `seconds`, then wait for its answer; the CPU account
+    of both (`agent_pid`: the agent's process, whose children are Spark's)."""
     count = sum(s.chunk_count for s in delta.transfer.manifest.streams)
-    started = time.perf_counter()
-    await produce_chunks(
-        client, ordered_messages(delta, interleaved), Sent(), interval=seconds / max(1, count)
-    )
-    last_acked = time.perf_counter()
-    result = await client.result(delta.transfer.manifest.request_id, timeout)
-    answered = time.perf_counter()
+    with MachineCpu(agent_pid) as cpu:
+        started = time.time()
+        await produce_chunks(
+            client, ordered_messages(delta, interleaved), Sent(), interval=seconds / max(1, count)
+        )
+        last_acked = time.time()
+        result = await client.result(delta.transfer.manifest.request_id, timeout)
+        answered = time.time()
     check_answer(delta, result, timeout)
     return {
         "order": "interleaved" if interleaved else "table order",
@@ -49,4 +57,9 @@ async def send_paced(
         "messages": count,
         "send_seconds": round(last_acked - started, 3),
         "after_last_chunk_seconds": round(answered - last_acked, 3),
+        # CPU seconds by process group while the chunks were sent, and after the last.
+        "cpu": {
+            "sending": cpu.timeline.between(started, last_acked),
+            "after_last_chunk": cpu.timeline.between(last_acked, answered),
+        },
     }

@@ -68,6 +68,30 @@ def cpu_table(main: dict[str, Any]) -> list[str]:
     return lines
 
 
+def paced_cpu_table(runs: list[dict[str, Any]]) -> list[str]:
+    """CPU seconds by process group of each paced delta, while its chunks were sent and
+    after the last; none if not measured."""
+    cells, heads = [], []
+    for run in runs:
+        for window, label in (("sending", "sending"), ("after_last_chunk", "after the last chunk")):
+            if (cpu := run.get("cpu", {}).get(window)) and cpu.get("wall"):
+                cells.append(cpu)
+                heads.append(f"{run['order']}: {label}")
+    if not cells:
+        return []
+    lines = ["| CPU seconds | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
+    for key, label in _ROWS:
+        lines.append(f"| {label} | " + " | ".join(f"{c.get(key, 0):.2f}" for c in cells) + " |")
+    lines += [
+        "| **the machine, all CPUs** | " + " | ".join(f"**{c['machine']:.2f}**" for c in cells)
+        + " |",
+        "| wall seconds | " + " | ".join(f"{c['wall']:.2f}" for c in cells) + " |",
+        "| CPUs busy (machine / wall) | "
+        + " | ".join(f"{c['machine'] / max(c['wall'], 1e-9):.2f}" for c in cells) + " |",
+    ]  # fmt: skip
+    return ["", *lines]
+
+
 def _bounds(main: dict[str, Any], cores: int) -> dict[str, float]:
     cpu = main["cpu"]
     whole = cpu["whole"]

@@ -127,7 +127,7 @@ class Bench:
                     print(f"[{rows:,} rows] paced delta over {a.paced_seconds:g} s, streams "
                           f"{order}", flush=True)  # fmt: skip
                     run = await send_paced(
-                        client, later, a.paced_seconds, interleaved, ANSWER_TIMEOUT
+                        client, later, a.paced_seconds, interleaved, ANSWER_TIMEOUT, pid
                     )
                     out.setdefault("paced", []).append(run)
                 if latency:
