@@ -141,7 +141,8 @@ class Bench:
         if headline:
             out["floors"] = await self.floors(timed.sent, schema, preload, delta)
             out["peer"] = await self.peer(timed.sent, schema)
-        shutil.rmtree(agent_dir, ignore_errors=True)
+        if not a.keep:  # the agent's log and staging, for a look afterwards
+            shutil.rmtree(agent_dir, ignore_errors=True)
         shutil.rmtree(preload.directory, ignore_errors=True)
         shutil.rmtree(delta.directory, ignore_errors=True)
         for later in paced_deltas:
@@ -255,6 +256,8 @@ def _machine() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="podd-e2e-", dir=args.work_dir))
     started = time.perf_counter()
     try:
