@@ -142,6 +142,8 @@ class ChunkIntake:
         clock: Callable[[], float],
         prestage_min_bytes: int = 1,
         prestage_piece_bytes: int = 0,
+        prestage_eager_bytes: int = 0,
+        prestage_idle: Callable[[], bool] = lambda: False,
     ) -> None:
         self.tracker = tracker
         #: Streams that decode to fewer bytes are not offered for prestaging.
@@ -149,6 +151,12 @@ class ChunkIntake:
         #: Streams not complete yet are offered in pieces of about this many decoded bytes
         #: (0: only complete streams are).
         self.prestage_piece_bytes = prestage_piece_bytes
+        #: ... or, while nothing is being prestaged (`prestage_idle`), once they decode to
+        #: this many (0: never before `prestage_piece_bytes`). A prestager with room takes
+        #: what there is, so little is left for after the last chunk; a busy one takes
+        #: bigger pieces, fewer of them, as the chunks pile up while it works.
+        self.prestage_eager_bytes = prestage_eager_bytes
+        self.prestage_idle = prestage_idle
         self.staging = staging
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
@@ -171,12 +179,19 @@ class ChunkIntake:
             if self.tracker.open.get(transfer.request_id) is not transfer:
                 continue  # refused, evicted or read again from disk meanwhile
             offers = self.tracker.take_prestage(
-                transfer, self.prestage_min_bytes, self.prestage_piece_bytes
+                transfer, self.prestage_min_bytes, self._piece_bytes()
             )
             if offers:
                 staged = await asyncio.to_thread(self.staging.complete_streams, transfer, offers)
                 done.outcomes.append(StreamsReady(transfer, staged))
         return done
+
+    def _piece_bytes(self) -> int:
+        """The decoded size at which a stream still arriving is offered now."""
+        piece, eager = self.prestage_piece_bytes, self.prestage_eager_bytes
+        if piece and eager and self.prestage_idle():
+            return min(piece, eager)
+        return piece
 
     def _deadline(self) -> float:
         return self.clock() + self.incomplete_timeout

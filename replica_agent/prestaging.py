@@ -72,6 +72,13 @@ class Prestaging:
         #: The open apply of each transfer that has one (by requestId).
         self._opened: dict[str, OpenApply] = {}
 
+    def idle(self) -> bool:
+        """Nothing is being prestaged or waits to be, and no open apply still applies what
+        was: pieces offered now are taken at once, not piled up behind work in flight."""
+        if self._pending or (self._task is not None and not self._task.done()):
+            return False
+        return not any(opened.applying() for opened in list(self._opened.values()))
+
     def offer(self, transfer: Transfer, staged: StagedTransfer) -> None:
         """Complete streams of `transfer` (`staged` names them), staged in turn if useful."""
         if self.prestage is None:

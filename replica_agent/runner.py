@@ -136,6 +136,7 @@ def run_agent(settings: AgentSettings) -> int:
                 prestage=Prestager(loader).prestage if settings.prestage else None,
                 prestage_min_bytes=round(settings.prestage_min_kib * 1024),
                 prestage_piece_bytes=round(settings.prestage_piece_kib * 1024),
+                prestage_eager_bytes=round(settings.prestage_eager_kib * 1024),
             )
 
         app, _ = agent_app.build_app(

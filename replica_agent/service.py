@@ -62,6 +62,7 @@ class ReplicaService:
         prestage: Prestage | None = None,
         prestage_min_bytes: int = 1,
         prestage_piece_bytes: int = 0,
+        prestage_eager_bytes: int = 0,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -74,6 +75,7 @@ class ReplicaService:
         self.intake = ChunkIntake(
             tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
             prestage_min_bytes=prestage_min_bytes, prestage_piece_bytes=prestage_piece_bytes,
+            prestage_eager_bytes=prestage_eager_bytes,
         )  # fmt: skip
         #: Whether the agent waits for its disk (intake and answers alike).
         self.pause = Backpressure()
@@ -86,6 +88,7 @@ class ReplicaService:
             metrics=metrics, crash_after_commit_of=crash_after_commit_of,
             applied_deltas=applied_deltas, prestage=prestage,
         )  # fmt: skip
+        self.intake.prestage_idle = self.worker.prestaging.idle
         self.desk = StateDesk(tracker, self.worker, self.outbox, metrics)
         #: Set once `start` has recovered; chunks are not consumed before.
         self.ready = asyncio.Event()

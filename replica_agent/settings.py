@@ -76,6 +76,11 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: a delta whose streams are interleaved is mostly applied by its last chunk; 0: only
     #: complete streams are prestaged.
     prestage_piece_kib: float = Field(default=1024.0, ge=0)
+    #: While nothing is being prestaged, a stream still arriving is offered as soon as its
+    #: chunks decode to this many KiB (at most `prestage_piece_kib`): a prestager with room
+    #: takes what there is, so little of an interleaved delta is left for after its last
+    #: chunk; a busy one takes pieces of `prestage_piece_kib`. 0: pieces only of that size.
+    prestage_eager_kib: float = Field(default=128.0, ge=0)
     #: Messages that fail unexpectedly are copied here (raw key and value) when set.
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).

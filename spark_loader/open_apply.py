@@ -126,6 +126,11 @@ class OpenApply:
     def _running_tables(self) -> list[str]:
         return self._applying if self._running is not None else []
 
+    def applying(self) -> bool:
+        """An apply `apply_later` started still runs."""
+        running = self._running
+        return running is not None and not running.done()
+
     def busy(self) -> set[str]:
         """The tables the apply still running (`apply_later`) reads the staging of."""
         return set(self._running_tables())

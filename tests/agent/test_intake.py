@@ -22,7 +22,14 @@ from protocol.errors import ErrorCode
 from protocol.ocf import OcfLimits, decoded_size
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from replica_agent.intake import ChunkIntake, Completed, RawMessage, Received, Refused
+from replica_agent.intake import (
+    ChunkIntake,
+    Completed,
+    RawMessage,
+    Received,
+    Refused,
+    StreamsReady,
+)
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import GroupWrite, TransferStaging
 from replica_agent.tracker import TransferTracker
@@ -180,3 +187,31 @@ async def test_a_body_beyond_its_bounds_refuses_its_transfer_within_the_group(
     assert again.failures == [None] * len(good)
     (completed,) = again.outcomes
     assert isinstance(completed, Completed)
+
+
+async def test_a_stream_arriving_is_offered_at_the_eager_size_only_while_nothing_is_prestaged(
+    harness: Harness,
+) -> None:
+    """Pieces of 64 MiB, or of 1 byte while the prestager is idle: busy, the chunks wait
+    (no offer); idle, every stream is offered its chunks so far, none with a gap."""
+    prestager_idle = False
+    harness.intake.prestage_piece_bytes = 64 * MiB
+    harness.intake.prestage_eager_bytes = 1
+    harness.intake.prestage_idle = lambda: prestager_idle
+    early = [m for m in harness.messages(0, rows=90) if not decode_delta_in_key(m[0]).is_last_chunk]
+    assert len({decode_delta_in_key(k).stream_number for k, _ in early}) > 1
+    half = len(early) // 2
+    busy = await harness.receive(early[:half])
+    assert busy.failures == [None] * half
+    assert not [o for o in busy.outcomes if isinstance(o, StreamsReady)]
+    prestager_idle = True
+    idle = await harness.receive(early[half:])
+    (offered,) = [o for o in idle.outcomes if isinstance(o, StreamsReady)]
+    highest: dict[int, int] = {}
+    for raw_key, _ in early:
+        key = decode_delta_in_key(raw_key)
+        highest[key.stream_number] = max(highest.get(key.stream_number, 0), key.chunk_number)
+    pieces = {s.stream_number: s for s in offered.staged.manifest.streams}
+    assert set(pieces) == set(highest)
+    for number, piece in pieces.items():
+        assert (piece.first_chunk, piece.chunk_count, piece.partial) == (1, highest[number], True)

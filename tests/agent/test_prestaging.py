@@ -66,3 +66,26 @@ def test_streams_are_merged_only_up_to_the_bound_so_the_load_never_waits_for_a_b
     assert [s.stream_number for s in staged.manifest.streams] == [2]
     _, staged = prestaging._take()
     assert [s.stream_number for s in staged.manifest.streams] == [4]
+
+
+class Applying:
+    """An open apply as `Prestaging.idle` sees it: whether an apply still runs."""
+
+    def __init__(self, running: bool) -> None:
+        self.running = running
+
+    def applying(self) -> bool:
+        return self.running
+
+
+def test_prestaging_is_idle_only_with_nothing_queued_and_no_open_apply_still_applying() -> None:
+    prestaging = Prestaging(cast(Any, None), cast(Any, None), lambda: True)
+    assert prestaging.idle()
+    prestaging._pending = [(transfer("a"), streams("a", 1))]
+    assert not prestaging.idle()  # a hand-over waits
+    prestaging._pending = []
+    opened = Applying(running=True)
+    prestaging._opened["a"] = cast(Any, opened)
+    assert not prestaging.idle()  # a piece still applies in the delta's open transaction
+    opened.running = False
+    assert prestaging.idle()

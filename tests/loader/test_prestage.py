@@ -224,6 +224,7 @@ def test_the_load_stages_the_tables_left_while_the_last_prestage_still_applies(
             names, opened = prestaged.result(timeout=60)  # its apply waits for the lock
             assert names == [first]
             assert opened is not None
+            assert opened.applying()  # held by the lock
             loading = pool.submit(loader.load, transfer, opened)
             deadline = time.monotonic() + 60
             with psycopg.connect(replica_dsn, autocommit=True) as probe:
@@ -235,6 +236,7 @@ def test_the_load_stages_the_tables_left_while_the_last_prestage_still_applies(
         finally:
             blocker.rollback()
         loading.result(timeout=120)
+    assert not opened.applying()
     assert_applied(replica_dsn, schema, rows)
 
 
