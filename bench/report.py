@@ -241,14 +241,17 @@ def _paced_section(paced: dict[str, Any]) -> list[str]:
 
 
 _PACED_WHY = [
-    "A stream still arriving is staged in pieces (its chunks so far, about "
-    "`PODD_PRESTAGE_PIECE_KIB`, 1 MiB decoded) and each piece applied in the delta's open "
-    "transaction, a later piece replacing what earlier pieces of the delta wrote for its "
-    "keys (`spark_loader/pieces.py`); a stream complete is staged whole. After the last chunk "
-    "the load stages and applies only the chunks after each stream's last piece, beside the "
-    "apply of the pieces still running. In table order that is part of one table; "
-    "interleaved, every stream's last chunks (on average half a piece of each) and whatever "
-    "the prestages had not reached yet: they stage about as fast as the rows arrive here.",
+    "A stream still arriving is staged in pieces (its chunks so far: from "
+    "`PODD_PRESTAGE_EAGER_KIB`, 128 KiB decoded, while nothing is prestaged or still applying, "
+    "else about `PODD_PRESTAGE_PIECE_KIB`, 1 MiB) and each piece applied in the delta's open "
+    "transaction, a later piece replacing what earlier pieces of the delta wrote for its keys "
+    "(`spark_loader/pieces.py`); a stream complete is staged whole. After the last chunk the "
+    "load stages and applies only the chunks after each stream's last piece. In table order "
+    "that is part of one table. Interleaved, the pieces' applies (one backend, in the open "
+    "transaction, beside receiving) run at about 70,000-100,000 rows/s here, against 100,000 "
+    "rows/s arriving: what they have not reached by the last chunk, and the load's wait for "
+    "the piece still applying before it stages the rest, come after it. Sent over 20 s "
+    "instead (the machine then about half busy), the same delta left 1.39 s.",
 ]
 
 
