@@ -15,6 +15,8 @@ CHART = "benchmarks-chart.svg"
 HEADLINE_TARGET = 2.0
 LATENCY_TARGET = 0.15
 CATCH_UP_TARGET = 10.0
+#: Issue 29's catch-up target (deltas/s), beside issue 16's.
+CATCH_UP_TARGET_29 = 30.0
 BIG_DELTA_TARGET = 7.0
 
 #: What the report compares against and lists, recorded when it was measured (data, not
@@ -271,7 +273,9 @@ def _catch_up_section(c: dict[str, Any]) -> list[str]:
         "|---:|---:|---:|---:|---|",
         f"| **{c['deltas_per_second']:.2f}** | {c['rows_per_second']:,} | "
         f"{c['cycle_median_seconds'] * 1000:.0f} ms | {c['cycle_p95_seconds'] * 1000:.0f} ms | "
-        f"≥ {CATCH_UP_TARGET:g}/s: {_verdict(c['deltas_per_second'] >= CATCH_UP_TARGET)} |",
+        f"≥ {CATCH_UP_TARGET:g}/s (issue 16): "
+        f"{_verdict(c['deltas_per_second'] >= CATCH_UP_TARGET)}; ≥ {CATCH_UP_TARGET_29:g}/s "
+        f"(issue 29): {_verdict(c['deltas_per_second'] >= CATCH_UP_TARGET_29)} |",
         "",
     ]
 
