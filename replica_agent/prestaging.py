@@ -77,7 +77,7 @@ class Prestaging:
         was: pieces offered now are taken at once, not piled up behind work in flight."""
         if self._pending or (self._task is not None and not self._task.done()):
             return False
-        return not any(opened.applying() for opened in list(self._opened.values()))
+        return not any(opened.applying() for opened in self._opened.values())
 
     def offer(self, transfer: Transfer, staged: StagedTransfer) -> None:
         """Complete streams of `transfer` (`staged` names them), staged in turn if useful."""

@@ -72,11 +72,6 @@ class ReplicaService:
         self.records = AnswerRecords(
             staging.outbox, staging.quarantine, keep_finished=tracker.limits.max_finished
         )
-        self.intake = ChunkIntake(
-            tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
-            prestage_min_bytes=prestage_min_bytes, prestage_piece_bytes=prestage_piece_bytes,
-            prestage_eager_bytes=prestage_eager_bytes,
-        )  # fmt: skip
         #: Whether the agent waits for its disk (intake and answers alike).
         self.pause = Backpressure()
         self.outbox = Outbox(
@@ -88,7 +83,12 @@ class ReplicaService:
             metrics=metrics, crash_after_commit_of=crash_after_commit_of,
             applied_deltas=applied_deltas, prestage=prestage,
         )  # fmt: skip
-        self.intake.prestage_idle = self.worker.prestaging.idle
+        self.intake = ChunkIntake(
+            tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
+            prestage_min_bytes=prestage_min_bytes, prestage_piece_bytes=prestage_piece_bytes,
+            prestage_eager_bytes=prestage_eager_bytes,
+            prestage_idle=self.worker.prestaging.idle,
+        )  # fmt: skip
         self.desk = StateDesk(tracker, self.worker, self.outbox, metrics)
         #: Set once `start` has recovered; chunks are not consumed before.
         self.ready = asyncio.Event()

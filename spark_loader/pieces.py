@@ -185,13 +185,13 @@ def apply_piece_rows(
     params: dict[str, Any],
     *,
     first: bool,
-) -> tuple[int, int, int, int, int]:
+) -> tuple[int, int, int, int]:
     """The piece's rows applied (`first`: no earlier piece; `gone` is created): (deleted,
-    upserted net of versions replaced, staged, keys recorded gone, versions flipped to a
-    delete)."""
+    upserted net of versions replaced, staged, keys recorded gone), the versions an earlier
+    piece closed by an upsert and this one by a delete counted as deleted and gone."""
     if first:
         conn.execute(gone_sql(datamart, table, gone))
     applied = conn.execute(piece_apply_sql(datamart, table, staging, gone), params).fetchone()
     assert applied is not None
     deleted, opened, staged, replaced, recorded, flipped = (int(v) for v in applied)
-    return deleted + flipped, opened - replaced, staged, recorded + flipped, flipped
+    return deleted + flipped, opened - replaced, staged, recorded + flipped

@@ -112,7 +112,7 @@ def apply_table_piece(
         conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
     else:
         keyed = _plan_for(conn, relation, staged, keyed, analyzed=True)
-    deleted, upserted, found, recorded, _ = apply_piece_rows(
+    deleted, upserted, found, recorded = apply_piece_rows(
         conn, datamart.name, table, relation, gone, params, first=before is None
     )
     _check_found(table, found, staged)
