@@ -50,10 +50,13 @@ def cpu_table(main: dict[str, Any]) -> list[str]:
     if overlapped(main.get("agent_phases", {})):
         names |= {"stage": "load, to the last table staged", "apply": "load, the rest"}
     heads = [names.get(c, c) for c in columns] + [h for f, h in named if f in floors]
-    lines = [
-        "| CPU seconds | " + " | ".join(heads) + " |",
-        "|---|" + "---:|" * len(heads),
-    ]
+    return _cpu_rows(heads, cells)
+
+
+def _cpu_rows(heads: list[str], cells: list[dict[str, Any]]) -> list[str]:
+    """A CPU table: a column per window (`heads`, `cells`), a row per process group, then
+    the machine's CPU seconds, the wall seconds and how many CPUs were busy."""
+    lines = ["| CPU seconds | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
     for key, label in _ROWS:
         lines.append(f"| {label} | " + " | ".join(f"{c.get(key, 0):.2f}" for c in cells) + " |")
     lines += [
@@ -77,19 +80,7 @@ def paced_cpu_table(runs: list[dict[str, Any]]) -> list[str]:
             if (cpu := run.get("cpu", {}).get(window)) and cpu.get("wall"):
                 cells.append(cpu)
                 heads.append(f"{run['order']}: {label}")
-    if not cells:
-        return []
-    lines = ["| CPU seconds | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
-    for key, label in _ROWS:
-        lines.append(f"| {label} | " + " | ".join(f"{c.get(key, 0):.2f}" for c in cells) + " |")
-    lines += [
-        "| **the machine, all CPUs** | " + " | ".join(f"**{c['machine']:.2f}**" for c in cells)
-        + " |",
-        "| wall seconds | " + " | ".join(f"{c['wall']:.2f}" for c in cells) + " |",
-        "| CPUs busy (machine / wall) | "
-        + " | ".join(f"{c['machine'] / max(c['wall'], 1e-9):.2f}" for c in cells) + " |",
-    ]  # fmt: skip
-    return ["", *lines]
+    return ["", *_cpu_rows(heads, cells)] if cells else []
 
 
 def _bounds(main: dict[str, Any], cores: int) -> dict[str, float]:
