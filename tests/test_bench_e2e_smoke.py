@@ -16,7 +16,7 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
 
     results = json.loads((out / "bench-results.json").read_text())
     points = {p["rows"]: p for p in results["points"]}
-    assert sorted(points) == [1000, 2000]
+    assert sorted(points) == [10_000, 20_000]
     for point in points.values():
         assert point["e2e_seconds"] > 0
         assert point["memory"]["python_mib"] > 0
@@ -26,12 +26,12 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
         assert {"receive", "stage", "apply", "whole"} <= set(point["cpu"])
         assert point["cpu"]["whole"]["machine"] > 0
         assert point["cpu"]["whole"]["postgres"] > 0
-    main = points[2000]
+    main = points[20_000]
     assert {"consume_decode", "keyed_copy"} == set(main["floors"]["cpu"])
     # The floors and the peer saw exactly the timed delta's rows, from the broker.
-    assert main["floors"]["consume_decode_rows"] == 2000
-    assert 0 < main["floors"]["keyed_copy_rows"] <= 2000  # the last row per key
-    assert main["peer"]["rows"] == 2000
+    assert main["floors"]["consume_decode_rows"] == 20_000
+    assert 0 < main["floors"]["keyed_copy_rows"] <= 20_000  # the last row per key
+    assert main["peer"]["rows"] == 20_000
     assert main["peer"]["live_rows"] > 0
     assert main["peer"]["replica_live_rows"] > 0
     assert main["latency"]["deltas"] == 3
@@ -39,7 +39,7 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
 
     # The same delta again, the loader on a standalone cluster the benchmark started.
     cluster = results["cluster"]
-    assert (cluster["rows"], cluster["cores"]) == (2000, 2)
+    assert (cluster["rows"], cluster["cores"]) == (20_000, 2)
     assert {"stage_s", "apply_s"} <= set(cluster["agent_phases"])
     assert cluster["latency"]["deltas"] == 3
 
@@ -55,7 +55,7 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     assert [r["order"] for r in paced["runs"]] == ["table order", "interleaved"]
     assert paced["floor_b_seconds"] == main["floors"]["keyed_copy_seconds"]
     for paced_run in paced["runs"]:
-        assert paced_run["rows"] == 2000
+        assert paced_run["rows"] == 20_000
         assert paced_run["after_last_chunk_seconds"] > 0
         assert paced_run["send_seconds"] >= 0.9  # spread over the second asked for
         assert paced_run["ratio_to_floor_b"] > 0
@@ -67,7 +67,7 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
 
     report = (out / "BENCHMARKS.md").read_text()
     headings = (
-        "## End to end: a 2,000-row delta", "## Latency", "## Scaling", "## On a Spark",
+        "## End to end: a 20,000-row delta", "## Latency", "## Scaling", "## On a Spark",
         "## Restore from a backup topic", "## Catch-up", "## A delta that takes seconds",
         "## Before and after issue 16",
     )  # fmt: skip
