@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.report_cdc import cdc_section
-from bench.report_remaining import overlapped, paced_cpu_table, remaining_section
+from bench.report_remaining import (
+    CATCH_UP_CYCLE,
+    overlapped,
+    paced_cpu_table,
+    remaining_section,
+)
 from bench.report_restore import restore_section
 
 CHART = "benchmarks-chart.svg"
@@ -276,6 +281,8 @@ def _catch_up_section(c: dict[str, Any]) -> list[str]:
         f"≥ {CATCH_UP_TARGET:g}/s (issue 16): "
         f"{_verdict(c['deltas_per_second'] >= CATCH_UP_TARGET)}; ≥ {CATCH_UP_TARGET_29:g}/s "
         f"(issue 29): {_verdict(c['deltas_per_second'] >= CATCH_UP_TARGET_29)} |",
+        "",
+        CATCH_UP_CYCLE,
         "",
     ]
 
