@@ -31,10 +31,11 @@ from podd_runtime.files import FileWrite
 from protocol.codec import decode_delta_in_key
 from protocol.errors import ErrorCode, MessageDecodeError
 from protocol.messages import DeltaInKey
+from replica_agent.admission import Accepted, Dropped, Rejected
 from replica_agent.errors import FatalAgentError
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
-from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer, TransferFraming
 from spark_loader.transfer import StagedTransfer
 

@@ -17,8 +17,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from podd_kafka.settings import KafkaSettings
+from replica_agent.admission import TransferLimits
 from replica_agent.logs import LogFormat
-from replica_agent.tracker import TransferLimits
 from spark_loader.settings import LoaderSettings
 
 

@@ -12,13 +12,14 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeltaInResult, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from replica_agent.admission import TransferLimits
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.answers import error_result
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox
 from replica_agent.service import ReplicaService
 from replica_agent.staging import TransferStaging
-from replica_agent.tracker import TransferLimits, TransferTracker
+from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
 from tests.agent.kafka_io import chunks_of
 from tests.agent.staging_writes import transfer_of

@@ -11,7 +11,8 @@ from protocol.body_writer import encode_body
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
-from replica_agent.tracker import Accepted, Dropped, Rejected, TransferTracker
+from replica_agent.admission import Accepted, Dropped, Rejected
+from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Offer, Phase
 
 D0 = datetime(2026, 1, 1, tzinfo=UTC)

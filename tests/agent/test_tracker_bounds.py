@@ -13,13 +13,8 @@ from protocol.body_writer import encode_body
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
-from replica_agent.tracker import (
-    Accepted,
-    Dropped,
-    Rejected,
-    TransferLimits,
-    TransferTracker,
-)
+from replica_agent.admission import Accepted, Dropped, Rejected, TransferLimits
+from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import CHUNK_COST
 from tests.agent.test_tracker import code_of, key
 
