@@ -3,6 +3,7 @@
     podd-conformance --broker kafka://HOST:PORT --datamart NAME --schema FILE.sql
                      [--replica DSN] [--incomplete-wait SECONDS] [--topic-delta-in ...]
     podd-conformance --list
+    podd-conformance origin --origin "COMMAND TEMPLATE" ...   (certify an origin instead)
 
 The agent must serve NAME (with that logical schema) on the given topics, and the datamart
 must have no applied delta: the scenarios build its history from delta 0. One line per
@@ -92,6 +93,11 @@ async def _run(args: argparse.Namespace, settings: KafkaSettings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["origin"]:  # certify an origin instead (`conformance.origins`)
+        from conformance.origins.origin_cli import main as origin_main  # noqa: PLC0415
+
+        return run_command("podd-conformance origin", lambda: origin_main(argv[1:]))
     args = build_parser().parse_args(argv)
     if args.list:
         for scenario in SCENARIOS:

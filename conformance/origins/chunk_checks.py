@@ -1,0 +1,189 @@
+"""The rules of one chunk within its transfer (`ChunkChecks`, the base of `OriginJudge`):
+names and bounds, framing, last chunks, bodies, chunks after a final answer."""
+
+from __future__ import annotations
+
+import hashlib
+
+from conformance.origins.seen import StreamSeen, TransferSeen, Violation, Where, listed, named
+from protocol.body import decode_body
+from protocol.errors import PoddError
+from protocol.messages import DeltaInKey
+from protocol.schema import LogicalSchema, Table
+
+MAX_NAME_CHARS = 256
+MAX_SUBSCRIPTION_CHARS = 65_536
+#: Rows whose content is remembered (to compare resends); beyond it, content is not compared.
+MAX_ROWS_REMEMBERED = 1_000_000
+
+
+class ChunkChecks:
+    def __init__(self, schema: LogicalSchema) -> None:
+        self.schema = schema
+        self.tables: dict[str, Table] = {t.name: t for t in schema}
+        self.violations: list[Violation] = []
+        self._rows_kept = 0
+
+    def flag(self, rule: str, message: str, where: Where | None = None) -> None:
+        self.violations.append(Violation(rule, message, where))
+
+    def _names_fit(self, key: DeltaInKey, where: Where) -> bool:
+        long = [
+            n
+            for n, v in (
+                ("requestId", key.request_id),
+                ("datamart", key.datamart),
+                ("tableName", key.table_name),
+            )
+            if len(v) > MAX_NAME_CHARS
+        ]
+        if len(key.subscription) > MAX_SUBSCRIPTION_CHARS:
+            long.append("subscription")
+        if long:
+            self.flag("key", f"{', '.join(long)} longer than the protocol's bounds", where)
+            return False
+        if key.datamart != self.schema.datamart:
+            self.flag("key", f"datamart {key.datamart!r}, not {self.schema.datamart!r}", where)
+            return False
+        return True
+
+    def _after_final(
+        self, transfer: TransferSeen, key: DeltaInKey, body: bytes | None, where: Where
+    ) -> None:
+        """A chunk under a requestId already answered: a duplicate (Kafka may deliver one
+        twice) unless the replica had named what to resend; else a framing fault, or a
+        transfer reusing the requestId."""
+        stream = transfer.streams.get(key.stream_number)
+        number, digest = key.chunk_number, hashlib.sha256(body or b"").hexdigest()
+        held = None if stream is None else stream.chunks.get(number)
+        if digest in (held, transfer.dropped.get((key.stream_number, number))):
+            if transfer.reported is not None and not named(transfer.reported, key):
+                self.flag(
+                    "resend-exact",
+                    f"stream {key.stream_number} chunk {number} resent; the replica missed "
+                    f"only {listed(transfer.reported)}",
+                    where,
+                )
+            return
+        last = None if stream is None else stream.last
+        if last is not None and key.is_last_chunk and number != last:
+            message = f"chunks {last} and {number} are both its last"
+            self.flag("last-chunk", f"stream {key.stream_number}: {message}", where)
+        elif last is not None and number > last:
+            message = f"chunk {number} after its last, {last}"
+            self.flag("last-chunk", f"stream {key.stream_number}: {message}", where)
+        else:
+            final = transfer.final
+            assert final is not None
+            status = f"{final.status.value} {final.error_code or ''}".rstrip()
+            self.flag(
+                "request-id",
+                f"a chunk under {key.request_id} after its final answer ({status}): a new "
+                "transfer needs a new requestId",
+                where,
+            )
+
+    def _check_framing(self, key: DeltaInKey, where: Where) -> bool:
+        tables = len(self.tables)
+        if key.stream_total != tables:
+            self.flag(
+                "empty-stream" if key.stream_total < tables else "framing",
+                f"streamTotal {key.stream_total}: the datamart has {tables} tables, and every "
+                "table has a stream in every delta (an empty one too)",
+                where,
+            )
+            return False
+        if not 1 <= key.stream_number <= key.stream_total or key.chunk_number < 1:
+            self.flag(
+                "framing",
+                f"stream {key.stream_number} of {key.stream_total}, chunk {key.chunk_number}",
+                where,
+            )
+            return False
+        if key.table_name not in self.tables:
+            self.flag("framing", f"table {key.table_name!r} is not in the datamart", where)
+            return False
+        return True
+
+    def _add_chunk(
+        self, transfer: TransferSeen, key: DeltaInKey, body: bytes | None, where: Where
+    ) -> bool:
+        stream = transfer.streams.get(key.stream_number)
+        if stream is None:
+            others = [n for n, s in transfer.streams.items() if s.table == key.table_name]
+            if others:
+                self.flag(
+                    "framing",
+                    f"streams {others[0]} and {key.stream_number} both name {key.table_name}",
+                    where,
+                )
+                return False
+            stream = transfer.streams[key.stream_number] = StreamSeen(key.table_name)
+        elif stream.table != key.table_name:
+            self.flag(
+                "framing",
+                f"stream {key.stream_number} names {stream.table} and {key.table_name}",
+                where,
+            )
+            return False
+        number, digest = key.chunk_number, hashlib.sha256(body or b"").hexdigest()
+        if transfer.missing is not None and not named(transfer.missing, key):
+            self.flag(
+                "resend-exact",
+                f"stream {key.stream_number} chunk {number} resent; the replica missed only "
+                f"{listed(transfer.missing)}",
+                where,
+            )
+        before = transfer.dropped.get((key.stream_number, number))
+        if before is not None and before != digest:
+            self.flag(
+                "resend-content",
+                f"stream {key.stream_number} chunk {number} resent with other bytes",
+                where,
+            )
+        if number in stream.chunks:
+            if stream.chunks[number] != digest:
+                self.flag(
+                    "resend-content",
+                    f"stream {key.stream_number} chunk {number} sent again with other bytes",
+                    where,
+                )
+            return False
+        if key.is_last_chunk:
+            if stream.last is not None and stream.last != number:
+                self.flag(
+                    "last-chunk",
+                    f"stream {key.stream_number}: chunks {stream.last} and "
+                    f"{number} are both its last",
+                    where,
+                )
+                return False
+            stream.last = number
+        if stream.last is not None and number > stream.last:
+            self.flag(
+                "last-chunk",
+                f"stream {key.stream_number}: chunk {number} after its last, {stream.last}",
+                where,
+            )
+            return False
+        rows = self._rows(key, body, where)
+        if rows is None:
+            return False
+        stream.chunks[number] = digest
+        stream.rows[number] = rows
+        return True
+
+    def _rows(self, key: DeltaInKey, body: bytes | None, where: Where) -> list[bytes] | None:
+        """A digest of each row of the body, decoded as the table (None: it does not)."""
+        try:
+            batches = list(decode_body(self.tables[key.table_name], body))
+        except PoddError as exc:
+            self.flag("body", f"{key.table_name} chunk {key.chunk_number}: {exc}", where)
+            return None
+        rows: list[bytes] = []
+        for batch in batches:
+            self._rows_kept += batch.num_rows
+            if self._rows_kept > MAX_ROWS_REMEMBERED:
+                continue
+            rows += [hashlib.sha256(repr(r).encode()).digest() for r in batch.to_pylist()]
+        return rows

@@ -1,0 +1,174 @@
+"""Faulty copies of the reference origin, each with one seeded fault: proof that
+`podd-conformance origin` judges (each must fail, on the scenario and rule in `MUTANTS`).
+
+    python -m conformance.origins.mutants NAME run --broker ... (podd-origin's `run` flags)
+
+Each is `podd-origin run` with one part of `origin.driver.OriginDriver` replaced. They are
+test tools, never an origin to use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import origin.driver as driver_module
+from origin.cli import build_parser, settings_from
+from origin.client import OriginClient
+from origin.driver import DeltaOutcome, OriginDriver
+from origin.progress import DeltaProgress
+from origin.sources import START_DATE, SourceDelta
+from podd_runtime.exit_codes import run_command
+from protocol.framing import Chunk
+from protocol.messages import DeltaStatus
+
+
+@dataclass(frozen=True)
+class Mutant:
+    fault: str
+    scenario: str  # the scenario that must fail
+    rule: str  # the judge's rule its first violation there must name
+
+
+MUTANTS = {
+    "skip-chunk": Mutant(
+        "chunk 1 of the first stream is never sent: numbering starts at 2",
+        "fresh-replica",
+        "chunk-numbering",
+    ),
+    "omit-empty-stream": Mutant(
+        "streams with no rows are left out, streamTotal lowered", "fresh-replica", "empty-stream"
+    ),
+    "second-last-chunk": Mutant(
+        "the first stream gets a second last chunk", "fresh-replica", "last-chunk"
+    ),
+    "resend-everything": Mutant(
+        "a gap report is answered with every chunk of the delta",
+        "incomplete-resend",
+        "resend-exact",
+    ),
+    "no-wait": Mutant(
+        "the next delta is sent without waiting for the answer", "slow-answer", "wait-answer"
+    ),
+    "ignore-error": Mutant(
+        "an ERROR answer is taken as OK and the next delta sent", "error-bad-chunk", "error-stop"
+    ),
+    "same-date": Mutant("every delta carries delta 0's date", "fresh-replica", "date-order"),
+    "reuse-request-id": Mutant(
+        "every transfer of the datamart uses one requestId", "fresh-replica", "request-id"
+    ),
+}
+
+
+def _renumbered(chunks: list[Chunk], change: Callable[[Chunk], Chunk | None]) -> list[Chunk]:
+    out = []
+    for chunk in chunks:
+        changed = change(chunk)
+        if changed is not None:
+            out.append(changed)
+    return out
+
+
+def _with_key(chunk: Chunk, **fields: Any) -> Chunk:
+    return replace(chunk, key=chunk.key.model_copy(update=fields))
+
+
+class MutantDriver(OriginDriver):
+    mutant = ""
+
+    def frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
+        if self.mutant == "same-date":
+            delta = replace(delta, date=START_DATE)
+        request_id, chunks = super().frame(delta)
+        if self.mutant == "skip-chunk":
+            chunks = [
+                _with_key(c, chunk_number=c.key.chunk_number + 1) if c.key.stream_number == 1 else c
+                for c in chunks
+            ]
+        elif self.mutant == "omit-empty-stream":
+            kept = {c.key.stream_number for c in chunks if c.rows}
+            numbers = {old: new for new, old in enumerate(sorted(kept), start=1)}
+            chunks = [
+                _with_key(c, stream_number=numbers[c.key.stream_number], stream_total=len(kept))
+                for c in chunks
+                if c.key.stream_number in kept
+            ]
+        elif self.mutant == "second-last-chunk":
+            last = max(c.key.chunk_number for c in chunks if c.key.stream_number == 1)
+            first = next(c for c in chunks if c.key.stream_number == 1)
+            chunks = [
+                *chunks,
+                replace(
+                    _with_key(first, chunk_number=last + 1, is_last_chunk=True), body=b"", rows=0
+                ),
+            ]
+        elif self.mutant == "reuse-request-id":
+            request_id = f"{self.schema.datamart}-transfer"
+            chunks = [_with_key(c, request_id=request_id) for c in chunks]
+        return request_id, chunks
+
+    async def transfer(
+        self,
+        delta: SourceDelta,
+        framing: tuple[str, list[Chunk]] | None = None,
+        *,
+        on_sent: Callable[[], None] | None = None,
+    ) -> DeltaOutcome:
+        if self.mutant == "no-wait":
+            started = time.perf_counter()
+            _, chunks = framing or self.frame(delta)
+            sent = await self.client.send_chunks(chunks)
+            return DeltaOutcome(delta.num, delta.rows, sent, time.perf_counter() - started, None, 0)
+        if self.mutant == "ignore-error":
+            request_id, chunks = framing or self.frame(delta)
+            started = time.perf_counter()
+            sent = await self.client.send_chunks(chunks)
+            result = await self.client.result(request_id, self.options.answer_timeout)
+            if result is not None and result.status is DeltaStatus.ERROR:
+                return DeltaOutcome(
+                    delta.num, delta.rows, sent, time.perf_counter() - started, None, 0
+                )
+            if result is not None:
+                return DeltaOutcome(
+                    delta.num, delta.rows, sent, time.perf_counter() - started, result, 0
+                )
+        return await super().transfer(delta, framing, on_sent=on_sent)
+
+
+async def _drive(name: str, argv: Sequence[str]) -> int:
+    from origin.cli import source_for  # noqa: PLC0415
+
+    settings = settings_from(build_parser().parse_args(list(argv)))
+    schema = settings.logical_schema()
+    if name == "resend-everything":
+        driver_module.chunks_missing = lambda chunks, missing: list(chunks)
+    async with OriginClient(settings, settings.bootstrap_servers()) as client:
+        driver = MutantDriver(
+            client,
+            source_for(settings, schema),
+            settings.driver_options(),
+            DeltaProgress(settings.deltas, sys.stdout),
+        )
+        driver.mutant = name
+        outcomes = await driver.run(settings.deltas)
+    print(f"{len(outcomes)} delta(s) sent by the {name} mutant")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in MUTANTS:
+        print(
+            f"usage: python -m conformance.origins.mutants {{{','.join(MUTANTS)}}} run ...",
+            file=sys.stderr,
+        )
+        return 2
+    return run_command(f"mutant {args[0]}", lambda: asyncio.run(_drive(args[0], args[1:])))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
