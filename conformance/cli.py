@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["origin"]:  # certify an origin instead (`conformance.origins`)
         from conformance.origins.origin_cli import main as origin_main  # noqa: PLC0415
 
+        log_to_stderr()
         return run_command("podd-conformance origin", lambda: origin_main(argv[1:]))
     args = build_parser().parse_args(argv)
     if args.list:

@@ -1,0 +1,86 @@
+"""`podd-conformance origin` on a real broker: the reference origin passes every scenario,
+and each seeded mutant of it fails, on the scenario and rule that name its fault."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from conformance import cli
+from conformance.origins.mutants import MUTANTS
+from conformance.origins.origin_scenarios import scenarios
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "examples" / "marketing.sql"
+FLAGS = (
+    "--broker {broker} --datamart {datamart} --schema {schema} --deltas {deltas} "
+    "--answer-timeout-seconds {answer_timeout} --state-timeout-seconds 5"
+)
+REFERENCE = f"{sys.executable} -m origin.cli run {FLAGS} --rows-per-delta 20 --chunk-rows 4"
+LINE = re.compile(r"^(PASS|FAIL)  (\S+) +[\d.]+ s(?:: (\S+):)?", re.MULTILINE)
+
+
+def run(broker: str, template: str, tmp: Path, *extra: str) -> int:
+    argv = ["origin", "--origin", template, "--broker", f"kafka://{broker}",
+            "--schema", str(SCHEMA), "--work-dir", str(tmp / "logs"), *extra]  # fmt: skip
+    return cli.main(argv)
+
+
+def test_the_reference_origin_passes_every_scenario(
+    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junit = tmp_path / "origin.xml"
+    code = run(broker, REFERENCE, tmp_path, "--junit", str(junit))
+    out = capsys.readouterr().out
+    verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
+    assert verdicts == {s.name: "PASS" for s in scenarios()}, out
+    assert code == 0
+    assert "| fresh-replica | PASS |" in out
+    suite = ET.parse(junit).getroot()
+    assert suite.get("tests") == str(len(scenarios()))
+    assert suite.get("failures") == "0"
+    assert not suite.findall("testcase/failure")
+    # the logs show the situations happened: a kill, a one-chunk resend, a stop
+    logs = tmp_path / "logs"
+    assert "killed (-9) by the harness" in (logs / "origin-restart.log").read_text()
+    assert "chunks=1" in (logs / "incomplete-resend.log").read_text()
+    assert "BAD_CHUNK" in (logs / "error-bad-chunk.log").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_each_mutant_fails_on_the_scenario_naming_its_fault(
+    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    mutant = MUTANTS[name]
+    template = (
+        f"{sys.executable} -m conformance.origins.mutants {name} run {FLAGS} "
+        "--rows-per-delta 2 --chunk-rows 1"
+    )
+    junit = tmp_path / "mutant.xml"
+    code = run(broker, template, tmp_path, "--scenario", mutant.scenario, "--deadline", "12",
+                  "--junit", str(junit))  # fmt: skip
+    out = capsys.readouterr().out
+    found = [(m.group(1), m.group(2), m.group(3)) for m in LINE.finditer(out)]
+    assert found == [("FAIL", mutant.scenario, mutant.rule)], out
+    assert code == 1
+    failure = ET.parse(junit).getroot().find("testcase/failure")
+    assert failure is not None
+    assert failure.get("type") == mutant.rule
+
+
+def test_a_template_naming_an_unknown_field_cannot_run(
+    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(broker, "origin --host {host}", tmp_path)
+    assert code == 2
+    assert "names 'host'" in capsys.readouterr().err
+
+
+def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["origin", "--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert all(s.name in listed for s in scenarios())
