@@ -8,7 +8,8 @@
 The template is split like a shell line (no shell runs it) after its fields are filled:
 {broker} (kafka://HOST:PORT), {bootstrap} (HOST:PORT), {datamart}, {schema} (the DDL file),
 {deltas} (how many deltas to send), {answer_timeout} (seconds to wait for an answer before
-asking delta.rq), {topic_delta_in}, {topic_delta_in_rs}, {topic_delta_rq}, {topic_delta_rs}
+asking delta.rq), {state_dir} (an empty directory of the scenario's, kept when the harness
+restarts the origin), {topic_delta_in}, {topic_delta_in_rs}, {topic_delta_rq}, {topic_delta_rs}
 (each scenario has its own topics; they are also in PODD_TOPIC_* and the broker in
 PODD_BROKER). Without --broker an embedded broker is started. Exit status: 0 every scenario
 passed, 1 one failed, 2 the harness could not run.

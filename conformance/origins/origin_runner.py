@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import shlex
+import shutil
 import signal
 import time
 import uuid
@@ -146,6 +147,10 @@ async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> 
     }
     env = dict(os.environ, PODD_BROKER=values["broker"])
     env.update({f"PODD_{k.upper()}": v for k, v in topics.items()})
+    state_dir = options.work_dir / f"{scenario.name}.state"  # kept across an origin restart
+    shutil.rmtree(state_dir, ignore_errors=True)  # a work dir used before: start empty
+    state_dir.mkdir(parents=True)
+    values["state_dir"] = str(state_dir)
     log = options.work_dir / f"{scenario.name}.log"
     log.unlink(missing_ok=True)
     origin = _Origin(shlex.split(options.template.format(**values)), env, log)
