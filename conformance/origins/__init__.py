@@ -1,7 +1,8 @@
 """Conformance for origins: a checking replica plays the replica's side of PROTOCOL.md,
 scripted per scenario, and judges every message an origin sends (`podd-conformance origin`).
 
-`judge` (pure: the rules), `checking_replica` (Kafka: reads, answers), `origin_scenarios`
-(the scripts), `origin_runner` (one origin process per scenario), `origin_report` (table,
-JUnit XML), `mutants` (faulty copies of the reference origin, to prove the harness judges).
+`judge` and `chunk_checks` (pure: the rules, over what `seen` keeps), `checking_replica`
+(Kafka: reads, answers), `origin_scenarios` (the scripts), `origin_runner` (one origin
+process per scenario), `origin_report` (table, JUnit XML), `origin_cli`, and `mutants`
+(faulty copies of the reference origin, to prove the harness judges).
 """

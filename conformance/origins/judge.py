@@ -232,6 +232,13 @@ class OriginJudge(ChunkChecks):
         if delta_num == self.expected:
             self.expected, self.last_date = delta_num + 1, delta_date
 
+    def rewound(self, expected: int) -> None:
+        """The replica went back in time (its database restored): it expects `expected`
+        again, and the deltas from there on are to be sent again, with the same rows."""
+        self.expected = expected
+        before = self.deltas.get(expected - 1)
+        self.last_date = None if before is None else before[0]
+
     def finish(self) -> list[Violation]:
         """The scenario is over: transfers left with a skipped chunk or a stream not sent."""
         for transfer in self.transfers.values():

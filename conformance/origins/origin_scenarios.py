@@ -20,7 +20,7 @@ from conformance.origins.seen import TransferSeen
 from protocol.errors import ErrorCode
 from protocol.gaps import Gap
 
-Expect = Literal["finish", "stop"]
+Expect = Literal["finish", "stop", "finish-or-stop"]
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,12 @@ class OriginScenario:
     deltas: int = 3
     start: int = 0
     #: "finish": the origin gets `deltas` deltas applied and exits 0; "stop": it exits
-    #: non-zero, saying `code`, and sends nothing after the refusal.
+    #: non-zero, saying `code`, and sends nothing after the refusal; "finish-or-stop": either,
+    #: a stop only after asking `delta.rq` (an origin may leave the replica to an operator).
     expect: Expect = "finish"
     code: ErrorCode | None = None
+    #: The delta the replica must expect at the end (None: `start + deltas`).
+    goal: int | None = None
 
 
 class _Once(Script):
@@ -59,6 +62,25 @@ class RefuseOnce(_Once):
     async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
         if self.first(transfer):
             await replica.answer_error(transfer, self.code)
+        else:
+            await replica.answer_ok(transfer)
+
+
+class Rewound(_Once):
+    """Deltas 0 and 1 apply; then the replica's database is restored to delta 0, and delta 2
+    is answered OUT_OF_SEQUENCE: the origin must ask delta.rq and resend from delta 1."""
+
+    def __init__(self) -> None:
+        super().__init__(at=2)
+
+    async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
+        if self.first(transfer):
+            replica.judge.rewound(1)
+            await replica.answer_error(
+                transfer,
+                ErrorCode.OUT_OF_SEQUENCE,
+                "the replica expects delta 1 (its database was restored)",
+            )
         else:
             await replica.answer_ok(transfer)
 
@@ -218,9 +240,12 @@ def scenarios() -> list[OriginScenario]:
         ),
         OriginScenario(
             "out-of-sequence",
-            "OUT_OF_SEQUENCE: delta.rq asked before anything is sent again",
-            lambda: RefuseOnce(ErrorCode.OUT_OF_SEQUENCE),
-            deltas=2,
+            "the replica's database is restored to delta 0 and delta 2 is answered "
+            "OUT_OF_SEQUENCE: delta.rq, then deltas 1 and 2 again, same rows",
+            Rewound,
+            expect="finish-or-stop",
+            code=ErrorCode.OUT_OF_SEQUENCE,
+            goal=2,
         ),
         OriginScenario(
             "load-failed",
