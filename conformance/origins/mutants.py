@@ -64,15 +64,6 @@ MUTANTS = {
 }
 
 
-def _renumbered(chunks: list[Chunk], change: Callable[[Chunk], Chunk | None]) -> list[Chunk]:
-    out = []
-    for chunk in chunks:
-        changed = change(chunk)
-        if changed is not None:
-            out.append(changed)
-    return out
-
-
 def _with_key(chunk: Chunk, **fields: Any) -> Chunk:
     return replace(chunk, key=chunk.key.model_copy(update=fields))
 
