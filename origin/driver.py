@@ -5,7 +5,8 @@
    requestId and produce every chunk on `delta.in`.
 3. Wait for `delta.in.rs` of that requestId:
    - OK: delta N is done; go on with N + 1.
-   - INCOMPLETE_DELTA: resend only the chunks its message names, same requestId.
+   - INCOMPLETE_DELTA: resend only the chunks its message names, same requestId (or, when
+     it says the replica removed the transfer, all of it under a new requestId).
    - OUT_OF_SEQUENCE: ask the state again and resume from what the replica expects.
    - LOAD_FAILED: resend under a new requestId, a few times, with backoff.
    - any other error: the origin cannot fix it; stop and say why.
@@ -29,7 +30,7 @@ from origin.errors import NoAnswer, ReplicaRefused
 from origin.sources import DeltaSource, SourceDelta
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_delta
-from protocol.gaps import parse_gaps
+from protocol.gaps import parse_gaps, says_removed
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState
 
 log = structlog.get_logger("origin")
@@ -205,6 +206,11 @@ class OriginDriver:
                 else:  # the replica has nothing of it: start over
                     request_id, chunks = self.frame(delta)
                     seen, again = 0, chunks
+            elif result.error_code == ErrorCode.INCOMPLETE_DELTA and says_removed(
+                result.error_message
+            ):  # nothing of it is kept, and its requestId is finished there: start over
+                request_id, chunks = self.frame(delta)
+                seen, again = 0, chunks
             elif result.error_code == ErrorCode.INCOMPLETE_DELTA:
                 again = chunks_missing(chunks, [result.error_message or ""])
                 if not again:  # nothing parsable named: send all of it again

@@ -82,6 +82,24 @@ def incomplete_message(gaps: Sequence[Gap], limit: int = 100) -> str:
     return INCOMPLETE_PREFIX + ", ".join(cap_items(gaps, limit))
 
 
+#: How an `INCOMPLETE_DELTA` says the replica removed the transfer to keep its staging budget:
+#: nothing of it is kept, so the origin sends the delta again under a new `requestId`.
+REMOVED = "removed to keep the replica's staging budget"
+
+
+def removed_message(gaps: Sequence[Gap], limit: int = 100) -> str:
+    """The `errorMessage` of an `INCOMPLETE_DELTA` for a transfer the replica removed."""
+    return (
+        f"{incomplete_message(gaps, limit)}; {REMOVED} (open transfers or bytes): "
+        "send the delta again"
+    )
+
+
+def says_removed(message: str | None) -> bool:
+    """Does an `INCOMPLETE_DELTA`'s message say the transfer was removed (`REMOVED`)?"""
+    return REMOVED in (message or "")
+
+
 def parse_gaps(texts: str | Iterable[str]) -> list[Gap]:
     """Every gap item in `texts` (`missing` items, or an `INCOMPLETE_DELTA` message)."""
     if isinstance(texts, str):

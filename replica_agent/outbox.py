@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from protocol.errors import ErrorCode
-from protocol.gaps import incomplete_message
+from protocol.gaps import incomplete_message, removed_message
 from protocol.messages import DeltaInResult
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.answers import LastError, error_result
@@ -111,11 +111,7 @@ class Outbox:
         await self.answer(error_result(framing, code, message))
 
     async def evicted(self, transfer: Transfer) -> None:
-        message = (
-            f"{incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)}; "
-            "removed to keep the replica's staging budget (open transfers or bytes): "
-            "send the delta again"
-        )
+        message = removed_message(transfer.gaps(), self.tracker.limits.max_missing_items)
         await self.refuse(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message, event="evicted")
 
     async def report_overdue(self, now: float) -> None:

@@ -7,7 +7,7 @@ import hashlib
 
 from conformance.origins.seen import StreamSeen, TransferSeen, Violation, Where, listed, named
 from protocol.body import decode_body
-from protocol.errors import PoddError
+from protocol.errors import ErrorCode, PoddError
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema, Table
 
@@ -53,6 +53,16 @@ class ChunkChecks:
         """A chunk under a requestId already answered: a duplicate (Kafka may deliver one
         twice) unless the replica had named what to resend; else a framing fault, or a
         transfer reusing the requestId."""
+        final = transfer.final
+        assert final is not None
+        if final.error_code == ErrorCode.INCOMPLETE_DELTA:  # removed: nothing of it is kept
+            self.flag(
+                "request-id",
+                f"a chunk under {key.request_id}, which the replica "
+                "removed: the delta goes again under a new requestId",
+                where,
+            )
+            return
         stream = transfer.streams.get(key.stream_number)
         number, digest = key.chunk_number, hashlib.sha256(body or b"").hexdigest()
         held = None if stream is None else stream.chunks.get(number)
@@ -73,8 +83,6 @@ class ChunkChecks:
             message = f"chunk {number} after its last, {last}"
             self.flag("last-chunk", f"stream {key.stream_number}: {message}", where)
         else:
-            final = transfer.final
-            assert final is not None
             status = f"{final.status.value} {final.error_code or ''}".rstrip()
             self.flag(
                 "request-id",

@@ -18,7 +18,7 @@ from conformance.origins.checking_replica import (
 )
 from conformance.origins.seen import TransferSeen
 from protocol.errors import ErrorCode
-from protocol.gaps import Gap
+from protocol.gaps import Gap, removed_message
 
 Expect = Literal["finish", "stop", "finish-or-stop"]
 
@@ -91,6 +91,18 @@ class IncompleteOnce(_Once):
     async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
         if self.first(transfer):
             await replica.answer_incomplete(transfer, [_one_chunk(transfer)])
+        else:
+            await replica.answer_ok(transfer)
+
+
+class RemovedOnce(_Once):
+    """INCOMPLETE_DELTA saying the replica removed the transfer (its staging budget): the
+    delta must come again whole, under a new requestId."""
+
+    async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
+        if self.first(transfer):
+            message = removed_message([_one_chunk(transfer)])
+            await replica.answer_error(transfer, ErrorCode.INCOMPLETE_DELTA, message)
         else:
             await replica.answer_ok(transfer)
 
@@ -230,6 +242,13 @@ def scenarios() -> list[OriginScenario]:
             "incomplete-resend",
             "INCOMPLETE_DELTA names one chunk: exactly that chunk is resent, same requestId",
             IncompleteOnce,
+            deltas=2,
+        ),
+        OriginScenario(
+            "incomplete-removed",
+            "INCOMPLETE_DELTA saying the replica removed the transfer: the delta again, whole, "
+            "under a new requestId",
+            RemovedOnce,
             deltas=2,
         ),
         OriginScenario(
