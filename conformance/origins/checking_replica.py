@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,11 +42,9 @@ LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class Script:
-    """A scenario's replica. The default: a replica expecting `start`, answering every
-    complete transfer OK at once, telling `delta.rq` what it misses of open transfers."""
-
-    def __init__(self, start: int = 0) -> None:
-        self.start = start
+    """A scenario's replica. The default: answering every complete transfer OK at once,
+    telling `delta.rq` the delta it expects (the judge holds it, from the scenario's start)
+    and what it misses of open transfers."""
 
     def state(self, replica: CheckingReplica, request: DeltaRequest) -> DeltaState:
         return replica.true_state(request.request_id)
@@ -72,8 +70,6 @@ class CheckingReplica:
         self._tasks: set[asyncio.Task[None]] = set()
         #: What ended `run`, if anything did (a harness fault, reported as such).
         self.failure: Exception | None = None
-        #: Called for every message read (the runner's progress and deadlines).
-        self.on_message: Callable[[], None] = lambda: None
 
     # --- answers ------------------------------------------------------------------------------
     async def send_result(self, result: DeltaInResult) -> None:
@@ -149,12 +145,12 @@ class CheckingReplica:
     def open_transfers(self) -> list[TransferSeen]:
         return [t for t in self.judge.transfers.values() if t.final is None and not t.completed]
 
-    def true_state(self, request_id: str, *, report_missing: bool = True) -> DeltaState:
+    def true_state(self, request_id: str) -> DeltaState:
         """What a correct replica would say now: the delta it expects, and what each open
         transfer still lacks (the judge then holds resends to those)."""
         expected = self.judge.expected
         progress = []
-        for transfer in self.open_transfers() if report_missing else []:
+        for transfer in self.open_transfers():
             gaps = [
                 gap
                 for number in range(1, transfer.key.stream_total + 1)
@@ -210,7 +206,6 @@ class CheckingReplica:
                 batches = await consumer.getmany(timeout_ms=200)
                 for tp, records in batches.items():
                     for record in records:
-                        self.on_message()
                         where = Where(tp.topic, tp.partition, record.offset)
                         if tp.topic == self.settings.topic_delta_rq:
                             await self._delta_rq(record.value, where)

@@ -75,13 +75,9 @@ class ChunkChecks:
                     where,
                 )
             return
-        last = None if stream is None else stream.last
-        if last is not None and key.is_last_chunk and number != last:
-            message = f"chunks {last} and {number} are both its last"
-            self.flag("last-chunk", f"stream {key.stream_number}: {message}", where)
-        elif last is not None and number > last:
-            message = f"chunk {number} after its last, {last}"
-            self.flag("last-chunk", f"stream {key.stream_number}: {message}", where)
+        fault = _last_chunk_fault(None if stream is None else stream.last, key)
+        if fault is not None:
+            self.flag("last-chunk", fault, where)
         else:
             status = f"{final.status.value} {final.error_code or ''}".rstrip()
             self.flag(
@@ -157,23 +153,12 @@ class ChunkChecks:
                     where,
                 )
             return False
-        if key.is_last_chunk:
-            if stream.last is not None and stream.last != number:
-                self.flag(
-                    "last-chunk",
-                    f"stream {key.stream_number}: chunks {stream.last} and "
-                    f"{number} are both its last",
-                    where,
-                )
-                return False
-            stream.last = number
-        if stream.last is not None and number > stream.last:
-            self.flag(
-                "last-chunk",
-                f"stream {key.stream_number}: chunk {number} after its last, {stream.last}",
-                where,
-            )
+        fault = _last_chunk_fault(stream.last, key)
+        if fault is not None:
+            self.flag("last-chunk", fault, where)
             return False
+        if key.is_last_chunk:
+            stream.last = number
         rows = self._rows(key, body, where)
         if rows is None:
             return False
@@ -195,3 +180,15 @@ class ChunkChecks:
                 continue
             rows += [hashlib.sha256(repr(r).encode()).digest() for r in batch.to_pylist()]
         return rows
+
+
+def _last_chunk_fault(last: int | None, key: DeltaInKey) -> str | None:
+    """What is wrong with the chunk given its stream's last chunk so far (None: nothing)."""
+    number = key.chunk_number
+    if last is None:
+        return None
+    if key.is_last_chunk and number != last:
+        return f"stream {key.stream_number}: chunks {last} and {number} are both its last"
+    if number > last:
+        return f"stream {key.stream_number}: chunk {number} after its last, {last}"
+    return None

@@ -33,7 +33,7 @@ from conformance.origins.origin_runner import (
     check_template,
     run_origin_scenario,
 )
-from conformance.origins.origin_scenarios import scenarios
+from conformance.origins.origin_scenarios import OriginScenario, scenarios
 from podd_kafka.broker import embedded_broker
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.exit_codes import ExitCode
@@ -113,10 +113,10 @@ def main(argv: Sequence[str]) -> int:
     return ExitCode.FAILED if any(o.verdict == "FAIL" for o in outcomes) else ExitCode.OK
 
 
-async def run_all(chosen: Sequence[object], options: RunOptions) -> list[OriginOutcome]:
+async def run_all(chosen: Sequence[OriginScenario], options: RunOptions) -> list[OriginOutcome]:
     outcomes = []
     for scenario in chosen:
-        outcome = await run_origin_scenario(scenario, options)  # type: ignore[arg-type]
+        outcome = await run_origin_scenario(scenario, options)
         first = f": {outcome.violations[0]}" if outcome.violations else ""
         print(f"{outcome.verdict}  {outcome.name:<26} {outcome.seconds:5.1f} s{first}", flush=True)
         outcomes.append(outcome)

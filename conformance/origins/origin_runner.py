@@ -139,6 +139,9 @@ async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> 
     judge = OriginJudge(options.schema, scenario.start)
     script = scenario.make()
     replica = CheckingReplica(settings, options.bootstrap, judge, script)
+    state_dir = options.work_dir / f"{scenario.name}.state"  # kept across an origin restart
+    shutil.rmtree(state_dir, ignore_errors=True)  # a work dir used before: start empty
+    state_dir.mkdir(parents=True)
     values = {
         "broker": f"kafka://{options.bootstrap[0]}",
         "bootstrap": ",".join(options.bootstrap),
@@ -146,14 +149,11 @@ async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> 
         "schema": str(options.schema_file),
         "deltas": str(scenario.deltas),
         "answer_timeout": f"{options.answer_timeout:g}",
+        "state_dir": str(state_dir),
         **topics,
     }
     env = dict(os.environ, PODD_BROKER=values["broker"])
     env.update({f"PODD_{k.upper()}": v for k, v in topics.items()})
-    state_dir = options.work_dir / f"{scenario.name}.state"  # kept across an origin restart
-    shutil.rmtree(state_dir, ignore_errors=True)  # a work dir used before: start empty
-    state_dir.mkdir(parents=True)
-    values["state_dir"] = str(state_dir)
     log = options.work_dir / f"{scenario.name}.log"
     log.unlink(missing_ok=True)
     origin = _Origin(shlex.split(options.template.format(**values)), env, log)

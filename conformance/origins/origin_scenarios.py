@@ -42,8 +42,7 @@ class OriginScenario:
 class _Once(Script):
     """A script that treats the first complete transfer of delta `at` specially."""
 
-    def __init__(self, start: int = 0, at: int = 0) -> None:
-        super().__init__(start)
+    def __init__(self, at: int = 0) -> None:
         self.at = at
         self.done = False
 
@@ -180,23 +179,25 @@ class ReplicaRestart(_Once):
     async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
         if self.first(transfer):
             replica.forget(transfer)
+            self.lost()
             return
         await replica.answer_ok(transfer)
 
+    def lost(self) -> None:
+        """What else happens once the transfer is lost (here nothing: the replica restarted)."""
 
-class OriginRestart(_Once):
-    """Delta 1 arrives; the origin is killed (-9) before its answer and started again."""
 
-    def __init__(self, restart: Callable[[], None] | None = None) -> None:
-        super().__init__(at=1)
-        self.restart = restart
+class OriginRestart(ReplicaRestart):
+    """Delta 1 arrives; the origin is killed (-9) before its answer and started again (the
+    replica forgets the transfer: a restarted origin sends the delta anew)."""
 
-    async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
-        if self.first(transfer) and self.restart is not None:
-            replica.forget(transfer)
-            self.restart()
-            return
-        await replica.answer_ok(transfer)
+    def __init__(self) -> None:
+        super().__init__()
+        #: Kills and restarts the origin (the runner sets it).
+        self.restart: Callable[[], None] = lambda: None
+
+    def lost(self) -> None:
+        self.restart()
 
 
 def _one_chunk(transfer: TransferSeen) -> Gap:
@@ -227,14 +228,14 @@ def scenarios() -> list[OriginScenario]:
         OriginScenario(
             "replica-at-n",
             "a replica at delta 6 expects 7: the origin starts there",
-            lambda: Script(7),
+            Script,
             start=7,
             deltas=2,
         ),
         OriginScenario(
             "replica-ahead",
             "a replica at delta 999: nothing it has is sent again",
-            lambda: Script(1000),
+            Script,
             start=1000,
             deltas=1,
         ),
