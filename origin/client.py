@@ -49,6 +49,7 @@ class OriginClient:
         self.undecodable = 0
         self.unsigned = 0  # answers dropped: not signed with the origins' key
         self._secret = settings.signing_secret()
+        self._previous = settings.previous_secret()
         self._arrived = asyncio.Condition()
         self._producer: AIOKafkaProducer | None = None
         self._readers: list[AIOKafkaConsumer] = []
@@ -97,7 +98,9 @@ class OriginClient:
     async def _read(self, reader: AIOKafkaConsumer, topic: str) -> None:
         async for message in reader:
             self.pace.busy()
-            if not is_authentic(self._secret, message.key, message.value, message.headers):
+            if not is_authentic(
+                self._secret, message.key, message.value, message.headers, self._previous
+            ):
                 self.unsigned += 1  # a forged answer (an OK) must not move this origin on
                 log.warning("answer dropped: not signed with the origins' key", topic=topic,
                             partition=message.partition, offset=message.offset)  # fmt: skip

@@ -51,6 +51,8 @@ class KafkaSettings(BaseSettings):
     #: The secret shared by a replica and its origins: every protocol message is signed with
     #: it and only signed ones are read (`protocol.signing`). None: nothing signed.
     origin_key: SecretStr | None = None
+    #: The key being rotated out: still accepted on what is read, never used to sign.
+    origin_key_previous: SecretStr | None = None
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism = "PLAIN"
     sasl_username: str | None = None
@@ -59,7 +61,7 @@ class KafkaSettings(BaseSettings):
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
 
-    @field_validator("origin_key")
+    @field_validator("origin_key", "origin_key_previous")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < MIN_KEY_CHARS:
@@ -68,6 +70,11 @@ class KafkaSettings(BaseSettings):
 
     def signing_secret(self) -> bytes | None:
         return None if self.origin_key is None else self.origin_key.get_secret_value().encode()
+
+    def previous_secret(self) -> bytes | None:
+        """The key being rotated out (accepted only while a key is set)."""
+        key = self.origin_key_previous
+        return None if key is None or self.origin_key is None else key.get_secret_value().encode()
 
     def bootstrap_servers(self, embedded: str | None = None) -> list[str]:
         """`host:port` items, from `broker` or the embedded broker's address."""

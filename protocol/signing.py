@@ -7,9 +7,14 @@ the replica reads only `delta.in` and `delta.rq` messages whose signature checks
 anything of them is staged or answered; the origins, only answers whose signature checks
 (a forged `OK` would make an origin skip a delta). Without one, nothing is signed or checked.
 
+A key is rotated without dropping what is in flight: on each peer in turn the new key is set
+as `PODD_ORIGIN_KEY` and the old one as `PODD_ORIGIN_KEY_PREVIOUS` (accepted, never used to
+sign); the previous key is removed once every peer signs with the new one.
+
 The topic is not signed: a mirrored topic (MirrorMaker's `dc1.delta.in`) keeps its
-messages valid. A signed message replayed is still the same message: its transfer is
-already finished (or its chunk a duplicate).
+messages valid. A signed message stays valid as long as Kafka keeps it, so a replay must
+cost nothing: a chunk of a finished transfer is dropped, and a transfer of a delta already
+applied stages nothing and takes no slot (`replica_agent.tracker`).
 """
 
 from __future__ import annotations
@@ -59,9 +64,18 @@ def is_authentic(
     key: bytes | None,
     value: bytes | None,
     headers: Mapping[Any, Any] | Iterable[Any] | None,
+    previous: bytes | None = None,
 ) -> bool:
-    """Whether the message's signature checks (always, without a secret)."""
+    """Whether the message's signature checks (always, without a secret). `previous`: the
+    key being rotated out, still accepted (never used to sign), so that messages signed
+    before every peer took the new key are not dropped."""
     if secret is None:
         return True
     given = header_value(headers)
-    return given is not None and hmac.compare_digest(given, signature(secret, key, value))
+    if given is None:
+        return False
+    return any(
+        hmac.compare_digest(given, signature(s, key, value))
+        for s in (secret, previous)
+        if s is not None
+    )

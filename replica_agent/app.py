@@ -22,6 +22,7 @@ import structlog
 from podd_kafka.batch_guard import PoisonBatch, guard_batches, log_poison
 from podd_kafka.fetch_pace import FetchPace
 from podd_runtime.files import durable_write
+from podd_runtime.rate_limit import Throttle
 from protocol.codec import encode_datamart_key, encode_message
 from protocol.errors import PoddError
 from protocol.exit_codes import ExitCode
@@ -109,6 +110,14 @@ def build_app(
     delta_rs = raw_topic(settings.topic_delta_rs)
 
     secret = settings.signing_secret()
+    previous = settings.previous_secret()
+    metrics.signing.set(0 if secret is None else 1)
+    if secret is None:
+        log.warning(
+            "no PODD_ORIGIN_KEY: messages are neither signed nor checked, so anyone who can "
+            "write delta.in can apply a delta here (docs/operator: security)"
+        )
+    unsigned_lines = Throttle()
 
     async def send_signed(topic: faust.TopicT, key: bytes, value: bytes) -> Any:
         return await topic.send(key=key, value=value, headers=signed_headers(secret, key, value))
@@ -117,13 +126,15 @@ def build_app(
         """Signed with the origins' key (always, when no key is configured); if not, the
         message is counted and logged, and nothing of it is staged or answered."""
         message = event.message
-        if is_authentic(secret, message.key, message.value, message.headers):
+        if is_authentic(secret, message.key, message.value, message.headers, previous):
             return True
         metrics.unsigned.labels(message.topic).inc()
-        log.warning(
-            "message dropped: not signed with the origins' key",
-            topic=message.topic, partition=message.partition, offset=message.offset,
-        )  # fmt: skip
+        if unsigned_lines.allow():  # counted always, logged at a bounded rate
+            log.warning(
+                "message dropped: not signed with the origins' key",
+                topic=message.topic, partition=message.partition, offset=message.offset,
+                not_logged_before=unsigned_lines.take_suppressed(),
+            )  # fmt: skip
         return False
 
     async def send_result(result: DeltaInResult) -> None:
@@ -243,6 +254,7 @@ def build_app(
         health = service.health()
         load = health["load_seconds"]
         health["load_stalled"] = load is not None and load > settings.load_stall_seconds
+        health["signing"] = secret is not None  # False: any writer of delta.in is believed
         healthy = health["worker_alive"] and not health["paused"] and not health["load_stalled"]
         return web.json(health, status=200 if healthy else 503)
 

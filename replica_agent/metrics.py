@@ -38,7 +38,8 @@ class AgentMetrics:
         )
         self.dropped = Counter(
             "podd_chunks_dropped",
-            "Chunks dropped unanswered, by reason (finished, sealed, oversize, evicted)",
+            "Messages dropped unanswered, by reason (finished, sealed, oversize, evicted, "
+            "replay; rate: delta.rq beyond its rate)",
             ["reason"],
             registry=r,
         )
@@ -81,6 +82,11 @@ class AgentMetrics:
             "podd_current_delta", "The last applied delta number", ["datamart"], registry=r
         )
         self.open_transfers = Gauge("podd_open_transfers", "Transfers receiving chunks", registry=r)
+        self.signing = Gauge(
+            "podd_origin_signing_enabled",
+            "1 when messages are signed and checked with PODD_ORIGIN_KEY, 0 when anyone may write",
+            registry=r,
+        )
         self.fetch_wait = Gauge(
             "podd_fetch_wait_ms",
             "How long the agent's fetches may wait: short while messages flow, long once quiet",

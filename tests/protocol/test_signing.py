@@ -46,3 +46,12 @@ def test_headers_in_faust_and_aiokafka_forms_the_last_one_counting() -> None:
 def test_without_a_secret_nothing_is_signed_and_everything_reads() -> None:
     assert signed_headers(None, b"k", b"v") == []
     assert is_authentic(None, b"k", b"v", None)
+
+
+def test_a_key_being_rotated_out_is_still_accepted_and_never_signs() -> None:
+    new, old = b"the-new-key-of-enough-length", b"the-old-key-of-enough-length"
+    by_old = [(HEADER, signature(old, b"k", b"v"))]
+    assert not is_authentic(new, b"k", b"v", by_old)  # before: a rotation dropped it
+    assert is_authentic(new, b"k", b"v", by_old, previous=old)
+    assert signed_headers(new, b"k", b"v") == [(HEADER, signature(new, b"k", b"v"))]
+    assert not is_authentic(new, b"k", b"v", [(HEADER, signature(b"x" * 20, b"k", b"v"))], old)
