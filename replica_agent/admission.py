@@ -13,6 +13,7 @@ from typing import Literal
 
 from protocol.errors import ErrorCode
 from protocol.ocf import OcfLimits
+from replica_agent.applied_window import WINDOW
 from replica_agent.transfers import Transfer, TransferFraming
 
 GiB = 2**30
@@ -33,6 +34,12 @@ class TransferLimits:
     #: A delta dated further ahead of this replica's clock is refused (None: no limit): a
     #: date of 9999-12-31 applied would make every later delta a DELTA_CONFLICT.
     max_date_skew: timedelta | None = timedelta(days=1)
+    #: Transfers of deltas already applied (replays: nothing staged, answered from the
+    #: registry once complete), in all, and the chunk numbers they hold in memory.
+    max_replays: int = 16
+    max_replay_chunks: int = 100_000
+    #: Dates of this many recent applied deltas are kept in memory per datamart.
+    applied_window: int = WINDOW
     body: OcfLimits = field(default_factory=OcfLimits)
 
 
@@ -60,10 +67,11 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Dropped:
-    """Nothing to do: a chunk of a finished or sealed transfer, or an implausible key."""
+    """Nothing to do: a chunk of a finished or sealed transfer, or an implausible key, or
+    one whose replay was dropped to keep the bound on replays."""
 
     request_id: str
-    reason: Literal["finished", "sealed", "oversize", "evicted"] = "finished"
+    reason: Literal["finished", "sealed", "oversize", "evicted", "replay"] = "finished"
 
 
 Admission = Accepted | Rejected | Dropped

@@ -28,6 +28,7 @@ from pathlib import Path
 import structlog
 
 from podd_runtime.files import FileWrite
+from podd_runtime.rate_limit import Throttle
 from protocol.codec import decode_delta_in_key
 from protocol.errors import ErrorCode, MessageDecodeError
 from protocol.messages import DeltaInKey
@@ -79,7 +80,15 @@ class StreamsReady:
     staged: StagedTransfer
 
 
-Outcome = Completed | Refused | Evicted | StreamsReady
+@dataclass(frozen=True)
+class Replayed:
+    """A transfer of a delta applied before is complete (nothing of it was staged): answer
+    it from the registry."""
+
+    transfer: Transfer
+
+
+Outcome = Completed | Refused | Evicted | StreamsReady | Replayed
 
 
 @dataclass
@@ -162,6 +171,8 @@ class ChunkIntake:
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
         self.clock = clock
+        #: Warnings about messages that get no answer (a flood must not fill the log).
+        self._warnings = Throttle()
 
     async def receive(self, messages: Sequence[RawMessage]) -> Received:
         """Handle a group of messages in order; every file is durable when it returns.
@@ -209,21 +220,46 @@ class ChunkIntake:
             key = decode_delta_in_key(raw_key)
         except MessageDecodeError as exc:
             self.metrics.undecodable.labels("delta.in").inc()
-            log.warning("delta.in message skipped: its key cannot be decoded", error=str(exc))
+            if self._warnings.allow():  # counted always, logged at a bounded rate
+                log.warning(
+                    "delta.in message skipped: its key cannot be decoded",
+                    error=str(exc)[:500], not_logged_before=self._warnings.take_suppressed(),
+                )  # fmt: skip
             return
         admission = self.tracker.admit(key, raw_value)
         done.outcomes.extend(Evicted(t) for t in self.tracker.take_evicted())
+        for replay in self.tracker.take_dropped_replays():
+            self.metrics.dropped.labels("replay").inc()
+            log.info("replay dropped to keep the bound on replays", **replay.log_ids())
         if isinstance(admission, Dropped):
             self.metrics.dropped.labels(admission.reason).inc()
-            if admission.reason == "oversize":
+            if admission.reason == "oversize" and self._warnings.allow():
                 log.warning(
-                    "delta.in message dropped: names too long", requestId=admission.request_id
-                )
+                    "delta.in message dropped: names too long", requestId=admission.request_id,
+                    not_logged_before=self._warnings.take_suppressed(),
+                )  # fmt: skip
             return
         if isinstance(admission, Rejected):
             done.outcomes.append(Refused(admission.framing, admission.code, admission.message))
             return
+        if admission.transfer.replay:
+            self._track_replay(admission, done)
+            return
         await self._stage(index, key, raw_value, admission, pending, done)
+
+    def _track_replay(self, accepted: Accepted, done: Received) -> None:
+        """A chunk of a delta applied before: nothing is staged; its transfer is answered
+        from the registry once complete."""
+        transfer = accepted.transfer
+        if accepted.opened:
+            self.tracker.opened(transfer, self._deadline(), time.perf_counter())
+            log.info("first chunk of an applied delta (a replay)", **transfer.log_ids())
+        if accepted.new:
+            self.tracker.chunk_staged(transfer, self._deadline())
+        else:
+            self.metrics.duplicates.labels(transfer.datamart).inc()
+        if accepted.completed:
+            done.outcomes.append(Replayed(transfer))
 
     async def _stage(
         self,

@@ -18,15 +18,17 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Callable
 from typing import Protocol
 
 import structlog
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.exit_codes import ExitCode
+from protocol.gaps import Gap, removed_message
+from protocol.sequence import AppliedDelta, check_sequence
 from replica_agent.answers import result_from_registry
+from replica_agent.applied_window import AppliedWindow
 from replica_agent.errors import FatalAgentError
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox
@@ -52,8 +54,13 @@ class Loader(Protocol):
 
 Registry = Callable[[str, int], RegistryEntry | None]
 
-#: Every applied delta of a datamart, as the registry holds it now: number → date.
-AppliedDeltas = Callable[[str], Mapping[int, datetime]]
+
+class RegistryReads(Protocol):
+    """What the worker reads of the registry's end (`spark_loader.registry_tail`)."""
+
+    def last(self, datamart: str) -> AppliedDelta | None: ...
+
+    def tail(self, datamart: str, count: int) -> list[AppliedDelta]: ...
 
 
 class LoadWorker:
@@ -66,13 +73,14 @@ class LoadWorker:
         outbox: Outbox,
         metrics: AgentMetrics,
         crash_after_commit_of: int | None = None,
-        applied_deltas: AppliedDeltas | None = None,
+        registry_tail: RegistryReads | None = None,
         prestage: Prestage | None = None,
     ) -> None:
         self.tracker = tracker
         self.prestaging = Prestaging(tracker, prestage, self.idle)
-        #: Re-read when the loader's sequence check (the authority) disagrees with memory.
-        self.applied_deltas = applied_deltas
+        #: Re-read when the loader's sequence check (the authority) disagrees with memory,
+        #: and before a `delta.rs`.
+        self.registry_tail = registry_tail
         self.loader = loader
         self.registry = registry
         self.outbox = outbox
@@ -170,14 +178,33 @@ class LoadWorker:
             code = decision.code or ErrorCode.BAD_CHUNK
             await self.outbox.refuse(transfer.framing, code, decision.message)
         elif decision.action == "answer-stored":
-            entry = await self._applied(transfer)
+            entry = await self._registry_entry(transfer)
             if entry is None:  # the registry lost a delta the tracker saw: never expected
                 raise FatalAgentError(f"delta {transfer.delta_num} vanished from the registry")
+            # Memory keeps recent dates only: an older delta's is compared here.
+            problem = check_sequence(
+                transfer.delta_num, transfer.delta_date, applied_date=entry.delta_date, last=None
+            )
+            if problem is not None:
+                await self.outbox.refuse(transfer.framing, problem.code, problem.message)
+                return False
             log.info("already applied: answering the stored result", **transfer.log_ids())
             await self.outbox.answer(result_from_registry(transfer, entry))
         else:
             return True
         return False
+
+    async def answer_replayed(self, transfer: Transfer) -> None:
+        """A complete transfer of a delta applied before, of which nothing was staged: its
+        stored answer. Should the registry no longer hold the delta (the database went
+        back in time meanwhile), its rows are not here: the origin is told to send the
+        delta again, as for a transfer removed to keep the staging budget."""
+        if self.tracker.open.get(transfer.request_id) is not transfer:
+            return  # answered already (superseded)
+        if await self._answer_unless_load(transfer):
+            every_stream = [Gap(n) for n in range(1, transfer.stream_total + 1)]
+            message = removed_message(every_stream, self.tracker.limits.max_missing_items)
+            await self.outbox.refuse(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message)
 
     async def _load(
         self, transfer: Transfer, staged: StagedTransfer, opened: OpenApply | None = None
@@ -239,28 +266,38 @@ class LoadWorker:
         datamart's lock) did not: the database went back in time (a failover to a standby
         behind, a point-in-time restore) or another writer moved it on. The registry is the
         truth: memory takes it, so `delta.rs` tells the origin what to send next."""
-        applied = await self._read_registry(datamart)
+        applied = await self._read_registry(datamart, changed_only=False)
         if applied is not None:
             self._take_registry(datamart, applied)
 
-    async def _read_registry(self, datamart: str) -> Mapping[int, datetime] | None:
-        """The datamart's applied deltas as the registry says now (None: no reader, or it
-        cannot be read; that is logged)."""
-        if self.applied_deltas is None:
+    async def _read_registry(
+        self, datamart: str, *, changed_only: bool
+    ) -> list[AppliedDelta] | None:
+        """The datamart's last applied deltas as the registry says now (None: no reader,
+        it cannot be read, which is logged, or with `changed_only` its last delta is the
+        one memory holds). A read costs the same whatever the registry's length."""
+        reads = self.registry_tail
+        if reads is None:
             return None
         try:
-            return await asyncio.to_thread(self.applied_deltas, datamart)
+            if changed_only:
+                last = await asyncio.to_thread(reads.last, datamart)
+                if last == self.tracker.last_applied(datamart):
+                    return None
+            count = self.tracker.limits.applied_window
+            return await asyncio.to_thread(reads.tail, datamart, count)
         except Exception as exc:
             log.warning("the registry cannot be read again", error=repr(exc)[:300])
             return None
 
     async def refresh_registry(self, datamart: str, min_interval: float = 1.0) -> None:
-        """Before a `delta.rs` (and now and then): the registry read again, so a database
-        that went back in time while no delta arrived is told to the origin, which then
-        resends what was lost. Read at most once per `min_interval` per datamart (a flood
-        of `delta.rq` costs the database nothing more), and only while no transfer is
-        handled: a read that a load overtook is dropped, never taken over memory."""
-        if self.applied_deltas is None or datamart not in self.tracker.schemas:
+        """Before a `delta.rs` (and now and then): the registry's last delta read again, so
+        a database that went back in time while no delta arrived is told to the origin,
+        which then resends what was lost. Read at most once per `min_interval` per
+        datamart (a flood of `delta.rq` costs the database nothing more), and only while
+        no transfer is handled: a read that a load overtook is dropped, never taken over
+        memory."""
+        if self.registry_tail is None or datamart not in self.tracker.schemas:
             return
         now = time.monotonic()
         if now - self._refreshed.get(datamart, -min_interval) < min_interval:
@@ -269,13 +306,14 @@ class LoadWorker:
             return
         self._refreshed[datamart] = now
         taken = self._taken
-        applied = await self._read_registry(datamart)
+        applied = await self._read_registry(datamart, changed_only=True)
         if applied is not None and self._taken == taken and not self._handling:
             self._take_registry(datamart, applied)
 
-    def _take_registry(self, datamart: str, applied: Mapping[int, datetime]) -> None:
+    def _take_registry(self, datamart: str, applied: list[AppliedDelta]) -> None:
         before = self.tracker.last_applied(datamart)
-        if dict(applied) == self.tracker.applied[datamart]:
+        window = AppliedWindow(applied, capacity=self.tracker.limits.applied_window)
+        if window.same_as(self.tracker.applied[datamart]):
             return
         self.tracker.reset_applied(datamart, applied)
         after = self.tracker.last_applied(datamart)
@@ -297,18 +335,22 @@ class LoadWorker:
         """The registry's entry of the transfer's delta with its date. If the registry
         cannot be read (with backoff, about 30 s), nothing may be answered: the agent
         restarts (FatalAgentError) and recovers from staging and the registry."""
+        entry = await self._registry_entry(transfer)
+        return entry if entry is not None and entry.delta_date == transfer.delta_date else None
+
+    async def _registry_entry(self, transfer: Transfer) -> RegistryEntry | None:
+        """The registry's entry of the transfer's delta, whatever its date. If the registry
+        cannot be read (with backoff, about 30 s), nothing may be answered: the agent
+        restarts (FatalAgentError) and recovers from staging and the registry."""
         for delay in REGISTRY_BACKOFF:
             try:
-                entry = await asyncio.to_thread(
-                    self.registry, transfer.datamart, transfer.delta_num
-                )
-                break
+                return await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
             except Exception as exc:
                 if not delay:
                     raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
                 log.warning("the registry cannot be read; trying again", error=repr(exc)[:300])
                 await asyncio.sleep(delay)
-        return entry if entry is not None and entry.delta_date == transfer.delta_date else None
+        raise AssertionError("REGISTRY_BACKOFF ends with 0")
 
     async def _settle_after_fault(self, transfer: Transfer) -> None:
         """An unexpected error: OK if the registry shows the delta applied, else LOAD_FAILED.

@@ -30,6 +30,7 @@ from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from spark_loader.embedded_pg import replica_for
+from spark_loader.registry_tail import RegistryTail
 
 log = structlog.get_logger("replica_agent")
 
@@ -108,12 +109,13 @@ def run_agent(settings: AgentSettings) -> int:
         # The driver reached the replica; now the executors must reach it and staging.
         loader.probe_executors()
         log.info("executors read staging and reach the replica", spark=settings.spark_master)
+        limits = settings.transfer_limits()
+        registry_tail = RegistryTail(store.dsn)
+        stack.callback(registry_tail.close)
         applied = {
-            s.datamart: {e.delta_num: e.delta_date for e in store.registry(s.datamart)}
-            for s in schemas
+            s.datamart: registry_tail.tail(s.datamart, limits.applied_window) for s in schemas
         }
         metrics = AgentMetrics()
-        limits = settings.transfer_limits()
         staging = TransferStaging(
             settings.staging_path,
             quarantine=settings.data_dir / "quarantine",
@@ -130,13 +132,12 @@ def run_agent(settings: AgentSettings) -> int:
                 metrics=metrics,
                 incomplete_timeout=settings.incomplete_timeout_seconds,
                 crash_after_commit_of=settings.fault_crash_after_commit_of,
-                applied_deltas=lambda name: {
-                    e.delta_num: e.delta_date for e in store.registry(name)
-                },
+                registry_tail=registry_tail,
                 prestage=Prestager(loader).prestage if settings.prestage else None,
                 prestage_min_bytes=round(settings.prestage_min_kib * 1024),
                 prestage_piece_bytes=round(settings.prestage_piece_kib * 1024),
                 prestage_eager_bytes=round(settings.prestage_eager_kib * 1024),
+                state_answers_per_second=settings.max_state_answers_per_second,
             )
 
         app, _ = agent_app.build_app(

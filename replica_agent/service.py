@@ -28,9 +28,10 @@ from replica_agent.intake import (
     Outcome,
     RawMessage,
     Refused,
+    Replayed,
     StreamsReady,
 )
-from replica_agent.load_worker import AppliedDeltas, Loader, LoadWorker, Registry
+from replica_agent.load_worker import Loader, LoadWorker, Registry, RegistryReads
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox, SendResult
 from replica_agent.prestaging import Prestage
@@ -58,11 +59,12 @@ class ReplicaService:
         incomplete_timeout: float,
         clock: Callable[[], float] = time.monotonic,
         crash_after_commit_of: int | None = None,
-        applied_deltas: AppliedDeltas | None = None,
+        registry_tail: RegistryReads | None = None,
         prestage: Prestage | None = None,
         prestage_min_bytes: int = 1,
         prestage_piece_bytes: int = 0,
         prestage_eager_bytes: int = 0,
+        state_answers_per_second: float = 20.0,
     ) -> None:
         self.tracker = tracker
         self.staging = staging
@@ -81,7 +83,7 @@ class ReplicaService:
         self.worker = LoadWorker(
             tracker=tracker, loader=loader, registry=registry, outbox=self.outbox,
             metrics=metrics, crash_after_commit_of=crash_after_commit_of,
-            applied_deltas=applied_deltas, prestage=prestage,
+            registry_tail=registry_tail, prestage=prestage,
         )  # fmt: skip
         self.intake = ChunkIntake(
             tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
@@ -89,7 +91,7 @@ class ReplicaService:
             prestage_eager_bytes=prestage_eager_bytes,
             prestage_idle=self.worker.prestaging.idle,
         )  # fmt: skip
-        self.desk = StateDesk(tracker, self.worker, self.outbox, metrics)
+        self.desk = StateDesk(tracker, self.worker, self.outbox, metrics, state_answers_per_second)
         #: Set once `start` has recovered; chunks are not consumed before.
         self.ready = asyncio.Event()
         for name in tracker.schemas:
@@ -162,6 +164,8 @@ class ReplicaService:
                 await self.outbox.evicted(outcome.transfer)
             elif isinstance(outcome, StreamsReady):
                 self.worker.prestaging.offer(outcome.transfer, outcome.staged)
+            elif isinstance(outcome, Replayed):
+                await self.worker.answer_replayed(outcome.transfer)
 
     async def check_incomplete(self) -> None:
         await self.outbox.report_overdue(self.clock())

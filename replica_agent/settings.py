@@ -60,6 +60,13 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: Finished requestIds remembered (their later chunks are dropped), in memory and on
     #: disk alike (the outbox keeps as many sent answers), so a restart changes nothing.
     max_finished: int = Field(default=10_000, ge=1)
+    #: Transfers of deltas already applied (replays: nothing staged, no slot or budget
+    #: taken) held at once, in all, and the chunk numbers they may hold; beyond either,
+    #: the oldest replay is dropped unanswered.
+    max_replays: int = Field(default=16, ge=1)
+    max_replay_chunks: int = Field(default=100_000, ge=1)
+    #: `delta.rq` answered per datamart and second at most; the rest are dropped, counted.
+    max_state_answers_per_second: float = Field(default=20.0, gt=0)
     #: A delta dated more than this many hours ahead of the agent's clock is refused
     #: (BAD_CHUNK); 0: no limit.
     max_date_skew_hours: float = Field(default=24.0, ge=0)
@@ -117,6 +124,8 @@ class AgentSettings(LoaderSettings, KafkaSettings):
             max_missing_items=self.max_missing_items,
             max_name_chars=self.max_name_chars,
             max_finished=self.max_finished,
+            max_replays=self.max_replays,
+            max_replay_chunks=self.max_replay_chunks,
             max_date_skew=timedelta(hours=self.max_date_skew_hours)
             if self.max_date_skew_hours
             else None,

@@ -17,6 +17,13 @@ Nothing a message claims drives memory or time without a bound (`TransferLimits`
   is exceeded, the oldest transfer still receiving is evicted (the caller answers it
   `INCOMPLETE_DELTA` and removes its files);
 * chunks of a transfer already handed to the loader are dropped (the load reads its files);
+* a transfer of a delta already applied (a replay: a lost answer's resend, or old signed
+  messages played again) stages no body and takes no slot or budget: only its chunk numbers
+  are kept, it is answered from the registry once complete, and replays have their own cap
+  (`max_replays`, `max_replay_chunks`: beyond it the oldest is dropped unanswered);
+* eviction removes the transfer of the delta a datamart expects last of all;
+* of the applied deltas, memory keeps the last `applied_window` (`AppliedWindow`): every
+  delta below is applied, its date compared with the registry's when answered;
 * the finished requestIds remembered are capped, oldest forgotten first (`max_finished`: the
   outbox keeps as many answers on disk, so a restart remembers what the agent knew).
 """
@@ -40,7 +47,9 @@ from replica_agent.admission import (
     Rejected,
     TransferLimits,
 )
+from replica_agent.applied_window import AppliedWindow
 from replica_agent.chunk_rules import check_last, check_same_transfer
+from replica_agent.eviction import replays_over_bound, to_make_room
 from replica_agent.transfers import (
     CHUNK_COST,
     Offer,
@@ -57,7 +66,7 @@ class TransferTracker:
     def __init__(
         self,
         schemas: Mapping[str, LogicalSchema],
-        applied: Mapping[str, Mapping[int, datetime]],
+        applied: Mapping[str, Mapping[int, datetime] | Iterable[AppliedDelta]],
         finished: Iterable[str] = (),
         limits: TransferLimits | None = None,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -65,50 +74,53 @@ class TransferTracker:
         self.schemas = dict(schemas)
         self._wall_clock = wall_clock
         self.limits = limits or TransferLimits()
-        self.applied: dict[str, dict[int, datetime]] = {
-            name: dict(applied.get(name, {})) for name in self.schemas
+        #: Per datamart, the recent applied deltas (older ones are in the registry alone).
+        self.applied: dict[str, AppliedWindow] = {
+            name: AppliedWindow(applied.get(name, {}), capacity=self.limits.applied_window)
+            for name in self.schemas
         }
         self.open: dict[str, Transfer] = {}
         self._finished: OrderedDict[str, None] = OrderedDict()
         self.remember_finished(finished)
         #: Transfers evicted to keep a budget, for the caller to answer and remove.
         self.evicted: list[Transfer] = []
+        #: Replays (transfers of applied deltas) dropped unanswered to keep their bound.
+        self.dropped_replays: list[Transfer] = []
 
     # --- the sequence --------------------------------------------------------------------
     def expected(self, datamart: str) -> int:
         return expected_next(self.last_applied(datamart))
 
     def last_applied(self, datamart: str) -> AppliedDelta | None:
-        applied = self.applied[datamart]
-        if not applied:
-            return None
-        number = max(applied)
-        return AppliedDelta(number, applied[number])
+        return self.applied[datamart].last
 
     def record_applied(self, datamart: str, delta_num: int, delta_date: datetime) -> None:
-        self.applied[datamart][delta_num] = delta_date
+        self.applied[datamart].record(delta_num, delta_date)
 
-    def reset_applied(self, datamart: str, applied: Mapping[int, datetime]) -> None:
-        """The registry's applied deltas replace what was remembered (it went back)."""
-        self.applied[datamart] = dict(applied)
+    def reset_applied(
+        self, datamart: str, applied: Mapping[int, datetime] | Iterable[AppliedDelta]
+    ) -> None:
+        """The registry's last applied deltas replace what was remembered (it went back)."""
+        self.applied[datamart] = AppliedWindow(applied, capacity=self.limits.applied_window)
 
     def sequence_problem(
         self, datamart: str, delta_num: int, delta_date: datetime
     ) -> SequenceRefusal | None:
-        """The sequence rule a delta breaks now, if any."""
-        return check_sequence(
-            delta_num,
-            delta_date,
-            applied_date=self.applied[datamart].get(delta_num),
-            last=self.last_applied(datamart),
-        )
+        """The sequence rule a delta breaks now, if any. A delta applied before the window
+        of dates kept in memory breaks none here: its date is compared with the registry's
+        when its transfer is answered."""
+        window = self.applied[datamart]
+        applied_date = window.date_of(delta_num)
+        if applied_date is None and window.holds(delta_num):
+            return None
+        return check_sequence(delta_num, delta_date, applied_date=applied_date, last=window.last)
 
     def decide(self, transfer: Transfer) -> Decision:
         """For a complete transfer: checked again, since another transfer may have loaded."""
         problem = self.sequence_problem(transfer.datamart, transfer.delta_num, transfer.delta_date)
         if problem is not None:
             return Decision("reject", problem.code, problem.message)
-        if transfer.delta_num in self.applied[transfer.datamart]:
+        if self.applied[transfer.datamart].holds(transfer.delta_num):
             return Decision("answer-stored")
         return Decision("load")
 
@@ -118,7 +130,7 @@ class TransferTracker:
         return [
             t
             for t in self.open.values()
-            if t.datamart == datamart and t.evictable and t.delta_num in applied
+            if t.datamart == datamart and t.evictable and applied.holds(t.delta_num)
         ]
 
     # --- chunks --------------------------------------------------------------------------
@@ -140,6 +152,7 @@ class TransferTracker:
             if transfer is None:
                 self._check_new(key)
                 transfer = Transfer.opened_by(key)
+                transfer.replay = self.applied[key.datamart].holds(key.delta_num)
             else:
                 check_same_transfer(transfer, key)
             accepted = self._admit_chunk(transfer, key, body, opened=opened)
@@ -147,6 +160,12 @@ class TransferTracker:
             self.finish(key.request_id)
             framing = TransferFraming.of(key) if transfer is None else transfer.framing
             return Rejected(framing, exc.code, exc.message)
+        if accepted.new and transfer.replay:
+            self.open[key.request_id] = transfer
+            self._bound_replays()
+            if transfer in self.dropped_replays:
+                return Dropped(key.request_id, "replay")
+            return accepted
         if accepted.new:
             cost = max(len(body or b""), CHUNK_COST)
             self._make_room(transfer, cost, opened=opened)
@@ -285,32 +304,31 @@ class TransferTracker:
         )
 
     def _make_room(self, transfer: Transfer, incoming: int, *, opened: bool) -> None:
-        """Evict transfers still receiving until `transfer`'s new chunk fits: the least far
-        along first (fewest chunks), the oldest of those first. A delta well on its way is
-        kept over transfers that have barely begun (junk, or a flood of new ones).
-        Transfers handed to the loader count toward the datamart's open limit (their files
-        are still staged) but are never evicted."""
-        receiving = [t for t in self.open.values() if t.evictable]
-        if opened:
-            receiving.append(transfer)
-        receiving.sort(key=lambda t: t.chunks_received)  # stable: oldest first among equals
-        if opened:
-            mine = [t for t in self.open.values() if t.datamart == transfer.datamart]
-            held = sum(1 for t in mine if not t.evictable)
-            same = [t for t in receiving if t.datamart == transfer.datamart]
-            while same and held + len(same) > self.limits.max_open_transfers:
-                self._evict(same.pop(0), receiving)
-        total = self.staged_bytes() + incoming
-        while total > self.limits.max_staged_bytes and receiving:
-            first = receiving[0]
-            total -= first.staged_bytes + (incoming if first is transfer else 0)
-            self._evict(first, receiving)
+        """Evict what `replica_agent.eviction` chooses so that `transfer`'s new chunk fits."""
+        victims = to_make_room(
+            list(self.open.values()),
+            transfer,
+            incoming,
+            opened=opened,
+            limits=self.limits,
+            expected=self.expected,
+        )
+        for victim in victims:
+            self.finish(victim.request_id)
+            self.evicted.append(victim)
 
-    def _evict(self, transfer: Transfer, receiving: list[Transfer]) -> None:
-        if transfer in receiving:
-            receiving.remove(transfer)
-        self.finish(transfer.request_id)
-        self.evicted.append(transfer)
+    def _bound_replays(self) -> None:
+        """Replays take no slot or budget; their own bound drops the oldest unanswered (an
+        origin that resends an applied delta learns it from `delta.rq` after its answer
+        timeout; a replayed flood costs nothing more)."""
+        for oldest in replays_over_bound(list(self.open.values()), self.limits):
+            self.finish(oldest.request_id)
+            self.dropped_replays.append(oldest)
+
+    def take_dropped_replays(self) -> list[Transfer]:
+        """The replays dropped since the last call (each finished already)."""
+        taken, self.dropped_replays = self.dropped_replays, []
+        return taken
 
     def _check_new(self, key: DeltaInKey) -> None:
         schema = self.schemas.get(key.datamart)

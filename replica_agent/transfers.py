@@ -110,6 +110,9 @@ class Transfer:
     pieces_offered: dict[int, int] = field(default_factory=dict)
     #: Per stream, the chunks 1..n all staged (found while looking for pieces).
     staged_prefix: dict[int, int] = field(default_factory=dict)
+    #: Its delta was applied when it opened: only its chunk numbers are tracked (no body
+    #: is staged, no budget taken), and once complete it is answered from the registry.
+    replay: bool = False
 
     @property
     def request_id(self) -> str:
