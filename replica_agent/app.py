@@ -222,11 +222,20 @@ def build_app(
         try:  # a timer that raised would never run again: log, and try on the next tick
             await service.check_incomplete()
             await service.refresh_registries(every=HOLD_CHECK_SECONDS)
-            await service.worker.prestaging.sweep()
             if status_file is not None:
                 status_written = _write_status(status_file, service, status_written)
         except Exception as exc:
             log.warning("periodic check failed; retrying", error=f"{type(exc).__name__}: {exc}")
+
+    @app.timer(interval=1.0)  # type: ignore[untyped-decorator]
+    async def sweep_open_applies() -> None:
+        """On its own timer, so an answer or a registry read that waits never delays the
+        rollback of an open apply whose transfer is no longer receiving."""
+        try:
+            await service.worker.prestaging.sweep()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("the open applies' sweep failed; retrying", error=error)
 
     if keep_hold is not None:
         hold_check = keep_hold

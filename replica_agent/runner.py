@@ -34,6 +34,10 @@ from spark_loader.registry_tail import RegistryTail
 
 log = structlog.get_logger("replica_agent")
 
+#: Seconds an open apply may idle beyond the incomplete timeout before PostgreSQL ends it
+#: (the agent's own sweep rolls it back once the transfer is answered INCOMPLETE_DELTA).
+OPEN_APPLY_MARGIN = 60.0
+
 STATUS_FILE = "agent-status.json"
 #: The lock file in the staging root: one agent per staging directory.
 OWNER_FILE = ".owner"
@@ -133,7 +137,11 @@ def run_agent(settings: AgentSettings) -> int:
                 incomplete_timeout=settings.incomplete_timeout_seconds,
                 crash_after_commit_of=settings.fault_crash_after_commit_of,
                 registry_tail=registry_tail,
-                prestage=Prestager(loader).prestage if settings.prestage else None,
+                prestage=Prestager(
+                    loader, idle_seconds=settings.incomplete_timeout_seconds + OPEN_APPLY_MARGIN
+                ).prestage
+                if settings.prestage
+                else None,
                 prestage_min_bytes=round(settings.prestage_min_kib * 1024),
                 prestage_piece_bytes=round(settings.prestage_piece_kib * 1024),
                 prestage_eager_bytes=round(settings.prestage_eager_kib * 1024),

@@ -71,8 +71,10 @@ class LoaderConnections:
         if conn.info.transaction_status is not TransactionStatus.IDLE:
             conn.close()
             return
-        try:
-            conn.execute("SELECT pg_advisory_unlock_all()")
+        try:  # nothing a session set stays for the next one (an open apply's idle limit)
+            conn.execute(
+                "SELECT pg_advisory_unlock_all(); RESET idle_in_transaction_session_timeout"
+            )
         except psycopg.Error:
             conn.close()
             return

@@ -36,6 +36,7 @@ import structlog
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
 from spark_loader.connections import LoaderConnections, Session
+from spark_loader.errors import TransientLoadError
 from spark_loader.pieces import Piece
 from spark_loader.store import Datamart
 from spark_loader.store_sql import datamart_lock_key
@@ -50,9 +51,18 @@ Span = tuple[int, bool]
 
 class OpenApply:
     def __init__(
-        self, connections: LoaderConnections, datamart: Datamart, manifest: TransferManifest
+        self,
+        connections: LoaderConnections,
+        datamart: Datamart,
+        manifest: TransferManifest,
+        *,
+        idle_seconds: float | None = None,
     ) -> None:
         self.connections = connections
+        #: The server ends the transaction if it stays idle this long (None: never): an
+        #: agent stopped or starved between pieces must not pin the datamart's lock and
+        #: the VACUUM horizon. The load that takes the session over lifts it.
+        self.idle_seconds = idle_seconds
         self.datamart = datamart
         self.request_id = manifest.request_id
         self.delta_num = manifest.delta_num
@@ -87,6 +97,11 @@ class OpenApply:
                 self.connections.give_back(session)
                 return False
             verify(conn)
+            if self.idle_seconds is not None:
+                conn.execute(
+                    "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                    (f"{max(1, round(self.idle_seconds * 1000))}ms",),
+                )
             conn.autocommit = False
         except BaseException:
             session.conn.close()
@@ -214,6 +229,12 @@ class OpenApply:
         """The session, its transaction open, for the load that finishes the delta."""
         self.settle()
         assert self.session is not None, "the apply is not open"
+        if self.idle_seconds is not None:  # the load is at work: no server-side limit
+            try:
+                self.session.conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+            except psycopg.Error as exc:  # the server ended it (idle too long), or it broke
+                self._roll_back()
+                raise TransientLoadError(f"the open apply was rolled back: {exc}") from exc
         session, self.session = self.session, None
         return session
 

@@ -42,8 +42,12 @@ log = structlog.get_logger("spark_loader")
 class Prestager:
     """Prestages with a loader's connections, settings and Spark session."""
 
-    def __init__(self, loader: DeltaLoader, *, apply: bool = True) -> None:
+    def __init__(
+        self, loader: DeltaLoader, *, apply: bool = True, idle_seconds: float | None = None
+    ) -> None:
         self.loader = loader
+        #: An open apply's transaction idle this long is ended by the server (`OpenApply`).
+        self.idle_seconds = idle_seconds
         #: Also apply each prestaged table in the delta's transaction, opened at the first
         #: prestage (`spark_loader.open_apply`).
         self.apply = apply
@@ -65,7 +69,9 @@ class Prestager:
         started = time.perf_counter()
         try:
             if opened is None or not opened.alive:
-                opened = OpenApply(self.loader.connections, datamart, manifest)
+                opened = OpenApply(
+                    self.loader.connections, datamart, manifest, idle_seconds=self.idle_seconds
+                )
                 if not opened.open(partial(self._expected, transfer)):
                     return [], None  # a load holds the datamart
             transfer, spans = self._pieces(transfer, opened)

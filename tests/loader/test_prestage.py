@@ -252,3 +252,46 @@ def lock_free(dsn: str, datamart: str) -> bool:
             "SELECT pg_try_advisory_lock(%s)", (datamart_lock_key(datamart),)
         ).fetchone()
         return bool(row and row[0])
+
+
+def test_an_open_apply_left_idle_is_ended_by_the_server_and_the_delta_still_loads(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """An agent stopped (SIGSTOP, a starved host) between pieces held the datamart's lock and
+    pinned the VACUUM horizon for as long as it stayed stopped: nothing on the server ended
+    the transaction. Now PostgreSQL ends it after `idle_seconds`."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=200, seed=12)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=50)
+    loader = new_loader(schema)
+    before = snapshot(replica_dsn, schema)
+    names, opened = Prestager(loader, idle_seconds=1.0).prestage(streams_of(transfer, 1))
+    assert names
+    assert opened is not None
+    opened.settle()
+    assert not lock_free(replica_dsn, schema.datamart)
+    deadline = time.monotonic() + 30
+    while not lock_free(replica_dsn, schema.datamart):  # the agent does nothing meanwhile
+        assert time.monotonic() < deadline, "the idle transaction was never ended"
+        time.sleep(0.2)
+    assert snapshot(replica_dsn, schema) == before
+
+    loader.load(transfer, opened)  # the apply it was given is gone: loaded anew
+    assert_applied(replica_dsn, schema, rows)
+    with psycopg.connect(replica_dsn) as conn:  # the kept sessions carry no idle limit
+        row = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+    assert row == ("0",)
+
+
+def test_the_load_that_takes_an_open_apply_over_is_not_ended_while_it_works(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=13)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
+    loader = new_loader(schema)
+    names, opened = Prestager(loader, idle_seconds=30.0).prestage(streams_of(transfer, 1))
+    assert opened is not None
+    loader.load(transfer, opened)
+    assert_applied(replica_dsn, schema, rows)
+    for session in loader.connections._idle:
+        row = session.conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+        assert row == ("0",)  # reset when given back
