@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 from pathlib import Path
 from types import TracebackType
@@ -47,10 +48,20 @@ class Hold:
         self.release()
 
 
+#: What a lock file says of its holder's token (see `LockFile.token`).
+_TOKEN = re.compile(r" token ([0-9a-f]{16,64})\b")
+
+
 class LockFile(Hold):
-    def __init__(self, path: Path, role: str) -> None:
+    """`token`, when given, is written beside the holder's name; once acquired,
+    `previous_token` is the one the last holder wrote (None: none), a holder that is gone:
+    the flock is free only when its process ended."""
+
+    def __init__(self, path: Path, role: str, token: str | None = None) -> None:
         self.path = path
         self.role = role
+        self.token = token
+        self.previous_token: str | None = None
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -68,9 +79,12 @@ class LockFile(Hold):
         except OSError:
             os.close(fd)
             raise
+        found = _TOKEN.search(os.pread(fd, 512, 0).decode("utf-8", "replace"))
+        self.previous_token = found[1] if found else None
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        token = "" if self.token is None else f" token {self.token}"
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{holder_text(self.role)} since {since}\n".encode(), 0)
+        os.pwrite(fd, f"{holder_text(self.role)} since {since}{token}\n".encode(), 0)
         self._fd = fd
 
     def release(self) -> None:

@@ -15,17 +15,22 @@ under a live holder (a restart, a failover), `check()` (called periodically) ope
 and takes the locks again; if another process took them meanwhile, `OwnershipLostError`:
 the holder must stop writing. Loads keep their own per-load lock (`datamart_lock_key`);
 this one has another key, so a holder's own loads never wait on it.
+
+Each holder marks its sessions with a random token (`session_name`) and writes it into its
+staging root's lock file. A process that takes that lock file (so its last holder is gone)
+ends the sessions carrying the last holder's token, which a dead host leaves on the server
+until keepalives give up; no other session is ever ended (host names and pids are not
+unique: two containers' pid 1 on one host, a host name cut at 63 bytes). A process without
+a lock file ends none. The lock file is a `flock`: on NFS it may be local to one client, so
+two hosts sharing a staging root over NFS are not refused by it (the database lock still
+refuses a second writer of a datamart).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import re
-import socket
-import time
+import secrets
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,9 @@ from podd_runtime.lock_file import Hold, LockFile, holder_text
 from spark_loader.errors import DatamartInUseError, OwnershipLostError
 
 log = structlog.get_logger("spark_loader")
+
+#: A holder's session name begins with this and its token (`session_name`).
+TOKEN_PREFIX = "podd:"  # noqa: S105 (a session name's prefix, not a secret)
 
 #: Server-side probes of the client's connection: a dead client's session (and its locks)
 #: ends after about 30 + 3 x 10 seconds of silence.
@@ -66,7 +74,10 @@ class DatamartOwnership(Hold):
         self.dsn = dsn
         self.datamarts = list(datamarts)
         self.role = role
-        self._directory = LockFile(lock_file, role) if lock_file else None
+        #: This process's own mark on its sessions: random, so no other process (a
+        #: container's pid 1 beside another's, a host name cut at 63 bytes) shares it.
+        self.token = secrets.token_hex(8)
+        self._directory = LockFile(lock_file, role, self.token) if lock_file else None
         self._conn: psycopg.Connection | None = None
 
     def acquire(self) -> None:
@@ -80,12 +91,19 @@ class DatamartOwnership(Hold):
 
     def _take(self) -> None:
         conn = psycopg.connect(
-            self.dsn, autocommit=True, application_name=holder_text(self.role)[:63],
-            options=KEEPALIVE_OPTIONS, keepalives=1, keepalives_idle=30,
-            keepalives_interval=10, keepalives_count=3,
-        )  # fmt: skip
+            self.dsn,
+            autocommit=True,
+            application_name=session_name(self.token, self.role),
+            options=KEEPALIVE_OPTIONS,
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=3,
+        )
         try:
-            _end_stale_sessions(conn)
+            previous = None if self._directory is None else self._directory.previous_token
+            if previous is not None and previous != self.token:
+                _end_sessions_of(conn, previous)
             for datamart in self.datamarts:
                 key = owner_key(datamart)
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
@@ -130,32 +148,29 @@ class DatamartOwnership(Hold):
             self._directory.release()
 
 
-_STALE_SQL = """
-SELECT pid, application_name, backend_start < %s FROM pg_stat_activity
-WHERE application_name LIKE %s AND pid <> pg_backend_pid()
-"""
-_NAMED = re.compile(r".* on (?P<host>\S+) pid (?P<pid>\d+)$")
+def session_name(token: str, role: str) -> str:
+    """The `application_name` of a holder's session: its token first (never cut), then
+    who it is, within PostgreSQL's 63 bytes."""
+    return f"{TOKEN_PREFIX}{token} {holder_text(role)}".encode()[:63].decode("utf-8", "ignore")
 
 
-def _end_stale_sessions(conn: psycopg.Connection) -> None:
-    """Sessions an earlier run of a process on this host left (its process is gone, or it
-    had this process's pid, in a container, and began before this process): a restarted
-    agent would wait on their locks and open transactions. They are ended."""
-    host = socket.gethostname()
-    started = datetime.fromtimestamp(_process_start(), UTC)
-    rows = conn.execute(_STALE_SQL, (started, f"% on {host} pid %")).fetchall()
-    for pid, name, before_us in rows:
-        found = _NAMED.match(name or "")
-        if found is None or found["host"] != host:
-            continue
-        owner = int(found["pid"])
-        if (owner == os.getpid() and before_us) or (owner != os.getpid() and not _alive(owner)):
-            try:
-                _terminate(conn, pid)
-                log.warning("ended a session an earlier run left", session=name, server_pid=pid)
-            except psycopg.Error as exc:  # not ours to end (another role): leave it
-                log.warning("a stale session could not be ended", session=name,
-                            error=type(exc).__name__)  # fmt: skip
+def _end_sessions_of(conn: psycopg.Connection, token: str) -> None:
+    """Sessions the last holder of this staging root left: it is gone (its flock was
+    free), but a host that died keeps its sessions and their locks on the server until
+    keepalives give up, and a restarted process would wait on them. They are ended. Only
+    that holder's token is matched: a live process, whatever its host or pid, is never."""
+    rows = conn.execute(
+        "SELECT pid, application_name FROM pg_stat_activity "
+        "WHERE application_name LIKE %s AND pid <> pg_backend_pid()",
+        (f"{TOKEN_PREFIX}{token} %",),
+    ).fetchall()
+    for pid, name in rows:
+        try:
+            _terminate(conn, pid)
+            log.warning("ended a session an earlier run left", session=name, server_pid=pid)
+        except psycopg.Error as exc:  # not ours to end (another role): leave it
+            error = type(exc).__name__
+            log.warning("a stale session could not be ended", session=name, error=error)
 
 
 #: How long ending a stale session may wait for its backend to exit (and release its locks).
@@ -171,24 +186,6 @@ def _terminate(conn: psycopg.Connection, pid: int) -> None:
         conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _process_start() -> float:
-    """When this process started (epoch seconds)."""
-    try:
-        return Path(f"/proc/{os.getpid()}").stat().st_ctime
-    except OSError:
-        return time.time()
-
-
 def _holder_row(conn: psycopg.Connection, key: int) -> tuple[Any, ...] | None:
     """(application_name, client address, server pid, backend start) of the session
     holding the advisory lock `key` (None: nobody holds it)."""
@@ -196,9 +193,15 @@ def _holder_row(conn: psycopg.Connection, key: int) -> tuple[Any, ...] | None:
 
 
 def holder_name(conn: psycopg.Connection, datamart: str) -> str | None:
-    """The `application_name` of the session holding `datamart` (None: nobody holds it)."""
+    """Who holds `datamart`, as its session names it without the token (None: nobody)."""
     row = _holder_row(conn, owner_key(datamart))
-    return None if row is None else str(row[0] or "")
+    return None if row is None else _without_token(str(row[0] or ""))
+
+
+def _without_token(name: str) -> str:
+    if name.startswith(TOKEN_PREFIX):
+        return name.split(" ", 1)[1] if " " in name else ""
+    return name
 
 
 def _holder(conn: psycopg.Connection, key: int) -> str:
@@ -206,6 +209,7 @@ def _holder(conn: psycopg.Connection, key: int) -> str:
     if row is None:
         return "another process"
     name, address, pid, since = row
+    name = _without_token(name or "")
     where = f" from {address}" if address else ""
     when = f" since {since:%Y-%m-%d %H:%M:%S %Z}" if since else ""
     return f"{name or 'a session'} (server pid {pid}{where}{when})"

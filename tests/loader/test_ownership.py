@@ -3,6 +3,7 @@ hold survives a lost session, and a hold taken over meanwhile is reported lost."
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from podd_runtime.errors import DirectoryInUseError
 from spark_loader.errors import DatamartInUseError, OwnershipLostError
-from spark_loader.ownership import DatamartOwnership, owner_key
+from spark_loader.ownership import DatamartOwnership, owner_key, session_name
 
 
 def name() -> str:
@@ -26,7 +27,7 @@ def terminate(dsn: str, role: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE %s",
-            (f"{role} on %",),
+            (f"podd:% {role} on %",),
         ).fetchall()
     return len(rows)
 
@@ -104,22 +105,52 @@ def test_a_lost_session_is_taken_again_and_a_hold_taken_over_is_reported_lost(
         held.release()
 
 
-def test_sessions_a_dead_process_of_this_host_left_are_ended_at_start(replica_dsn: str) -> None:
+def test_sessions_the_last_holder_of_the_staging_root_left_are_ended_at_start(
+    replica_dsn: str, tmp_path: Path
+) -> None:
     """A host that died keeps its sessions (and their locks) on the server until keepalives
-    give up; a process restarted on that host ends them instead of waiting on them. Here the
-    leftover session is one named after a process of this host that no longer runs."""
-    datamart = name()
-    gone = 2**22 + 12345  # above Linux's default pid_max: no process has it
+    give up; a process restarted on its staging root ends them instead of waiting on them.
+    The leftover session here carries the token the dead holder wrote in the lock file."""
+    datamart, lock = name(), tmp_path / ".owner"
+    with DatamartOwnership(replica_dsn, [name()], lock, "earlier") as earlier:
+        token = earlier.token
+    assert f"token {token}" in lock.read_text()
     leftover = psycopg.connect(
-        replica_dsn, autocommit=True,
-        application_name=f"replica-agent on {socket.gethostname()} pid {gone}",
-    )  # fmt: skip
+        replica_dsn, autocommit=True, application_name=session_name(token, "earlier")
+    )
     try:
         leftover.execute("SELECT pg_advisory_lock(%s)", (owner_key(datamart),))
-        with (
-            DatamartOwnership(replica_dsn, [datamart], None, "restarted"),
-            pytest.raises(psycopg.OperationalError),
-        ):
-            leftover.execute("SELECT 1")  # ended by the server
+        with DatamartOwnership(replica_dsn, [datamart], lock, "restarted") as restarted:
+            assert restarted.token != token
+            with pytest.raises(psycopg.OperationalError):
+                leftover.execute("SELECT 1")  # ended by the server
     finally:
         leftover.close()
+
+
+def test_a_live_holder_named_like_this_process_is_never_ended(
+    replica_dsn: str, tmp_path: Path
+) -> None:
+    """Two processes with host networking, both pid 1 in their containers, had the same
+    `... on <host> pid 1` session name: the later one took the other's sessions for its own
+    earlier run's and ended them, taking over a datamart that was being written. Sessions are
+    now told apart by a random token, whatever their host, pid or name."""
+    datamart = name()
+    same_name = f"replica-agent on {socket.gethostname()} pid {os.getpid()}"
+    live = psycopg.connect(replica_dsn, autocommit=True, application_name=same_name)
+    try:
+        live.execute("SELECT pg_advisory_lock(%s)", (owner_key(datamart),))
+        with pytest.raises(DatamartInUseError, match="already written by replica-agent on"):
+            DatamartOwnership(
+                replica_dsn, [datamart], tmp_path / ".owner", "replica-agent"
+            ).acquire()
+        live.execute("SELECT 1")  # still alive
+    finally:
+        live.close()
+
+
+def test_the_token_is_never_cut_from_a_long_session_name() -> None:
+    token = "0123456789abcdef"
+    named = session_name(token, "replica-agent " + "x" * 200)
+    assert named.startswith(f"podd:{token} replica-agent ")
+    assert len(named.encode()) <= 63
