@@ -53,6 +53,12 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--max-delta-rows", dest="cdc_max_delta_rows", type=int)
     run.add_argument("--max-delta-age-seconds", dest="cdc_max_delta_age_seconds", type=float)
     run.add_argument("--dead-letter-topic", dest="cdc_dead_letter_topic")
+    run.add_argument(
+        "--max-ahead-hours",
+        dest="cdc_max_ahead_hours",
+        type=float,
+        help="a source time further ahead of the clock stops the run (24)",
+    )
     run.add_argument("--start", dest="cdc_start", choices=("earliest", "latest"))
     run.add_argument("--start-offset", dest="cdc_start_offsets", action="append",
                      help="TOPIC:PARTITION=OFFSET, used while the cut log is empty")  # fmt: skip

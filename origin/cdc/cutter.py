@@ -23,6 +23,7 @@ from origin.cdc.dataworks import millis_time
 from origin.cdc.membership import Format, le, taken_by
 from origin.cdc.records import Change, Heartbeat, Position, Record
 from origin.cdc.rows import delta_rows, rows_digest
+from origin.cdc.sequence_guard import SequenceGuard
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
@@ -41,6 +42,10 @@ class Bounds:
     max_rows: int = 100_000  # a delta closes at this many changes (on a transaction boundary)
     max_age: float = 10.0  # ... or when its oldest change has waited this many seconds
     max_pending: int = 500_000  # changes held at most; an open transaction past it is bad input
+    #: A sequence, source time or eventTime further ahead of the clock is a stop (seconds).
+    max_ahead: float = 86_400.0
+    #: A Qlik sequence this much older than its partition's newest, never seen, is a stop.
+    max_regress: float = 600.0
 
 
 @dataclass
@@ -117,6 +122,9 @@ class Cutter:
                 span.refresh_upto if span else offset,
             )
         self._identities: set[tuple[Any, ...]] = set()
+        self.guard = SequenceGuard(
+            fmt, timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
+        )
         self._groups: dict[Any, _Group] = {}  # Qlik: the transactions held, by id
         self._key_counts: dict[Any, int] = {}  # DataWorks: changes held by eventTime
         self._fed = 0  # records fed so far
@@ -130,6 +138,18 @@ class Cutter:
         self.pending = 0
         self.duplicates = 0
         self.late = 0
+
+    def check(self, at: Position, record: Record, wall: datetime) -> None:
+        """`SequenceStop` if `record`, read at `at`, breaks the source's order
+        (`origin.cdc.sequence_guard`); call it before `feed`, which it leaves untouched."""
+        part = self.parts[partition_key(at.topic, at.partition)]
+        held = self._identities.__contains__
+        self.guard.check(at, record, wall, last=self.last, newest=part.last_key, held=held)
+
+    def add_partition(self, key: str, offset: int) -> None:
+        """A partition that appeared while the run reads, read from `offset`."""
+        if key not in self.parts:
+            self.parts[key] = _Partition(offset, offset, offset)
 
     def feed(self, at: Position, record: Record, now: float) -> None:
         self._fed += 1
@@ -316,6 +336,8 @@ class Cutter:
             spans[key] = Span(lo, part.prev_end, part.next_offset, part.refresh_done,
                               max(upto, part.refresh_done), next_lo)  # fmt: skip
             part.prev_end, part.refresh_done = part.next_offset, max(upto, part.refresh_done)
+        if self.fmt == "qlik":
+            self.guard.remember_taken(i.change.identity for i in chosen if i.change.cut_key)
         for item in chosen:
             change = item.change
             if change.identity is not None:

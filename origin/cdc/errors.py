@@ -43,6 +43,14 @@ class SchemaStop(BadInput):
         return SchemaStop(at, self.reason) if self.at is None else self
 
 
+class SequenceStop(BadInput):
+    """A change that breaks the source's order (CDC.md "Sequence integrity"): always a stop,
+    never a dead letter, since the changes after it would be cut past a hole."""
+
+    def located(self, at: Position) -> SequenceStop:
+        return SequenceStop(at, self.reason) if self.at is None else self
+
+
 class AwaitingMetadata(CdcError):
     """A Qlik data message names a table whose metadata message has not been read yet."""
 

@@ -1,10 +1,12 @@
 """The reading side of a CDC run: every message decoded and fed to the cutter.
 
 Bad input stops reading its partition (`blocked`: the runner cuts what it still can, then
-stops with the error) or, with a dead-letter topic, goes there. A Qlik data message whose
-metadata is not read yet pauses its partition (`waiting`) until the metadata comes or the
-wait bound passes; then it is bad input. The metadata messages read are kept durably
-(`qlik-catalog.json`), so a restarted run knows tables described before its start.
+stops with the error) or, with a dead-letter topic, goes there; a change that breaks the
+source's order (`origin.cdc.sequence_guard`) or a schema change always stops it. A Qlik
+data message whose metadata is not read yet pauses its partition (`waiting`) until the
+metadata comes or the wait bound passes; then it is bad input. The metadata messages read
+are kept durably (`qlik-catalog.json`), so a restarted run knows tables described before
+its start.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -19,7 +22,7 @@ import structlog
 from origin.cdc.cutlog import partition_key
 from origin.cdc.cutter import Cutter
 from origin.cdc.dataworks import DataWorksDecoder
-from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop
+from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, SequenceStop
 from origin.cdc.options import CATALOG, CdcOptions, CdcStats
 from origin.cdc.qlik import QlikDecoder
 from origin.cdc.records import Position, TableSeen
@@ -72,11 +75,14 @@ class Intake:
                 await asyncio.sleep(0.05)  # back-pressure: the next cut frees room
                 continue
             self._check_waits(reader)
+            for key, offset in (await reader.added()).items():
+                cutter.add_partition(key, offset)
             batch = await reader.batch()
             if batch and self.stats.first_read is None:
                 self.stats.first_read = time.monotonic()
             parse = feed = 0.0
             self.stats.messages += len(batch)
+            wall = datetime.now(UTC)
             for message in batch:
                 key = partition_key(message.topic, message.partition)
                 if key in self.blocked or key in reader.paused:
@@ -85,6 +91,7 @@ class Intake:
                 started = time.monotonic()
                 try:
                     record = self.decoder.decode(message.topic, message.value)
+                    cutter.check(at, record, wall)
                 except AwaitingMetadata as exc:
                     if (key, message.offset) in self._expired:
                         self._expired.discard((key, message.offset))
@@ -130,7 +137,7 @@ class Intake:
 
     async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
         key = partition_key(message.topic, message.partition)
-        if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop):
+        if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop | SequenceStop):
             reader.pause(key, message.offset)
             self.blocked[key] = exc
             log.error("bad input: reading of the partition stopped", error=str(exc))

@@ -30,12 +30,15 @@ from origin.cdc.json_fast import (
 from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
 from origin.cdc.qlik_fast import ENVELOPE_READER
 from origin.cdc.records import Change, Record, RowChange, TableSeen
+from origin.cdc.sequence_guard import sequence_time
 from origin.cdc.tables import MappedTable, SourceNames, check_against, map_table
 from origin.cdc.values import qlik_column
 from protocol.schema import LogicalSchema
 
 UPSERTS = frozenset({"INSERT", "UPDATE", "REFRESH"})
 SEQUENCE_WIDTH = 40
+#: Qlik's `changeSequence`: 16 digits of time, then a 19-digit change number.
+SEQUENCE_DIGITS = 35
 _MAGIC_TEXT = MAGIC.decode()
 #: Writer schemas kept at most (metadata `dataSchema`s and inline `messageSchema`s).
 MAX_SCHEMAS = 10_000
@@ -48,14 +51,26 @@ def _read_avro(data: Any, schema: Any) -> Any:
 
 
 def sequence_key(value: Any) -> str:
-    """`changeSequence` as a key that sorts as the number it is."""
+    """`changeSequence` as a key that sorts as the number it is: as Qlik writes it, 35 digits
+    whose first 16 are a time (`YYYYMMDDHHmmSShh`), else bad input. (How far ahead of the
+    clock it may be is `origin.cdc.sequence_guard`'s.)"""
     if (
         type(value) is not str
-        or not (0 < len(value) <= SEQUENCE_WIDTH)
+        or len(value) != SEQUENCE_DIGITS
         or not (value.isascii() and value.isdigit())
     ):
-        raise BadInput(None, f"changeSequence {str(value)[:50]!r} is not a string of digits")
+        raise BadInput(None, f"changeSequence {str(value)[:50]!r} is not {SEQUENCE_DIGITS} digits")
+    prefix = value[:16]
+    if prefix not in _GOOD_PREFIXES:
+        if sequence_time(value) is None:
+            raise BadInput(None, f"changeSequence {value!r} does not begin with a time")
+        if len(_GOOD_PREFIXES) >= 4096:
+            _GOOD_PREFIXES.clear()
+        _GOOD_PREFIXES.add(prefix)
     return value.rjust(SEQUENCE_WIDTH, "0")
+
+
+_GOOD_PREFIXES: set[str] = set()  # time prefixes checked (a transaction's changes share one)
 
 
 _TIMES: dict[str, datetime] = {}  # the changes of one transaction share their timestamp
@@ -76,13 +91,15 @@ def source_time(value: Any) -> datetime | None:
 
 
 def _parse_time(value: Any) -> datetime:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value / 1000, UTC).replace(tzinfo=None)
+    """A timestamp header as a naive UTC time; any value that is none (out of range, not
+    finite, a zone that carries it past year 9999) is bad input."""
     try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value / 1000, UTC).replace(tzinfo=None)
         parsed = datetime.fromisoformat(str(value).replace(" ", "T", 1))
-    except ValueError:
+        return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+    except (ValueError, OverflowError, OSError):
         raise BadInput(None, f"timestamp {str(value)[:40]!r} is not a time") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
 def _mask(value: Any) -> int | None:

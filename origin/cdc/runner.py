@@ -26,9 +26,9 @@ from origin.cdc.cutlog import Cut, CutLog
 from origin.cdc.cutter import Cutter
 from origin.cdc.errors import AwaitingMetadata, BadInput, CdcError
 from origin.cdc.intake import Intake, make_decoder
-from origin.cdc.membership import rebuild
+from origin.cdc.membership import in_delta, rebuild
 from origin.cdc.options import CdcOptions, CdcStats
-from origin.cdc.records import Position, Record
+from origin.cdc.records import Change, Position, Record
 from origin.cdc.rows import rows_digest
 from origin.cdc.topic_reader import TopicReader, read_spans
 from origin.client import OriginClient
@@ -111,8 +111,8 @@ class CdcOrigin:
         await self._live(expected)
         return self.stats
 
-    async def _rebuilt(self, number: int) -> dict[str, Any]:
-        cut = self.cutlog.cuts[number]
+    async def _records(self, cut: Cut) -> list[tuple[Position, Record]]:
+        """The records of `cut`'s recorded offsets, read back and decoded."""
         decoder = make_decoder(self.options, self.schema)
         records: list[tuple[Position, Record]] = []
         bootstrap = self.client.bootstrap
@@ -122,6 +122,11 @@ class CdcOrigin:
             except (BadInput, AwaitingMetadata):
                 continue  # never part of a delta: sent to the dead-letter topic back then
             records.append((Position(message.topic, message.partition, message.offset), record))
+        return records
+
+    async def _rebuilt(self, number: int) -> dict[str, Any]:
+        cut = self.cutlog.cuts[number]
+        records = await self._records(cut)
         rows = rebuild(self.options.fmt, self.schema, cut, self.cutlog.get(number - 1), records)
         if rows_digest(rows) != cut.digest:
             raise CdcError(
@@ -141,6 +146,7 @@ class CdcOrigin:
                 reader.seek(key, offset)
             cutter = Cutter(self.options.fmt, self.schema, starts, self.cutlog.last,
                             self.options.bounds)  # fmt: skip
+            await self._seed_taken(cutter)
             reading = asyncio.create_task(self.intake.run(reader, cutter))
             try:
                 await self._cut_and_send(reader, cutter, reading, number)
@@ -149,6 +155,30 @@ class CdcOrigin:
                 await asyncio.gather(reading, return_exceptions=True)
         finally:
             await reader.stop()
+
+    async def _seed_taken(self, cutter: Cutter) -> None:
+        """Qlik, after a restart: the changes the last delta took, read back from its
+        offsets, so that a copy of one written after its cut counts as a duplicate, as it
+        would have in the run that cut it (`origin.cdc.sequence_guard`)."""
+        last = self.cutlog.last
+        if self.options.fmt != "qlik" or last is None:
+            return
+        started = time.monotonic()
+        prev = self.cutlog.get(last.delta - 1)
+        records = await self._records(last)
+        taken = [
+            r.identity
+            for at, r in records
+            if isinstance(r, Change) and in_delta("qlik", last, prev, at, r)
+        ]
+        cutter.guard.remember_taken(taken)
+        seconds = round(time.monotonic() - started, 3)
+        log.info(
+            "the last delta's changes read back",
+            deltaNum=last.delta,
+            changes=len(taken),
+            seconds=seconds,
+        )
 
     async def _starts(self, reader: TopicReader, keys: list[str]) -> dict[str, int]:
         last = self.cutlog.last

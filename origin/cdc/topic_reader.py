@@ -1,6 +1,8 @@
 """Reading CDC topics: every partition assigned (no consumer group: the cut log, not the
-broker, remembers where the origin stands), positions set by the caller, and which partitions
-are quiet (read to the end the broker last reported, with nothing new for the settle time).
+broker, remembers where the origin stands), partitions added while it reads picked up,
+positions set by the caller, and which partitions are quiet (read to the end the broker last
+reported, with nothing new for the settle time; a partition whose end was never reported is
+not quiet).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ log = structlog.get_logger("origin.cdc")
 MAX_MESSAGE_BYTES = 16 << 20
 #: Records taken from one partition per batch.
 PARTITION_RECORDS = 500
+#: How often the source topics are looked at for partitions added while the run reads.
+PARTITION_LOOK_SECONDS = 10.0
 
 
 def consumer(settings: KafkaSettings, bootstrap: list[str]) -> AIOKafkaConsumer:
@@ -64,17 +68,55 @@ class TopicReader:
         self.reader = consumer(settings, bootstrap)
         self.partitions: list[TopicPartition] = []
         self.position: dict[str, int] = {}
+        self._topics: list[str] = []
+        self._looked = time.monotonic()
         self._last_seen: dict[str, float] = {}
         self._paused: set[str] = set()
 
     async def start(self, topics: list[str]) -> list[str]:
         await self.reader.start()
+        self._topics = list(topics)
         self.partitions = await partitions_of(self.reader, topics)
         self.reader.assign(self.partitions)
         now = time.monotonic()
         for tp in self.partitions:
             self._last_seen[partition_key(tp.topic, tp.partition)] = now
         return [partition_key(tp.topic, tp.partition) for tp in self.partitions]
+
+    async def added(self, every: float = PARTITION_LOOK_SECONDS) -> dict[str, int]:
+        """Partitions added to the topics since they were last looked at (at most once per
+        `every` seconds), now read from their first offset: key → that offset. Before,
+        the partitions were fixed at start and a partition added meanwhile was never read,
+        its changes never cut."""
+        if time.monotonic() - self._looked < every:
+            return {}
+        self._looked = time.monotonic()
+        await self.reader._client.force_metadata_update()
+        known = set(self.partitions)
+        new = [
+            TopicPartition(topic, p)
+            for topic in self._topics
+            for p in sorted(self.reader.partitions_for_topic(topic) or ())
+            if TopicPartition(topic, p) not in known
+        ]
+        if not new:
+            return {}
+        first = await self.reader.beginning_offsets(new)
+        self.partitions += new
+        self.reader.assign(self.partitions)  # a new assignment: positions and pauses anew
+        now = time.monotonic()
+        for tp in new:
+            key = partition_key(tp.topic, tp.partition)
+            self.position[key] = int(first[tp])
+            self._last_seen[key] = now
+        for tp in self.partitions:
+            key = partition_key(tp.topic, tp.partition)
+            self.reader.seek(tp, self.position[key])
+            if key in self._paused:
+                self.reader.pause(tp)
+        found = {partition_key(tp.topic, tp.partition): int(first[tp]) for tp in new}
+        log.warning("partitions added to the source topics are read now", partitions=found)
+        return found
 
     async def stop(self) -> None:
         await self.reader.stop()
@@ -150,8 +192,8 @@ class TopicReader:
             key = partition_key(tp.topic, tp.partition)
             if key in self._paused:
                 continue
-            high = self.reader.highwater(tp)
-            caught_up = high is None or self.position.get(key, 0) >= high
+            high = self.reader.highwater(tp)  # None: not reported yet, so not read to it
+            caught_up = high is not None and self.position.get(key, 0) >= high
             if caught_up and now - self._last_seen[key] >= self.settle:
                 found.add(key)
         return found

@@ -1,0 +1,92 @@
+"""The CDC topic reader on the real broker: partitions added while it reads are picked up
+from their first offset (existing positions kept), and a partition whose end the broker never
+reported is not quiet.
+
+Tansu has no CreatePartitions, so a partition is "added" here by a reader that knew fewer
+partitions at its start than the topic has: what `added` does next (assign, seek, read) is
+the same either way."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+
+from origin.cdc.cutlog import partition_key
+from origin.cdc.topic_reader import TopicReader
+from podd_kafka.settings import KafkaSettings
+
+
+async def fill(broker: str, topic: str, per_partition: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=broker)
+    await producer.start()
+    try:
+        for partition in range(4):  # the embedded broker makes 4 partitions per topic
+            for n in range(per_partition):
+                await producer.send_and_wait(
+                    topic, f"{partition}-{n}".encode(), partition=partition
+                )
+    finally:
+        await producer.stop()
+
+
+async def read_all(reader: TopicReader, wanted: int, seconds: float = 30) -> list[bytes]:
+    values: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    while len(values) < wanted and time.monotonic() < deadline:
+        values += [m.value for m in await reader.batch()]
+    return values
+
+
+def test_partitions_added_while_reading_are_read_from_their_start(broker: str) -> None:
+    topic = f"cdc-added-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[list[bytes], dict[str, int], list[bytes]]:
+        await fill(broker, topic, 3)
+        reader = TopicReader(KafkaSettings(broker=broker), [broker], settle=0.1)
+        await reader.start([topic])
+        assert len(reader.partitions) == 4
+        reader.partitions = reader.partitions[:2]  # as if the topic had 2 at the start
+        reader.reader.assign(reader.partitions)
+        for tp in reader.partitions:
+            reader.seek(partition_key(tp.topic, tp.partition), 1)  # a position to keep
+        try:
+            before = await read_all(reader, 4)
+            added = await reader.added(every=0)
+            after = await read_all(reader, 6)
+        finally:
+            await reader.stop()
+        return before, added, after
+
+    before, added, after = asyncio.run(scenario())
+    assert sorted(before) == [b"0-1", b"0-2", b"1-1", b"1-2"]
+    assert added == {f"{topic}:2": 0, f"{topic}:3": 0}
+    assert sorted(after) == [b"2-0", b"2-1", b"2-2", b"3-0", b"3-1", b"3-2"]  # no re-reads
+
+
+def test_a_partition_whose_end_was_never_reported_is_not_quiet(broker: str) -> None:
+    topic = f"cdc-quiet-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[set[str], set[str]]:
+        await fill(broker, topic, 1)
+        reader = TopicReader(KafkaSettings(broker=broker), [broker], settle=0.0)
+        await reader.start([topic])
+        try:
+            for tp in reader.partitions:
+                reader.seek(partition_key(tp.topic, tp.partition), 0)
+            reader.reader.pause(*reader.partitions[1:])  # never fetched: no end reported
+            unknown = {partition_key(tp.topic, tp.partition) for tp in reader.partitions[1:]}
+            await read_all(reader, 1)
+            await asyncio.sleep(0.2)
+            first = TopicPartition(topic, 0)
+            assert reader.reader.highwater(first) is not None
+            assert all(reader.reader.highwater(tp) is None for tp in reader.partitions[1:])
+            return reader.quiet(), unknown
+        finally:
+            await reader.stop()
+
+    quiet, unknown = asyncio.run(scenario())
+    assert f"{topic}:0" in quiet
+    assert not quiet & unknown  # before: counted as caught up, and the bound ran past them
