@@ -64,7 +64,7 @@ class ReplicaService:
         prestage_min_bytes: int = 1,
         prestage_piece_bytes: int = 0,
         prestage_eager_bytes: int = 0,
-        state_answers_per_second: float = 20.0,
+        state_answers_per_second: float = 100.0,
     ) -> None:
         self.tracker = tracker
         self.staging = staging

@@ -66,7 +66,7 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     max_replays: int = Field(default=16, ge=1)
     max_replay_chunks: int = Field(default=100_000, ge=1)
     #: `delta.rq` answered per datamart and second at most; the rest are dropped, counted.
-    max_state_answers_per_second: float = Field(default=20.0, gt=0)
+    max_state_answers_per_second: float = Field(default=100.0, gt=0)
     #: A delta dated more than this many hours ahead of the agent's clock is refused
     #: (BAD_CHUNK); 0: no limit.
     max_date_skew_hours: float = Field(default=24.0, ge=0)

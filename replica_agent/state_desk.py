@@ -3,9 +3,14 @@ the agent knows now (the tracker's open and applied deltas, the worker's failed 
 outbox's last errors), the registry read again first (at most once a second) so that a
 database gone back in time is told. Nothing is recorded: a lost answer is asked again. At most
 `answers_per_second` are answered per datamart; the rest are dropped and counted (`rate`), so
-a flood of `delta.rq` costs a bounded number of answers."""
+a flood of `delta.rq` costs a bounded number of answers. A request whose `sentAt` is more than
+`max_request_age` from the agent's clock is a replay (a signature stays valid as long as
+Kafka keeps the message): dropped and counted (`stale`), unanswered."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import structlog
 
@@ -29,13 +34,18 @@ class StateDesk:
         worker: LoadWorker,
         outbox: Outbox,
         metrics: AgentMetrics,
-        answers_per_second: float = 20.0,
+        answers_per_second: float = 100.0,
+        max_request_age: float = 300.0,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.tracker = tracker
         self.worker = worker
         self.outbox = outbox
         self.metrics = metrics
         self.answers_per_second = answers_per_second
+        #: A `delta.rq` sent longer ago than this (or as far ahead) is a replay: dropped.
+        self.max_request_age = max_request_age
+        self._wall_clock = wall_clock
         #: Per datamart asked about (served ones only: others share one bucket).
         self._rates: dict[str, RateLimit] = {}
         self._warnings = Throttle()
@@ -61,6 +71,10 @@ class StateDesk:
                     not_logged_before=self._warnings.take_suppressed(),
                 )
             return None
+        age = (self._wall_clock() - request.sent_at).total_seconds()
+        if not -self.max_request_age <= age <= self.max_request_age:
+            self.metrics.dropped.labels("stale").inc()  # a replay: its answer helps nobody
+            return None
         if not self._rate(request.datamart).allow():
             self.metrics.dropped.labels("rate").inc()
             return None
@@ -72,7 +86,8 @@ class StateDesk:
         never grow this map)."""
         name = datamart if datamart in self.tracker.schemas else ""
         if name not in self._rates:
-            self._rates[name] = RateLimit(self.answers_per_second)
+            rate = self.answers_per_second
+            self._rates[name] = RateLimit(rate, burst=2 * rate)
         return self._rates[name]
 
     def state_of(self, request_id: str, datamart: str) -> DeltaState:

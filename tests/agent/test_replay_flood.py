@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from datetime import UTC, datetime, timedelta
 
+from protocol.codec import encode_datamart_key, encode_message
 from protocol.framing import Chunk
-from protocol.messages import DeltaInResult, DeltaStatus
+from protocol.messages import DeltaInResult, DeltaRequest, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from tests.agent.conftest import AgentProcess, agent_fixture
@@ -25,7 +27,7 @@ from tests.agent.test_integration import outcome
 from tests.agent.test_signed_origins import KEY, client
 
 agent = agent_fixture(
-    1,
+    2,
     incomplete_timeout=600,
     extra_env={"PODD_ORIGIN_KEY": KEY, "PODD_MAX_OPEN_TRANSFERS": "2", "PODD_MAX_REPLAYS": "4"},
 )
@@ -71,3 +73,32 @@ def test_a_replay_flood_beside_a_valid_delta_costs_it_nothing(
     assert metric(agent, "podd_deltas_applied_total") == 2
     assert metric(agent, 'podd_chunks_dropped_total{reason="replay"}') > 0
     assert "evicted" not in agent.log_text()
+
+
+def test_a_replayed_signed_delta_rq_is_dropped_and_a_fresh_one_answered(
+    agent: AgentProcess,
+) -> None:
+    """A signed `delta.rq` stays valid as long as Kafka keeps it; one sent an hour ago is a
+    replay, and its answer would help nobody: it is dropped, counted, unanswered."""
+    schema: LogicalSchema = agent.take()
+    before = metric(agent, 'podd_chunks_dropped_total{reason="stale"}')
+
+    async def scenario() -> tuple[bool, bool]:
+        async with client(agent, KEY) as origin:
+            old = DeltaRequest(
+                request_id="rq-old",
+                datamart=schema.datamart,
+                sent_at=datetime.now(UTC) - timedelta(hours=1),
+            )
+            key, value = encode_datamart_key(schema.datamart), encode_message(old)
+            await origin.producer.send_and_wait(
+                agent.topics.delta_rq, key=key, value=value, headers=origin.sign(key, value)
+            )
+            fresh = await origin.ask(schema.datamart, timeout=60)
+            await asyncio.sleep(1)
+            return fresh is not None, "rq-old" in origin.states
+
+    answered_fresh, answered_old = asyncio.run(scenario())
+    assert answered_fresh
+    assert not answered_old
+    assert metric(agent, 'podd_chunks_dropped_total{reason="stale"}') == before + 1
