@@ -9,6 +9,9 @@ module only chooses them, from what the transfers show:
   kept over transfers that have barely begun (junk, or a flood of new ones), and the delta
   the replica waits for over anything else. Transfers handed to the loader count toward
   the slots (their files are still staged) but are never chosen. Replays take neither.
+* the staging disk: its free room (`TransferStaging.room`) caps the budget too, but never
+  evicts the transfer whose chunk arrives; when a write fails on a full disk, the transfer
+  least far along other than the refused chunks' own is evicted (`for_full_disk`).
 * replays (transfers of applied deltas, which stage nothing) have a bound of their own:
   the oldest goes first.
 """
@@ -29,10 +32,13 @@ def to_make_room(
     opened: bool,
     limits: TransferLimits,
     expected: Callable[[str], int],
+    disk_budget: int | None = None,
 ) -> list[Transfer]:
     """The transfers to evict, in order, so that `transfer`'s new chunk of `incoming`
     bytes fits (`opened`: the chunk opens it, so it is not among `open_transfers` yet and
-    may itself be the one to go)."""
+    may itself be the one to go). `disk_budget`: what the staging disk can hold of chunk
+    bodies now; others are evicted to keep it, never `transfer` itself (if it alone does
+    not fit, its write fails and intake waits for the disk)."""
     receiving = [t for t in open_transfers if t.evictable and not t.replay]
     if opened:
         receiving.append(transfer)
@@ -52,7 +58,27 @@ def to_make_room(
         victim = receiving.pop(0)
         total -= victim.staged_bytes + (incoming if victim is transfer else 0)
         chosen.append(victim)
+    others = [t for t in receiving if t is not transfer]
+    while disk_budget is not None and total > disk_budget and others:
+        victim = others.pop(0)
+        total -= victim.staged_bytes
+        chosen.append(victim)
     return chosen
+
+
+def for_full_disk(
+    open_transfers: Collection[Transfer], keep: Collection[str], expected: Callable[[str], int]
+) -> Transfer | None:
+    """The one transfer to evict when the staging disk refused a write: the one least far
+    along that is still receiving, the expected delta's last, never one of `keep` (those the
+    refused chunks belong to). None: there is none to evict; intake waits for the disk."""
+    receiving = [
+        t
+        for t in open_transfers
+        if t.evictable and not t.replay and t.staged_bytes and t.request_id not in keep
+    ]
+    receiving.sort(key=lambda t: (t.delta_num == expected(t.datamart), t.chunks_received))
+    return receiving[0] if receiving else None
 
 
 def replays_over_bound(

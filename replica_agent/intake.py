@@ -179,6 +179,8 @@ class ChunkIntake:
         `FatalAgentError` and cancellation propagate."""
         done = Received([None] * len(messages))
         pending = _Pending()
+        with contextlib.suppress(OSError):  # the disk's room caps the staging budget
+            self.tracker.disk_room(self.staging.room())
         for index, (raw_key, raw_value) in enumerate(messages):
             try:
                 await self._one(index, raw_key, raw_value, pending, done)

@@ -111,6 +111,10 @@ class Outbox:
         await self.answer(error_result(framing, code, message))
 
     async def evicted(self, transfer: Transfer) -> None:
+        """Answer a transfer removed to keep a budget. Its files go first: on a full disk
+        the answer's record needs the room they free (nothing of an evicted transfer is
+        kept anyway; a crash before the answer leaves the origin to ask `delta.rq`)."""
+        await asyncio.to_thread(self.staging.remove, transfer.request_id)
         message = removed_message(transfer.gaps(), self.tracker.limits.max_missing_items)
         await self.refuse(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message, event="evicted")
 

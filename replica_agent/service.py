@@ -14,10 +14,16 @@ worker, a refused or evicted one to the outbox). `start` recovers from what surv
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import structlog
+
+from protocol.codec import decode_delta_in_key
+from protocol.errors import MessageDecodeError
 from protocol.messages import DeltaState
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.backpressure import Backpressure, is_disk_fault
@@ -42,8 +48,12 @@ from replica_agent.tracker import TransferTracker
 
 __all__ = ["ReplicaService", "SendResult"]
 
+log = structlog.get_logger("replica_agent")
+
 #: What intake waits on while the disk refuses writes (`/health` names it).
 STAGING = "staging a chunk"
+#: Errors that say the staging disk is full (a transfer may be evicted to make room).
+FULL_DISK = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class ReplicaService:
@@ -150,9 +160,31 @@ class ReplicaService:
             if disk_error is None:
                 self.pause.resumed(STAGING)
                 return failures
+            pending = again
+            if await self._evict_for_disk(disk_error, [messages[i] for i in again]):
+                continue  # room made: the same messages again, at once
             await self.pause.wait(attempt, STAGING, disk_error)
             attempt += 1
-            pending = again
+
+    async def _evict_for_disk(self, error: Exception, refused: Sequence[RawMessage]) -> bool:
+        """A full disk: the transfer least far along, other than those of the refused
+        chunks, is evicted (answered INCOMPLETE_DELTA, its files removed) instead of
+        waiting for a person; True if one was."""
+        if not (isinstance(error, OSError) and error.errno in FULL_DISK):
+            return False
+        keep = set()
+        for key, _ in refused:
+            with contextlib.suppress(MessageDecodeError):
+                keep.add(decode_delta_in_key(key).request_id)
+        victim = self.tracker.evict_for_disk(keep)
+        if victim is None:
+            return False
+        chunks = victim.chunks_received
+        log.warning(
+            "the staging disk is full: removing a transfer", **victim.log_ids(), chunks=chunks
+        )
+        await self.outbox.evicted(victim)
+        return True
 
     async def _handle(self, outcomes: Sequence[Outcome]) -> None:
         for outcome in outcomes:

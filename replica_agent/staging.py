@@ -21,6 +21,7 @@ its reason, and the agent starts.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
@@ -85,6 +86,11 @@ class Recovered:
     quarantined: list[tuple[Path, str]] = field(default_factory=list)  # (where now, why)
 
 
+#: What `room` keeps free on the staging file system for everything but chunk bodies.
+DISK_RESERVE_BYTES = 16 * 2**20
+DISK_RESERVE_INODES = 1_000
+
+
 class TransferStaging:
     """The staging directory of one agent (all its datamarts)."""
 
@@ -108,6 +114,17 @@ class TransferStaging:
 
     def directory(self, request_id: str) -> Path:
         return self.transfers / transfer_id(request_id)
+
+    def room(self) -> int:
+        """What more chunk bodies may take of the staging file system now, in bytes: its
+        free bytes and its free inodes (each chunk is a file: `CHUNK_COST` bytes at least),
+        less a reserve for manifests, stream files and answers."""
+        found = os.statvfs(self.transfers)
+        free_bytes = found.f_bavail * found.f_frsize - DISK_RESERVE_BYTES
+        free_files = (found.f_favail - DISK_RESERVE_INODES) * CHUNK_COST
+        if found.f_files == 0:  # a file system without an inode count (btrfs, tmpfs quirks)
+            free_files = free_bytes
+        return max(0, min(free_bytes, free_files))
 
     # --- writes, in the order the agent makes them -----------------------------------------
     def open_transfer(self, framing: TransferFraming) -> None:

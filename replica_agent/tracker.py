@@ -31,7 +31,7 @@ Nothing a message claims drives memory or time without a bound (`TransferLimits`
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
 
 from protocol.body import read_body_layout
@@ -49,7 +49,8 @@ from replica_agent.admission import (
 )
 from replica_agent.applied_window import AppliedWindow
 from replica_agent.chunk_rules import check_last, check_same_transfer
-from replica_agent.eviction import replays_over_bound, to_make_room
+from replica_agent.eviction import for_full_disk, replays_over_bound, to_make_room
+from replica_agent.prestage_offers import take_offers
 from replica_agent.transfers import (
     CHUNK_COST,
     Offer,
@@ -86,6 +87,9 @@ class TransferTracker:
         self.evicted: list[Transfer] = []
         #: Replays (transfers of applied deltas) dropped unanswered to keep their bound.
         self.dropped_replays: list[Transfer] = []
+        #: What staged chunk bodies may take in all, as the staging disk allows (None: only
+        #: the configured budget counts); see `disk_room`.
+        self.disk_budget: int | None = None
 
     # --- the sequence --------------------------------------------------------------------
     def expected(self, datamart: str) -> int:
@@ -218,39 +222,8 @@ class TransferTracker:
         self, transfer: Transfer, min_bytes: int = 1, piece_bytes: int = 0
     ) -> dict[int, Offer]:
         """What of a transfer still receiving is newly ready for prestaging, per stream
-        number: from now on offered. A stream complete is offered once (if its bodies
-        decode to at least `min_bytes`: an empty or small stream costs the load less than a
-        prestage's round trips), the chunks after its last piece if it was offered in
-        pieces. With `piece_bytes`, a stream not complete is offered in pieces: its chunks
-        staged without a gap since the last piece, once they decode to about that much."""
-        if not transfer.evictable or transfer.complete:
-            return {}
-        offers: dict[int, Offer] = {}
-        for number, stream in sorted(transfer.streams.items()):
-            if number in transfer.prestage_offered:
-                continue
-            after = transfer.pieces_offered.get(number, 0)
-            size = stream.decoded_bytes
-            if stream.complete:
-                transfer.prestage_offered.add(number)
-                assert stream.last is not None
-                if after:  # the chunks after its last piece
-                    tail = None if size is None else size * (stream.last - after) // stream.last
-                    offers[number] = Offer(after + 1, stream.last, False, tail)
-                elif size is None or size >= min_bytes:
-                    offers[number] = Offer(1, stream.last, False, size)
-                continue
-            if not piece_bytes or size is None or not stream.chunks:
-                continue  # (a recovered stream is not measured: no pieces)
-            prefix = transfer.staged_prefix.get(number, 0)
-            while prefix + 1 in stream.chunks:
-                prefix += 1
-            transfer.staged_prefix[number] = prefix
-            share = size * (prefix - after) // len(stream.chunks)
-            if share >= piece_bytes:
-                transfer.pieces_offered[number] = prefix
-                offers[number] = Offer(after + 1, prefix, True, share)
-        return offers
+        number: from now on offered (`replica_agent.prestage_offers`)."""
+        return take_offers(transfer, min_bytes, piece_bytes)
 
     def sealed(self, transfer: Transfer, decoded_bytes: Mapping[int, int | None]) -> None:
         """Its manifest is written (with each stream's decoded size): for the loader."""
@@ -312,6 +285,7 @@ class TransferTracker:
             opened=opened,
             limits=self.limits,
             expected=self.expected,
+            disk_budget=self.disk_budget,
         )
         for victim in victims:
             self.finish(victim.request_id)
@@ -324,6 +298,19 @@ class TransferTracker:
         for oldest in replays_over_bound(list(self.open.values()), self.limits):
             self.finish(oldest.request_id)
             self.dropped_replays.append(oldest)
+
+    def disk_room(self, room: int) -> None:
+        """The staging disk can take `room` more bytes of chunk bodies now: the budget of
+        staged bytes is at most what is staged and that."""
+        self.disk_budget = self.staged_bytes() + room
+
+    def evict_for_disk(self, keep: Collection[str]) -> Transfer | None:
+        """The disk refused a write: evict the transfer `eviction.for_full_disk` names (the
+        caller answers it at once, which removes its files), if there is one."""
+        victim = for_full_disk(list(self.open.values()), keep, self.expected)
+        if victim is not None:
+            self.finish(victim.request_id)
+        return victim
 
     def take_dropped_replays(self) -> list[Transfer]:
         """The replays dropped since the last call (each finished already)."""

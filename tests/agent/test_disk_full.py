@@ -28,8 +28,8 @@ from tests.loader.staging_helpers import assert_matches_model, delta_date
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[DiskFiller]:
-    """A 24 MiB tmpfs (mounting needs root's CAP_SYS_ADMIN, as CI and this machine have)."""
-    disk = DiskFiller(tmp_path / "staging-fs", 24)
+    """A 48 MiB tmpfs (mounting needs root's CAP_SYS_ADMIN, as CI and this machine have)."""
+    disk = DiskFiller(tmp_path / "staging-fs", 48)
     if not disk.available:
         pytest.skip(f"cannot mount a tmpfs here: {disk.why_not}")
     try:
@@ -83,4 +83,47 @@ def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_
         assert "resumed: the disk takes writes again" in log
         assert "message skipped after an unexpected error" not in log
     finally:
+        assert agent.stop() == 0, agent.log_tail()
+
+
+def test_a_disk_full_of_junk_transfers_makes_room_and_the_delta_completes_unaided(
+    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path,
+    small_disk: DiskFiller,
+) -> None:  # fmt: skip
+    """Incomplete transfers (abandoned attempts, or anyone's when no key is set) held the
+    disk, and intake waited for a person to free it. Now the transfers least far along are
+    removed (answered INCOMPLETE_DELTA) and the delta that is arriving completes."""
+    schema = renamed(marketing)
+    agent = AgentProcess(broker, replica_dsn, tmp_path / "agent", [schema],
+                         extra_env={"PODD_STAGING_DIR": str(small_disk.mount)}).start()  # fmt: skip
+    try:
+        junk_rows = Workload(schema, WorkloadSpec(rows_per_delta=40_000, seed=3)).next_delta()
+        junk = [chunks_of(schema, 0, junk_rows, chunk_rows=2000)[:-1] for _ in range(3)]
+        rows = Workload(schema, WorkloadSpec(rows_per_delta=3000, seed=9)).next_delta()
+        chunks = chunks_of(schema, 0, rows, chunk_rows=200)
+        wait_until(lambda: health(agent)[0] == 200, "the agent never became healthy")
+
+        async def scenario() -> tuple[DeltaStatus, list[str]]:
+            async with Origin(agent.broker, agent.topics) as origin:
+                for transfer in junk:
+                    await origin.send_chunks(transfer)
+                await asyncio.to_thread(
+                    wait_until, lambda: agent.logged("first chunk", junk[-1][0].key.request_id),
+                    "the junk never arrived",
+                )  # fmt: skip
+                await asyncio.sleep(2)
+                small_disk.fill()  # the rest of the disk: nobody frees it in this test
+                await origin.send_chunks(chunks)
+                result = await outcome(origin, chunks[0].key.request_id)
+                removed = [t[0].key.request_id for t in junk
+                           if t[0].key.request_id in origin.results]  # fmt: skip
+                return result.status, removed
+
+        status, removed = asyncio.run(scenario())
+        assert status is DeltaStatus.OK
+        assert removed  # answered INCOMPLETE_DELTA: the origin resends them whole if it wants
+        model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), rows)
+        assert_matches_model(replica_dsn, model)
+    finally:
+        small_disk.free()
         assert agent.stop() == 0, agent.log_tail()

@@ -253,3 +253,35 @@ def test_noise_never_raises_stays_bounded_and_a_valid_transfer_still_completes(
     assert completed or tracker.is_finished("valid")
     if not completed:  # only a noise key with requestId "valid" can have finished it
         assert any(k.request_id == "valid" for k in noise)
+
+
+def test_the_disks_room_caps_the_budget_but_never_evicts_the_arriving_transfer(
+    marketing: LogicalSchema,
+) -> None:
+    sales = marketing.table("sales")
+    body = encode_body(sales, [(i, 0, "P" * 40, 1, 1, None, 0) for i in range(100)])
+    tracker = tracker_of(marketing)
+    tracker.admit(key(request_id="old"), body)
+    tracker.disk_room(0)  # the disk is full
+    tracker.admit(key(request_id="new"), body)
+    assert [t.request_id for t in tracker.take_evicted()] == ["old"]
+    tracker.disk_room(0)
+    assert isinstance(tracker.admit(key(request_id="new", chunk_number=2), body), Accepted)
+    assert tracker.take_evicted() == []  # alone: its write fails and intake waits instead
+
+
+def test_a_full_disk_evicts_the_transfer_least_far_along_but_not_the_refused_ones(
+    marketing: LogicalSchema,
+) -> None:
+    sales = marketing.table("sales")
+    body = encode_body(sales, [(i, 0, "P" * 40, 1, 1, None, 0) for i in range(10)])
+    tracker = tracker_of(marketing)
+    for chunk in (1, 2, 3):
+        tracker.admit(key(request_id="far", chunk_number=chunk), body)
+    tracker.admit(key(request_id="barely"), body)
+    tracker.admit(key(request_id="refused"), body)
+    victim = tracker.evict_for_disk({"refused"})
+    assert victim is not None
+    assert victim.request_id == "barely"
+    assert tracker.is_finished("barely")
+    assert tracker.evict_for_disk({"refused", "far"}) is None
