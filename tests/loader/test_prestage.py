@@ -288,7 +288,7 @@ def test_the_load_that_takes_an_open_apply_over_is_not_ended_while_it_works(
     rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=13)).next_delta()
     transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
     loader = new_loader(schema)
-    names, opened = Prestager(loader, idle_seconds=30.0).prestage(streams_of(transfer, 1))
+    _, opened = Prestager(loader, idle_seconds=30.0).prestage(streams_of(transfer, 1))
     assert opened is not None
     loader.load(transfer, opened)
     assert_applied(replica_dsn, schema, rows)
