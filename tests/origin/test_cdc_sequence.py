@@ -16,6 +16,7 @@ import pytest
 from origin.cdc.cutlog import Cut
 from origin.cdc.cutter import Bounds, Cutter
 from origin.cdc.errors import BadInput, SequenceStop
+from origin.cdc.membership import Format
 from origin.cdc.qlik import sequence_key, source_time
 from origin.cdc.records import Change, Heartbeat, Position, Record, RowChange
 from origin.cdc.sequence_guard import MAX_TAKEN, SequenceGuard
@@ -41,7 +42,7 @@ class Checked:
 
     def __init__(
         self,
-        fmt: str = "qlik",
+        fmt: Format = "qlik",
         last: Cut | None = None,
         starts: dict[str, int] | None = None,
         **bounds: Any,
@@ -51,7 +52,7 @@ class Checked:
             fmt,
             SCHEMA,
             dict(self.starts),
-            last,  # type: ignore[arg-type]
+            last,
             Bounds(max_age=1e9, **bounds),
         )
         self.next = dict(self.starts)
