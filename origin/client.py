@@ -2,7 +2,15 @@
 
 Answers are read from every partition of their topics from the earliest offset, without a
 consumer group, and kept by `requestId`: an origin only waits for answers to requests it
-made, and reading from the beginning does not depend on the broker's end offsets.
+made, and reading from the beginning does not depend on the broker's end offsets. The answers
+of the last `MAX_ANSWERED` requestIds are kept (a topic's whole history is read at start).
+
+Topics may be shared by replicas of different datamarts (docs/PROTOCOL.md, "Shared topics"):
+each answers `UNKNOWN_DATAMART` for the datamarts it does not serve. Such an answer is never
+taken over another's: once a replica has answered `delta.rq` for a datamart with its state,
+`UNKNOWN_DATAMART` answers about that datamart are from other replicas and are set aside; a
+`delta.rq` answered only `UNKNOWN_DATAMART` gets that answer after `NOT_SERVED_GRACE` seconds
+without another.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections import defaultdict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Self, TypeVar
@@ -29,13 +37,19 @@ from protocol.codec import (
     encode_delta_in_key,
     encode_message,
 )
-from protocol.errors import PoddError
+from protocol.errors import ErrorCode, PoddError
 from protocol.framing import Chunk
 from protocol.messages import DeltaInResult, DeltaRequest, DeltaState
 from protocol.signing import is_authentic, signed_headers
 
 log = structlog.get_logger("origin.client")
 T = TypeVar("T")
+
+#: Answers are kept for this many requestIds at most, the oldest forgotten first.
+MAX_ANSWERED = 10_000
+#: How long a `delta.rq` answered `UNKNOWN_DATAMART` waits for another replica's state.
+NOT_SERVED_GRACE = 10.0
+_NOT_SERVED = ErrorCode.UNKNOWN_DATAMART.value
 
 
 class OriginClient:
@@ -44,8 +58,12 @@ class OriginClient:
     def __init__(self, settings: KafkaSettings, bootstrap: list[str]) -> None:
         self.settings = settings
         self.bootstrap = bootstrap
-        self.results: dict[str, list[DeltaInResult]] = defaultdict(list)
-        self.states: dict[str, DeltaState] = {}
+        self.results: OrderedDict[str, list[DeltaInResult]] = OrderedDict()
+        self.states: OrderedDict[str, DeltaState] = OrderedDict()
+        #: `UNKNOWN_DATAMART` states, set aside while another replica may answer.
+        self.not_served: OrderedDict[str, DeltaState] = OrderedDict()
+        #: Datamarts some replica answered `delta.rq` for with its state.
+        self.served: set[str] = set()
         self.undecodable = 0
         self.unsigned = 0  # answers dropped: not signed with the origins' key
         self._secret = settings.signing_secret()
@@ -54,6 +72,7 @@ class OriginClient:
         self._producer: AIOKafkaProducer | None = None
         self._readers: list[AIOKafkaConsumer] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._wakers: set[asyncio.Future[None]] = set()
         self.pace = FetchPace(settings.fetch_max_wait_ms, settings.fetch_idle_wait_ms)
 
     async def __aenter__(self) -> Self:
@@ -107,17 +126,34 @@ class OriginClient:
                 continue
             try:
                 if topic == self.settings.topic_delta_in_rs:
-                    result = decode_message(DeltaInResult, message.value or b"")
-                    self.results[result.request_id].append(result)
+                    self._take_result(decode_message(DeltaInResult, message.value or b""))
                 else:
-                    state = decode_message(DeltaState, message.value or b"")
-                    self.states[state.request_id] = state
+                    self._take_state(decode_message(DeltaState, message.value or b""))
             except PoddError as exc:
                 self.undecodable += 1
                 log.warning("undecodable answer skipped", topic=topic, error=str(exc))
                 continue
             async with self._arrived:
                 self._arrived.notify_all()
+
+    def _take_result(self, result: DeltaInResult) -> None:
+        if result.error_code == _NOT_SERVED and result.datamart in self.served:
+            rid, datamart = result.request_id, result.datamart
+            log.info(
+                "set aside: the answer of a replica that does not serve the datamart",
+                requestId=rid,
+                datamart=datamart,
+            )
+            return
+        _keep(self.results, result.request_id, []).append(result)
+
+    def _take_state(self, state: DeltaState) -> None:
+        if state.error_code == _NOT_SERVED:
+            if state.request_id not in self.states:
+                _keep(self.not_served, state.request_id, state)
+            return
+        self.served.add(state.datamart)
+        _keep(self.states, state.request_id, state)
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -188,9 +224,36 @@ class OriginClient:
     # --- waiting ------------------------------------------------------------------------
 
     async def ask(self, datamart: str, timeout: float) -> DeltaState | None:
-        """`delta.rq` → `delta.rs`; None if no answer came within `timeout` seconds."""
+        """`delta.rq` → `delta.rs`; None if no answer came within `timeout` seconds. An
+        `UNKNOWN_DATAMART` answer counts only once no other came for `NOT_SERVED_GRACE`."""
         request_id = await self.request_state(datamart)
-        return await self._wait(lambda: self.states.get(request_id), timeout)
+        loop = asyncio.get_running_loop()
+        first_refusal: list[float] = []
+
+        def answer() -> DeltaState | None:
+            state = self.states.get(request_id)
+            if state is not None:
+                return state
+            refusal = self.not_served.get(request_id)
+            if refusal is None:
+                return None
+            if not first_refusal:
+                first_refusal.append(loop.time())
+                loop.call_later(NOT_SERVED_GRACE, self._wake)
+            return refusal if loop.time() - first_refusal[0] >= NOT_SERVED_GRACE else None
+
+        return await self._wait(answer, timeout)
+
+    def _wake(self) -> None:
+        """Wake the waiters, so that one whose grace has passed looks again."""
+
+        async def notify() -> None:
+            async with self._arrived:
+                self._arrived.notify_all()
+
+        task = asyncio.ensure_future(notify())
+        self._wakers.add(task)  # kept until done (the loop holds tasks weakly)
+        task.add_done_callback(self._wakers.discard)
 
     async def result(
         self, request_id: str, timeout: float, *, after: int = 0
@@ -198,7 +261,7 @@ class OriginClient:
         """The answer number `after` (0: the first) to the transfer, or None on timeout."""
 
         def found() -> DeltaInResult | None:
-            answers = self.results.get(request_id, [])
+            answers = self.results.get(request_id) or []
             return answers[after] if len(answers) > after else None
 
         return await self._wait(found, timeout)
@@ -216,3 +279,14 @@ class OriginClient:
                 except TimeoutError:
                     return probe()
             return value
+
+
+def _keep(kept: OrderedDict[str, T], request_id: str, value: T) -> T:
+    """`kept[request_id]` (set to `value` if new), the newest; at most `MAX_ANSWERED`."""
+    if request_id in kept:
+        kept.move_to_end(request_id)
+        return kept[request_id]
+    kept[request_id] = value
+    while len(kept) > MAX_ANSWERED:
+        kept.popitem(last=False)
+    return value
