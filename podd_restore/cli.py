@@ -45,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (check, run):
         command.add_argument("--topic", help="the backup topic")
         command.add_argument("--datamart", help="the datamart to restore")
-        command.add_argument("--increment-id", help="the run to use where two wrote delta 0")
+        command.add_argument(
+            "--increment-id",
+            help="the run to use where runs wrote a delta differently (or two wrote delta 0)",
+        )
         command.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
         command.add_argument("--replica", dest="replica_dsn", help="PostgreSQL DSN")
         command.add_argument("--data-dir", type=Path)

@@ -7,8 +7,11 @@ increments are complete, picks one per delta, and says where a restore must stop
 An increment is complete when every stream 1..streamTotal has its last chunk and every
 chunk below it, data and changelog messages counted together. A chunk seen twice (a writer
 retry) counts once: its first copy is kept. Of several complete increments of one delta (runs
-that wrote it again) the one whose messages end latest in the topic is used; delta 0 written
-by two runs is refused unless a run is named (two snapshots in one topic, BACKUP.md).
+that wrote it again) the one whose messages end latest in the topic is used when they hold the
+same content (`content_digest` of each message, sync markers aside); increments that differ
+are refused, naming each, unless a run is named (`--increment-id`): whoever can write the
+topic could otherwise append one that replaced the delta. Delta 0 written by two runs is
+refused unless a run is named (two snapshots in one topic, BACKUP.md).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class BackupChunk:
     path: str | None = None
     #: What the staged body decompresses to (None: not staged, or not readable).
     decoded: int | None = None
+    #: Its content without the sync marker (`protocol.ocf.content_digest`).
+    digest: bytes = b""
 
 
 #: The most writer streams an increment may declare (Prostore's `--threadsCount`); more is
@@ -113,6 +118,17 @@ class Increment:
             return False
         beyond = any(c > self.last.get(s, c) for s, c in self.chunks)
         return not beyond and not self.gaps()
+
+    def content(self) -> tuple[object, ...]:
+        """What it holds, to tell a writer's re-run of the same delta (the same content)
+        from a different increment of it."""
+        return (
+            self.delta_date,
+            tuple(
+                (where, c.key.message_type, c.key.table_name, c.digest)
+                for where, c in sorted(self.chunks.items())
+            ),
+        )
 
     def messages(self, kind: BackupMessageType) -> list[BackupChunk]:
         """Its messages of one kind, in (stream, chunk) order."""
@@ -211,6 +227,15 @@ class BackupIndex:
                 f"delta 0 was written by {len(runs)} runs ({', '.join(sorted(runs))}): "
                 "name the run to restore with --increment-id",
             )  # fmt: skip
+        if len({i.content() for i in complete}) > 1:
+            # Whoever can write the topic could append an increment that replaced the
+            # delta in the next restore: different contents are never chosen between.
+            which = "; ".join(_named(i) for i in complete)
+            return DeltaPlan(
+                delta_num, found, None,
+                f"delta {delta_num} is in {len(complete)} complete increments that differ "
+                f"({which}): name the one to restore with --increment-id",
+            )  # fmt: skip
         return DeltaPlan(delta_num, found, complete[-1], None)
 
     def restorable(
@@ -229,6 +254,14 @@ class BackupIndex:
                 return plans, plan
             plans.append(plan)
         return plans, None
+
+
+def _named(increment: Increment) -> str:
+    offset, partition = increment.end
+    return (
+        f"run {increment.increment_id} dated {increment.delta_date.isoformat()}, "
+        f"its last message at partition {partition} offset {offset}"
+    )
 
 
 def _why_incomplete(increments: tuple[Increment, ...]) -> str:

@@ -19,11 +19,13 @@ from protocol.backup import BackupKey, BackupMessageType, ChangelogRecord
 from protocol.changelog import SchemaChange, parse_change
 from protocol.codec import decode_message, read_records_of
 from protocol.errors import MessageDecodeError, SchemaDefinitionError
-from protocol.ocf import OcfLimits
+from protocol.ocf import OcfLimits, content_digest
 
 ChunkId = tuple[str, int, int, int]  # incrementId, deltaNum, streamNumber, chunkNumber
 #: A changelog body decompresses to at most this many bytes.
 CHANGELOG_LIMITS = OcfLimits.small(16 * 2**20)
+#: Containers digested to compare increments: their headers read within these.
+DIGEST_LIMITS = OcfLimits()
 
 
 def chunk_id(key: BackupKey) -> ChunkId:
@@ -51,7 +53,8 @@ class TopicIndex:
             return
         first_copy = key.datamart == self.datamart and not self.index.knows(key)
         try:
-            self.index.add(BackupChunk(key, place, len(value or b"")))
+            digest = content_digest(value, DIGEST_LIMITS) if first_copy else b""
+            self.index.add(BackupChunk(key, place, len(value or b""), digest=digest))
         except OverflowError as exc:
             raise RestoreError(f"{place}: {exc}") from None
         if first_copy and key.message_type is BackupMessageType.CHANGELOG:

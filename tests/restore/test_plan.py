@@ -129,3 +129,21 @@ def test_spark_is_started_ahead_only_for_a_run_with_a_delta_beyond_the_driver_bo
     assert not needs_spark(chosen, 30 / 2**20)
     assert needs_spark(chosen, 29 / 2**20)
     assert needs_spark(chosen, 0)
+
+
+def test_complete_increments_of_one_delta_that_differ_are_never_chosen_between() -> None:
+    def rerun(run: str, digest: bytes) -> None:
+        for c in (chunk(1, 1, 1, False, run=run), chunk(1, 1, 2, True, run=run),
+                  chunk(1, 2, 1, True, run=run)):  # fmt: skip
+            index.add(BackupChunk(c.key, c.place, c.size, digest=digest))
+
+    index = BackupIndex("m")
+    rerun("r1", b"same")
+    rerun("r2", b"same")  # a writer's re-run: the same content
+    assert index.delta(1).chosen.increment_id == "r2"  # type: ignore[union-attr]
+    rerun("r3", b"other")  # appended with other rows
+    refused = index.delta(1)
+    assert refused.chosen is None
+    assert "delta 1 is in 3 complete increments that differ" in (refused.refusal or "")
+    assert "run r3 dated" in (refused.refusal or "")
+    assert index.delta(1, increment_id="r1").chosen.increment_id == "r1"  # type: ignore[union-attr]

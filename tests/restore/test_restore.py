@@ -340,3 +340,34 @@ def test_a_backup_in_every_kafka_codec_with_unreadable_batches_restores(
     assert "restored deltas 0-7" in done.stdout
     assert (done.stdout + done.stderr).count("a record batch that cannot be read was skipped") == 8
     assert_matches_model(replica_dsn, replica_model(source, 7))
+
+
+def test_an_appended_increment_that_differs_stops_the_run_naming_both_until_one_is_named(
+    restore: Restore, topic: str, marketing: LogicalSchema, replica_dsn: str
+) -> None:
+    """Whoever can write the backup topic could append a complete increment of a delta,
+    and the latest run of a delta won: the next restore applied the appended rows. Now two
+    complete increments of one delta that differ are never chosen between."""
+    schema = renamed(marketing)
+    source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=40, seed=31))
+    forged = WorkloadSource(schema, WorkloadSpec(rows_per_delta=40, seed=32))
+    layout = BackupLayout(threads=2, partitions=2, chunk_rows=10)
+    messages = list(incremental(source, range(8), layout, "run-1"))
+    messages += list(incremental(forged, [5], layout, "run-x"))  # appended later
+    write_topic(restore.broker, topic, 2, messages)
+
+    done = restore("run", "--topic", topic, "--datamart", schema.datamart)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "delta 5 is in 2 complete increments that differ" in done.stderr
+    assert "run run-1 dated" in done.stderr
+    assert "run run-x dated" in done.stderr
+    assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [
+        0, 1, 2, 3, 4,
+    ]  # fmt: skip
+    assert_matches_model(replica_dsn, replica_model(source, 4))
+
+    named = restore(
+        "run", "--topic", topic, "--datamart", schema.datamart, "--increment-id", "run-1"
+    )
+    assert named.returncode == 0, named.stderr
+    assert_matches_model(replica_dsn, replica_model(source, 7))
