@@ -16,7 +16,7 @@ After `kill -9` a row is either absent (the load stages the table) or true.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psycopg
 
@@ -26,19 +26,33 @@ from spark_loader.transfer import TransferManifest
 _TABLE = f"{q(META_SCHEMA)}.staged_stream"
 
 
-def prestaged(conn: psycopg.Connection, manifest: TransferManifest) -> dict[str, tuple[int, int]]:
-    """The manifest's tables whose staging holds exactly its stream: (staged, received)."""
+def prestaged(
+    conn: psycopg.Connection, manifest: TransferManifest, staging: Callable[[str], str]
+) -> dict[str, tuple[int, int]]:
+    """The manifest's tables whose staging holds exactly its stream: (staged, received).
+    `staging` names a table's (quoted) staging table. A PostgreSQL crash empties unlogged
+    staging tables while the (logged) rows here survive: a row whose staging table is
+    empty though it says rows were staged is not believed (the load stages the table)."""
     rows = conn.execute(
         f"SELECT table_name, stream_number, chunk_count, staged, received FROM {_TABLE} "
         "WHERE datamart = %s AND request_id = %s",
         (manifest.datamart, manifest.request_id),
     ).fetchall()
     wanted = {(s.table_name, s.stream_number, s.chunk_count) for s in manifest.streams if s.whole}
-    return {
+    found = {
         str(name): (int(staged), int(received))
         for name, number, count, staged, received in rows
         if (name, number, count) in wanted
     }
+    holding = [name for name, (staged, _) in found.items() if staged > 0]
+    if holding:
+        probe = ", ".join(f"EXISTS (SELECT FROM {staging(name)})" for name in holding)
+        held = conn.execute(f"SELECT {probe}").fetchone()
+        assert held is not None
+        for name, has_rows in zip(holding, held, strict=True):
+            if not has_rows:
+                del found[name]
+    return found
 
 
 def forget(conn: psycopg.Connection, datamart: str, table_names: Sequence[str]) -> None:

@@ -80,7 +80,7 @@ def staging_steps(
     stream prestaged is staged at once in the transaction it opens there (`temp_staging`),
     with the slices `ahead` holds already encoded (`decode_ahead`). `read_by_open_apply`:
     tables whose staging an open apply's transaction has read (`OpenApply.touched`)."""
-    ready = prestaged(conn, transfer.manifest)
+    ready = prestaged(conn, transfer.manifest, datamart.staging)
     to_stage = [t for t in tables if t.name not in ready]
     chunks = chunk_entries(datamart, transfer, to_stage)
     if in_apply_transaction and not ready and is_small(chunks, settings):

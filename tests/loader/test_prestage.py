@@ -295,3 +295,28 @@ def test_the_load_that_takes_an_open_apply_over_is_not_ended_while_it_works(
     for session in loader.connections._idle:
         row = session.conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
         assert row == ("0",)  # reset when given back
+
+
+def test_a_staging_table_emptied_by_a_crash_is_staged_again_not_believed(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    """PostgreSQL's crash recovery empties unlogged staging tables; the staged_stream row
+    that says a stream is staged there survives it. The load believed it, applied nothing
+    for the table and failed its staged-rows check (LOAD_FAILED, a round trip)."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=14)).next_delta()
+    transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
+    loader = new_loader(schema)
+    first = transfer.manifest.streams[0]
+    names, opened = Prestager(loader, apply=False).prestage(streams_of(transfer, 1))
+    assert names == [first.table_name]
+    assert opened is not None
+    opened.abort()
+    assert markers(replica_dsn, schema.datamart) == {first.table_name: transfer.manifest.request_id}
+    datamart = loader.datamart(schema.datamart)
+    assert datamart is not None
+    with psycopg.connect(replica_dsn, autocommit=True) as conn:  # as crash recovery does
+        conn.execute(f"TRUNCATE {datamart.staging(first.table_name)}")
+
+    result = loader.load(transfer)
+    assert_applied(replica_dsn, schema, rows)
+    assert sum(c.rows_received for c in result.tables) == sum(len(r) for r in rows.values())
