@@ -102,6 +102,18 @@ class AgentSettings(LoaderSettings, KafkaSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("synchronous_commit")
+    @classmethod
+    def _durable_answers(cls, value: bool) -> bool:
+        """The agent answers OK after the commit: the commit must be durable first."""
+        if not value:
+            raise ValueError(
+                "synchronous_commit cannot be off for the agent: it answers OK once a delta "
+                "is committed, and a PostgreSQL crash could then lose a delta the origin was "
+                "told is applied (only podd-restore, which tells nobody, may turn it off)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _paired(self) -> AgentSettings:
         # No --schema at all: every datamart's schema is the one the replica's catalog holds

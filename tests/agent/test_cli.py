@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from protocol.schema import LogicalSchema
 from replica_agent.cli import status_report
@@ -119,3 +120,10 @@ def test_the_consumer_group_is_one_per_set_of_datamarts_unless_given(
     assert many.startswith("podd-replica-")
     assert len(many) < 64
     assert AgentSettings(datamart=["a"], group_id="shared").group_id == "shared"
+
+
+def test_synchronous_commit_off_is_refused_for_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off, the agent answered OK for a commit a PostgreSQL crash could still lose."""
+    monkeypatch.setenv("PODD_SYNCHRONOUS_COMMIT", "false")
+    with pytest.raises(ValidationError, match="synchronous_commit cannot be off for the agent"):
+        AgentSettings()
