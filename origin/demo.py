@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -115,15 +116,17 @@ def _report(
 
 
 def _print_sql(args: argparse.Namespace, schema: LogicalSchema, dsn: str, last: int) -> None:
-    dm, table = schema.datamart, schema.tables[0]
+    table = schema.tables[0]
+    dm, name = quote_ident(schema.datamart), schema.datamart.replace("'", "''")
+    actual, as_of = quote_ident(f"{table.name}_actual"), quote_ident(f"{table.name}_as_of")
     key = ", ".join(quote_ident(k) for k in table.primary_key)
     earlier = max(0, last // 2)
-    statements = [
+    statements = [  # every name quoted, as anything built from a schema's names
         f"SELECT delta_num, delta_date, applied_at FROM podd_replica.delta_registry "
-        f"WHERE datamart = '{dm}' ORDER BY delta_num DESC LIMIT 3",
-        f"SELECT count(*) FROM {dm}.{table.name}_actual",
-        f"SELECT count(*) FROM {dm}.{table.name}_as_of({earlier})",
-        f"SELECT * FROM {dm}.{table.name}_as_of({earlier}) ORDER BY {key} LIMIT 3",
+        f"WHERE datamart = '{name}' ORDER BY delta_num DESC LIMIT 3",
+        f"SELECT count(*) FROM {dm}.{actual}",
+        f"SELECT count(*) FROM {dm}.{as_of}({earlier})",
+        f"SELECT * FROM {dm}.{as_of}({earlier}) ORDER BY {key} LIMIT 3",
     ]
     print("\nlook at the replica (the last statement reads it as of an earlier delta):")
     for sql in statements:
@@ -134,7 +137,8 @@ def _print_sql(args: argparse.Namespace, schema: LogicalSchema, dsn: str, last: 
         print("\nwith psql: psql \"$PODD_REPLICA_DSN\" -c '<statement>'")
     else:
         print(f"\nwith psql (starts the embedded PostgreSQL, kept in {args.data_dir}/postgres):")
-        print(f"  .venv/bin/podd-loader sql --data-dir {args.data_dir} -c '{statements[2]}'")
+        command = ["podd-loader", "sql", "--data-dir", str(args.data_dir), "-c", statements[2]]
+        print(f"  .venv/bin/{shlex.join(command)}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ def test_demo_on_embedded_defaults_applies_checks_and_cleans_up(
     assert "[##############################] 3/3 deltas, 270 rows" in out
     assert "applied deltas 0..2: 3 deltas, 270 rows" in out
     assert "equal to the reference model of deltas 0..2 (seed 1)" in out
-    assert "marketing.sales_as_of(1)" in out
+    assert '"marketing"."sales_as_of"(1)' in out
     assert "agent stopped (exit 0)" in out
     assert EmbeddedPostgres(tmp_path / "postgres").running_port() is None
     # A second run goes on from what the replica holds.
