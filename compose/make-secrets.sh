@@ -7,8 +7,10 @@
 #   DIR/secrets/kafka_keystore_creds    the keystore's password
 #   DIR/secrets/kafka_jaas.conf         the broker's SASL/PLAIN users: admin, agent, origin
 #   DIR/secrets/admin.properties        the admin's client settings (healthcheck, kafka-init)
-#   DIR/.env                            POSTGRES_PASSWORD, PODD_ORIGIN_KEY and the agent's and
-#                                       origin's Kafka passwords, which Compose reads itself
+#   DIR/.env                            POSTGRES_PASSWORD, PODD_AGENT_DB_PASSWORD (the agent's
+#                                       database role), SPARK_AUTH_SECRET, PODD_ORIGIN_KEY and
+#                                       the agent's and origin's Kafka passwords, which Compose
+#                                       reads itself
 #
 # DIR is this script's directory unless given. Every password is random. It refuses to
 # overwrite: remove DIR/secrets and DIR/.env to make new ones (then `docker compose down -v`:
@@ -71,6 +73,8 @@ EOF
 
 cat >"$dir/.env" <<EOF
 POSTGRES_PASSWORD=$(random)
+PODD_AGENT_DB_PASSWORD=$(random)
+SPARK_AUTH_SECRET=$(random)
 PODD_ORIGIN_KEY=$(openssl rand -hex 32)
 PODD_AGENT_KAFKA_PASSWORD=$agent_password
 PODD_ORIGIN_KAFKA_PASSWORD=$origin_password

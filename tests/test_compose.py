@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import tomllib
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 import yaml
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from origin import cli as origin_cli
+from protocol.schema import LogicalSchema
 from replica_agent import cli as agent_cli
+from spark_loader.embedded_pg import psql_binary
+from spark_loader.store import ReplicaStore
 from tests.conftest import REPO
 
 COMPOSE = REPO / "compose" / "compose.yaml"
@@ -173,3 +180,89 @@ def test_spark_runs_from_the_wheels_spark_class(services: dict[str, Any]) -> Non
     resources = services["spark-worker"]["environment"]
     assert resources["SPARK_WORKER_CORES"] == "2"  # defaults a user overrides by variable
     assert resources["SPARK_WORKER_MEMORY"] == "4g"
+
+
+def test_long_running_services_restart_and_the_image_runs_unprivileged(
+    services: dict[str, Any],
+) -> None:
+    for name in ("kafka", "postgres", "spark-master", "spark-worker", "replica-agent"):
+        assert services[name].get("restart") == "unless-stopped", name
+    users = [
+        line.split()[1] for line in DOCKERFILE.read_text().splitlines() if line.startswith("USER ")
+    ]
+    assert users
+    assert users[-1] not in ("root", "0")
+
+
+def test_spark_joins_only_with_the_clusters_secret(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "-Dspark.authenticate.secret=compose-test-secret-of-32-chars"
+    for name, variable in (
+        ("spark-master", "SPARK_MASTER_OPTS"),
+        ("spark-worker", "SPARK_WORKER_OPTS"),
+    ):
+        options = services[name]["environment"][variable]
+        assert "-Dspark.authenticate=true" in options
+        assert secret in options
+    service = services["replica-agent"]
+    _environment(monkeypatch, service)
+    command = [str(c) for c in service["command"]]
+    settings = agent_cli.settings_from(agent_cli.build_parser().parse_args(command[1:]))
+    assert settings.spark_conf["spark.authenticate"] == "true"
+    assert settings.spark_conf["spark.authenticate.secret"] == secret.split("=", 1)[1]
+
+
+def test_the_agents_database_role_owns_the_replica_and_is_no_superuser(
+    services: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    replica_dsn: str,
+    marketing: LogicalSchema,
+) -> None:
+    """postgres-init.sh, run as the postgres image runs it, on the test PostgreSQL: the
+    role it makes is the agent's DSN's user, and the agent's store is made by it."""
+    service = services["replica-agent"]
+    dsn = urlsplit(service["environment"]["PODD_REPLICA_DSN"])
+    assert dsn.username == "podd_agent"
+    assert services["postgres"]["environment"]["POSTGRES_USER"] != dsn.username
+    psql = psql_binary()
+    if psql is None:
+        pytest.skip("no psql here")
+    role, database = f"podd_agent_{uuid.uuid4().hex[:8]}", f"replica_{uuid.uuid4().hex[:8]}"
+    admin = conninfo_to_dict(replica_dsn)
+    with psycopg.connect(replica_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+    try:
+        env = {
+            **os.environ,
+            "PATH": f"{Path(psql).parent}:{os.environ['PATH']}",
+            "PGHOST": str(admin.get("host", "")),
+            "PGPORT": str(admin.get("port", "")),
+            "PGPASSWORD": str(admin.get("password", "")),
+            "POSTGRES_USER": str(admin["user"]),
+            "POSTGRES_DB": database,
+            "PODD_AGENT_DB_PASSWORD": "agent-password-1234",
+            "PODD_AGENT_DB_ROLE": role,
+        }
+        done = subprocess.run(
+            ["bash", str(REPO / "compose" / "postgres-init.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        agent_dsn = make_conninfo(
+            replica_dsn, user=role, password="agent-password-1234", dbname=database
+        )
+        with psycopg.connect(agent_dsn) as conn:
+            row = conn.execute(
+                "SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
+                "WHERE rolname = current_user"
+            ).fetchone()
+        assert row == (False, False, False)
+        ReplicaStore(agent_dsn).ensure(marketing)  # every table, function and schema it needs
+    finally:
+        with psycopg.connect(replica_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')
