@@ -6,6 +6,7 @@
                         [--settle-seconds 2] [--dead-letter-topic T] [--start earliest|latest]
                         [--start-offset TOPIC:P=OFFSET ...] [--until-idle SECONDS]
                         [--metadata-wait-seconds 30] [--max-pending-changes 500000]
+                        [--max-pending-mib 1024] [--max-ahead-hours 24]
                         [--topic-table TOPIC=TABLE ...] [--chunk-rows 1000]
     podd-origin cdc schema --format qlik|dataworks --topic T ... --datamart NAME
                            --broker kafka://HOST:PORT
@@ -66,6 +67,12 @@ def add_parser(commands: Any) -> None:
                      help="exit 0 once all is applied and quiet this long")  # fmt: skip
     run.add_argument("--metadata-wait-seconds", dest="cdc_metadata_wait_seconds", type=float)
     run.add_argument("--max-pending-changes", dest="cdc_max_pending_changes", type=int)
+    run.add_argument(
+        "--max-pending-mib",
+        dest="cdc_max_pending_mib",
+        type=float,
+        help="MiB of source messages held at most (1024)",
+    )
     run.add_argument("--chunk-rows", type=int, help="rows per delta.in chunk (default 1000)")
     run.add_argument("--answer-timeout-seconds", type=float)
     run.add_argument("--state-timeout-seconds", type=float)

@@ -42,6 +42,8 @@ class Bounds:
     max_rows: int = 100_000  # a delta closes at this many changes (on a transaction boundary)
     max_age: float = 10.0  # ... or when its oldest change has waited this many seconds
     max_pending: int = 500_000  # changes held at most; an open transaction past it is bad input
+    #: ... and the bytes of their source messages (500,000 changes of 1 MiB each were held).
+    max_pending_bytes: int = 1 << 30
     #: A sequence, source time or eventTime further ahead of the clock is a stop (seconds).
     max_ahead: float = 86_400.0
     #: A Qlik sequence this much older than its partition's newest, never seen, is a stop.
@@ -53,6 +55,7 @@ class _Pending:
     at: Position
     change: Change
     arrived: float
+    size: int = 0  # the source message's bytes: what holding it costs, roughly
 
 
 @dataclass
@@ -136,6 +139,7 @@ class Cutter:
         #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
         self.silent: set[str] = set()
         self.pending = 0
+        self.pending_bytes = 0
         self.duplicates = 0
         self.late = 0
 
@@ -151,7 +155,13 @@ class Cutter:
         if key not in self.parts:
             self.parts[key] = _Partition(offset, offset, offset)
 
-    def feed(self, at: Position, record: Record, now: float) -> None:
+    @property
+    def full(self) -> bool:
+        """Holding as many changes, or as many of their bytes, as the bounds allow."""
+        bounds = self.bounds
+        return self.pending >= bounds.max_pending or self.pending_bytes >= bounds.max_pending_bytes
+
+    def feed(self, at: Position, record: Record, now: float, size: int = 0) -> None:
         self._fed += 1
         part = self.parts[partition_key(at.topic, at.partition)]
         part.next_offset = at.offset + 1
@@ -174,7 +184,7 @@ class Cutter:
             self._identities.add(change.identity)
         if self.fmt == "dataworks" and self.last is not None and self.last.bound is not None:
             self.late += int(le(change.cut_key, self.last.bound))
-        item = _Pending(at, change, now)
+        item = _Pending(at, change, now, size)
         part.pending.append(item)
         if self.fmt == "qlik" and change.cut_key is not None:
             key = _group_key(change)
@@ -187,6 +197,7 @@ class Cutter:
         elif self.fmt == "dataworks":
             self._key_counts[change.cut_key] = self._key_counts.get(change.cut_key, 0) + 1
         self.pending += 1
+        self.pending_bytes += size
         self._refresh_held += change.cut_key is None
 
     def passed(self, at: Position) -> None:
@@ -353,6 +364,7 @@ class Cutter:
                 else:
                     del self._key_counts[change.cut_key]
         self.pending -= len(chosen)
+        self.pending_bytes -= sum(i.size for i in chosen)
         self._refresh_held -= sum(1 for i in chosen if i.change.cut_key is None)
         changes = [(i.at, i.change) for i in chosen]
         rows = delta_rows(self.schema, changes)

@@ -31,7 +31,7 @@ from origin.cdc.tables import (
     map_table,
     replica_name,
 )
-from origin.cdc.values import BIGINT_RANGE, dataworks_column
+from origin.cdc.values import dataworks_column
 from protocol.schema import LogicalSchema
 
 ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
@@ -66,9 +66,14 @@ def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) ->
 def event_time(payload: dict[str, Any]) -> int:
     stamps = an_object(payload.get("timestamp"), "payload.timestamp")
     millis = _whole(stamps.get("eventTime"), "eventTime")
-    if millis > BIGINT_RANGE[1]:
-        raise BadInput(None, f"eventTime {millis} is out of range")
+    if millis > MAX_EVENT_MILLIS:
+        raise BadInput(None, f"eventTime {millis} is out of range (past year 9999)")
     return millis
+
+
+#: The last millisecond a time can hold (9999-12-31T23:59:59.999); a later eventTime
+#: made `millis_time` raise OverflowError, which no bad-input path caught.
+MAX_EVENT_MILLIS = 253_402_300_799_999
 
 
 def millis_time(millis: int) -> datetime:
@@ -143,7 +148,7 @@ class DataWorksDecoder:
             op = payload.op
             sequence = _whole(checked(payload.sequenceId), "sequenceId")
             millis = _whole(checked(payload.timestamp.eventTime), "eventTime")
-            if millis > BIGINT_RANGE[1] or (payload.after is None and op in UPSERT_OPS):
+            if millis > MAX_EVENT_MILLIS or (payload.after is None and op in UPSERT_OPS):
                 return None
             if op in UPSERT_OPS:
                 after = reader.whole(payload.after.dataColumn)  # type: ignore[union-attr]

@@ -5,30 +5,29 @@ stops with the error) or, with a dead-letter topic, goes there; a change that br
 source's order (`origin.cdc.sequence_guard`) or a schema change always stops it. A Qlik
 data message whose metadata is not read yet pauses its partition (`waiting`) until the
 metadata comes or the wait bound passes; then it is bad input. The metadata messages read
-are kept durably (`qlik-catalog.json`), so a restarted run knows tables described before
+are kept durably (`origin.cdc.catalog`), so a restarted run knows tables described before
 its start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
+from origin.cdc.catalog import QlikCatalog
 from origin.cdc.cutlog import partition_key
 from origin.cdc.cutter import Cutter
 from origin.cdc.dataworks import DataWorksDecoder
 from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, SequenceStop
-from origin.cdc.options import CATALOG, CdcOptions, CdcStats
+from origin.cdc.options import CdcOptions, CdcStats
 from origin.cdc.qlik import QlikDecoder
 from origin.cdc.records import Position, TableSeen
 from origin.cdc.topic_reader import TopicReader
 from origin.client import OriginClient
-from podd_runtime.files import durable_write
 from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin.cdc")
@@ -46,9 +45,8 @@ def make_decoder(
     """The format's decoder; for Qlik with the tables learnt in earlier runs (`catalog`)."""
     if options.fmt == "qlik":
         decoder = QlikDecoder(schema, options.topic_tables)
-        path = options.state_dir / CATALOG
-        if catalog and path.exists():
-            for message in json.loads(path.read_text()):
+        if catalog:
+            for message in QlikCatalog(options.state_dir).messages:
                 decoder.learn(message)
         return decoder
     return DataWorksDecoder(schema)
@@ -65,13 +63,12 @@ class Intake:
         self.blocked: dict[str, BadInput] = {}  # partition → why its reading stopped
         self.waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
         self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
-        path = options.state_dir / CATALOG
-        self._catalog: list[dict[str, Any]] = json.loads(path.read_text()) if path.exists() else []
+        self._catalog = QlikCatalog(options.state_dir) if options.fmt == "qlik" else None
 
     async def run(self, reader: TopicReader, cutter: Cutter) -> None:
-        """Read, decode and feed until cancelled; back-pressure at `max_pending`."""
+        """Read, decode and feed until cancelled; back-pressure while the cutter is full."""
         while True:
-            if cutter.pending >= self.options.bounds.max_pending:
+            if cutter.full:
                 await asyncio.sleep(0.05)  # back-pressure: the next cut frees room
                 continue
             self._check_waits(reader)
@@ -113,7 +110,7 @@ class Intake:
                 self.waiting.pop(key, None)
                 if isinstance(record, TableSeen):
                     self._remember(record, reader)
-                cutter.feed(at, record, decoded)
+                cutter.feed(at, record, decoded, len(message.value or b""))
                 feed += time.monotonic() - decoded
             self.stats.parse_seconds += parse
             self.stats.cut_seconds += feed
@@ -128,10 +125,8 @@ class Intake:
                 reader.resume(key)
 
     def _remember(self, seen: TableSeen, reader: TopicReader) -> None:
-        if self.options.fmt == "qlik" and seen.source not in self._catalog:
-            self._catalog.append(seen.source)
-            data = json.dumps(self._catalog, default=str).encode()
-            durable_write(self.options.state_dir / CATALOG, data)
+        if self._catalog is not None:
+            self._catalog.add(seen.source)
         for key in list(self.waiting):
             reader.resume(key)  # read the waiting message again, now that a table is known
 

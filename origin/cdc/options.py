@@ -8,9 +8,6 @@ from pathlib import Path
 from origin.cdc.cutter import Bounds
 from origin.cdc.membership import Format
 
-#: Where a Qlik run keeps the metadata messages it has read, in its state directory.
-CATALOG = "qlik-catalog.json"
-
 
 @dataclass(frozen=True)
 class CdcOptions:

@@ -42,6 +42,8 @@ SEQUENCE_DIGITS = 35
 _MAGIC_TEXT = MAGIC.decode()
 #: Writer schemas kept at most (metadata `dataSchema`s and inline `messageSchema`s).
 MAX_SCHEMAS = 10_000
+#: Table descriptions (metadata schemaIds) kept at most.
+MAX_TABLE_VERSIONS = 10_000
 
 
 def _read_avro(data: Any, schema: Any) -> Any:
@@ -259,6 +261,12 @@ class QlikDecoder:
             raise BadInput(None, f"a metadata message without {exc}"[:200]) from None
         except ValueError as exc:
             raise BadInput(None, f"a metadata message: {exc}"[:300]) from None
+        if schema_id not in self.by_schema_id and len(self.by_schema_id) >= MAX_TABLE_VERSIONS:
+            raise BadInput(
+                None,
+                f"more than {MAX_TABLE_VERSIONS:,} table descriptions (schemaIds) were read: "
+                "a source of that many table versions, or metadata messages from a flood",
+            )
         table, mapped = map_table(table_name, mapped_columns, key, "metadata")
         lineage = message["lineage"]
         where = ".".join(str(lineage.get(k)) for k in ("server", "schema", "table"))

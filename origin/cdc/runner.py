@@ -246,7 +246,7 @@ class CdcOrigin:
         by age takes what was read during the last load, ever smaller."""
         live = set(cutter.parts) - set(self.intake.blocked)
         stuck = bool(self.intake.blocked) and quiet >= live
-        full = cutter.pending >= self.options.bounds.max_pending
+        full = cutter.full
         started = time.monotonic()
         found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full,
                            by_age=by_age)  # fmt: skip
@@ -266,8 +266,9 @@ class CdcOrigin:
             return None, next(iter(self.intake.blocked.values()))
         if full:
             return None, BadInput(cutter.oldest_open(), (
-                f"{cutter.pending:,} changes are held and none can be cut: a transaction "
-                f"larger than {self.options.bounds.max_pending:,} changes, or one never "
+                f"{cutter.pending:,} changes ({cutter.pending_bytes:,} bytes) are held and none "
+                f"can be cut: a transaction larger than {self.options.bounds.max_pending:,} "
+                f"changes or {self.options.bounds.max_pending_bytes:,} bytes, or one never "
                 "completed"))  # fmt: skip
         return None, None
 

@@ -35,6 +35,8 @@ class CdcSettings(OriginSettings):
     cdc_metadata_wait_seconds: float = Field(default=30.0, gt=0)
     #: Changes held in memory at most; a transaction larger than this is bad input.
     cdc_max_pending_changes: int = Field(default=500_000, ge=10)
+    #: ... and MiB of their source messages held at most.
+    cdc_max_pending_mib: float = Field(default=1024, gt=0)
     #: A sequence, source time or eventTime this many hours ahead of the clock stops the run.
     cdc_max_ahead_hours: float = Field(default=24.0, gt=0)
     #: `TOPIC=TABLE` items: the table of a Qlik topic written without the envelope.
@@ -69,6 +71,7 @@ class CdcSettings(OriginSettings):
                 self.cdc_max_delta_rows,
                 self.cdc_max_delta_age_seconds,
                 self.cdc_max_pending_changes,
+                max_pending_bytes=round(self.cdc_max_pending_mib * 2**20),
                 max_ahead=self.cdc_max_ahead_hours * 3600,
             ),
             settle=self.cdc_settle_seconds,
