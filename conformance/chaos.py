@@ -5,7 +5,8 @@ The reference origin drives N deltas (default 100) into a real agent process whi
   delta is done (mid-transfer, mid-load or after a commit of the next: wherever the clock
   falls), and restarted on the same data directory;
 * PostgreSQL is crash-restarted (`pg_ctl stop -m immediate`, then start) at least twice;
-* malformed messages of every kind the fuzz test knows arrive on `delta.in` and `delta.rq`;
+* malformed messages of every kind the fuzz test knows arrive on `delta.in` and `delta.rq`,
+  and deltas already applied are replayed under new requestIds (whole, or cut short);
 * a second agent for the same datamart is started (it must stop at start), the staging disk
   is filled and freed (the agent must pause, then go on), and the replica's database is
   rewound by two deltas (`conformance.chaos_faults`).
@@ -168,6 +169,35 @@ async def _malformed(
         await asyncio.sleep(0.2)
 
 
+async def _replays(
+    client: OriginClient,
+    driver: OriginDriver,
+    done: list[DeltaOutcome],
+    run: ChaosRun,
+    finished: asyncio.Event,
+    seed: int,
+) -> None:
+    """Deltas already applied, sent again under new requestIds every few seconds, as old
+    signed transfers replayed would be: half of them whole (answered with the stored
+    result), half cut short of their last chunk (never complete). None may cost the real
+    deltas a slot, a byte of staging or an answer."""
+    rng = random.Random(seed)
+    while not finished.is_set():
+        await asyncio.sleep(rng.uniform(1.0, 3.0))
+        applied = [o.delta_num for o in done]  # each one the replica applied
+        delta = driver.source.delta(rng.choice(applied)) if applied else None
+        if delta is None or finished.is_set():
+            continue
+        _, chunks = driver.frame(delta)
+        whole = rng.random() < 0.5
+        try:
+            await client.send_chunks(chunks if whole else chunks[:-1])
+        except Exception as exc:  # the broker may refuse; that is not the agent
+            run.malformed[f"refused by the broker: {type(exc).__name__}"] += 1
+            continue
+        run.replays["whole" if whole else "cut short of its last chunk"] += 1
+
+
 async def _drive(
     args: argparse.Namespace,
     settings: KafkaSettings,
@@ -191,6 +221,7 @@ async def _drive(
             chunk_rows=args.chunk_rows, answer_timeout=30, state_timeout=15, state_attempts=20
         )
         driver = OriginDriver(client, source, options, done.append)
+        replays = asyncio.create_task(_replays(client, driver, done, run, finished, args.seed))
         try:
             # Until the replica itself says it holds every delta, once every fault is in: a
             # database rewound after the origin's last delta is told by `delta.rs` only, and
@@ -206,7 +237,7 @@ async def _drive(
                     print(f"  origin: {exc}; resuming", file=sys.stderr)
         finally:
             finished.set()
-            for ended in await asyncio.gather(chaos, noise, return_exceptions=True):
+            for ended in await asyncio.gather(chaos, noise, replays, return_exceptions=True):
                 if isinstance(ended, BaseException):  # the faults stopped early: say so
                     run.failures.append(f"the fault injector failed: {ended!r}"[:500])
         for answers in client.results.values():

@@ -14,6 +14,8 @@ class ChaosRun:
     deltas: int
     faults: Counter[str] = field(default_factory=Counter)
     malformed: Counter[str] = field(default_factory=Counter)
+    #: Transfers of applied deltas sent again (as replayed signed messages would be).
+    replays: Counter[str] = field(default_factory=Counter)
     answers: Counter[str] = field(default_factory=Counter)
     agent_exits: Counter[str] = field(default_factory=Counter)  # exits the agent chose
     peak_rss_mib: float = 0.0
@@ -89,6 +91,7 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
         "",
         *table("agent exit it chose (a supervisor restarted it)", run.agent_exits),
         *table("malformed message sent", run.malformed),
+        *table("applied delta replayed under a new requestId", run.replays),
         *table("answer on delta.in.rs (status or errorCode)", run.answers),
         f"Peak RSS of the agent's Python process: {run.peak_rss_mib:,.0f} MiB "
         "(sampled every 0.5 s; Spark's JVM and workers aside).",

@@ -38,3 +38,5 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
         "NOT injected: staging disk filled: cannot mount a tmpfs" in text
     )
     assert re.search(r"\| compression bomb \| [1-9]", text)
+    assert re.search(r"\| whole \| [1-9]", text)  # replays, and still nothing lost above
+    assert re.search(r"\| cut short of its last chunk \| [1-9]", text)
