@@ -10,7 +10,7 @@ each answers `UNKNOWN_DATAMART` for the datamarts it does not serve. Such an ans
 taken over another's: once a replica has answered `delta.rq` for a datamart with its state,
 `UNKNOWN_DATAMART` answers about that datamart are from other replicas and are set aside; a
 `delta.rq` answered only `UNKNOWN_DATAMART` gets that answer after `NOT_SERVED_GRACE` seconds
-without another.
+without another, a transfer after its answer timeout without another.
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ class OriginClient:
         self.states: OrderedDict[str, DeltaState] = OrderedDict()
         #: `UNKNOWN_DATAMART` states, set aside while another replica may answer.
         self.not_served: OrderedDict[str, DeltaState] = OrderedDict()
+        #: `UNKNOWN_DATAMART` answers to transfers of a datamart a replica serves, set aside
+        #: until the wait for another answer ends.
+        self.not_served_results: OrderedDict[str, DeltaInResult] = OrderedDict()
         #: Datamarts some replica answered `delta.rq` for with its state.
         self.served: set[str] = set()
         self.undecodable = 0
@@ -144,6 +147,7 @@ class OriginClient:
                 requestId=rid,
                 datamart=datamart,
             )
+            _keep(self.not_served_results, rid, result)
             return
         _keep(self.results, result.request_id, []).append(result)
 
@@ -258,13 +262,18 @@ class OriginClient:
     async def result(
         self, request_id: str, timeout: float, *, after: int = 0
     ) -> DeltaInResult | None:
-        """The answer number `after` (0: the first) to the transfer, or None on timeout."""
+        """The answer number `after` (0: the first) to the transfer, or None on timeout. An
+        `UNKNOWN_DATAMART` set aside (another replica on shared topics may have sent it) is
+        the answer only when no other came within `timeout`."""
 
         def found() -> DeltaInResult | None:
             answers = self.results.get(request_id) or []
             return answers[after] if len(answers) > after else None
 
-        return await self._wait(found, timeout)
+        answer = await self._wait(found, timeout)
+        if answer is None and after == 0:
+            return self.not_served_results.get(request_id)
+        return answer
 
     async def _wait(self, probe: Callable[[], T | None], timeout: float) -> T | None:
         loop = asyncio.get_running_loop()
