@@ -13,11 +13,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from protocol.apply_model import ReplicaModel, apply_delta
+from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
 from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from spark_loader.loader import DeltaLoader
 from spark_loader.prestage import Prestager
 from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, physical, q
 from spark_loader.transfer import StagedTransfer, StreamManifest
@@ -55,10 +56,12 @@ def markers(dsn: str, datamart: str) -> dict[str, str]:
     return {str(t): str(r) for t, r in rows}
 
 
-def test_a_prestaged_table_is_applied_without_staging_it_again(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
-) -> None:
-    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=7)).next_delta()
+def first_stream_staged(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str, seed: int
+) -> tuple[DeltaLoader, StagedTransfer, dict[str, list[DeltaRow]], str]:
+    """A delta of 300 rows whose first stream alone is prestaged (staged only, its marker
+    written): the loader, the transfer, its rows and that stream's table."""
+    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=seed)).next_delta()
     transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
     loader = new_loader(schema)
     first = transfer.manifest.streams[0]
@@ -67,12 +70,30 @@ def test_a_prestaged_table_is_applied_without_staging_it_again(
     assert opened is not None
     opened.abort()  # staged only
     assert markers(replica_dsn, schema.datamart) == {first.table_name: transfer.manifest.request_id}
-    for _, path in transfer.chunks_of(first.table_name):
-        path.unlink()  # the load must not need them: their rows are staged
+    return loader, transfer, rows, first.table_name
 
+
+def load_and_check(
+    loader: DeltaLoader,
+    transfer: StagedTransfer,
+    schema: LogicalSchema,
+    replica_dsn: str,
+    rows: dict[str, list[DeltaRow]],
+) -> None:
     result = loader.load(transfer)
     assert_applied(replica_dsn, schema, rows)
     assert sum(c.rows_received for c in result.tables) == sum(len(r) for r in rows.values())
+
+
+def test_a_prestaged_table_is_applied_without_staging_it_again(
+    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
+) -> None:
+    loader, transfer, rows, first = first_stream_staged(
+        new_loader, schema, staging_root, replica_dsn, seed=7
+    )
+    for _, path in transfer.chunks_of(first):
+        path.unlink()  # the load must not need them: their rows are staged
+    load_and_check(loader, transfer, schema, replica_dsn, rows)
 
 
 def test_tables_applied_while_the_delta_arrives_are_invisible_until_the_load_commits(
@@ -303,20 +324,11 @@ def test_a_staging_table_emptied_by_a_crash_is_staged_again_not_believed(
     """PostgreSQL's crash recovery empties unlogged staging tables; the staged_stream row
     that says a stream is staged there survives it. The load believed it, applied nothing
     for the table and failed its staged-rows check (LOAD_FAILED, a round trip)."""
-    rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=14)).next_delta()
-    transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
-    loader = new_loader(schema)
-    first = transfer.manifest.streams[0]
-    names, opened = Prestager(loader, apply=False).prestage(streams_of(transfer, 1))
-    assert names == [first.table_name]
-    assert opened is not None
-    opened.abort()
-    assert markers(replica_dsn, schema.datamart) == {first.table_name: transfer.manifest.request_id}
+    loader, transfer, rows, first = first_stream_staged(
+        new_loader, schema, staging_root, replica_dsn, seed=14
+    )
     datamart = loader.datamart(schema.datamart)
     assert datamart is not None
     with psycopg.connect(replica_dsn, autocommit=True) as conn:  # as crash recovery does
-        conn.execute(f"TRUNCATE {datamart.staging(first.table_name)}")
-
-    result = loader.load(transfer)
-    assert_applied(replica_dsn, schema, rows)
-    assert sum(c.rows_received for c in result.tables) == sum(len(r) for r in rows.values())
+        conn.execute(f"TRUNCATE {datamart.staging(first)}")
+    load_and_check(loader, transfer, schema, replica_dsn, rows)
