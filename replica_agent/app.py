@@ -27,7 +27,7 @@ from protocol.codec import encode_datamart_key, encode_message
 from protocol.errors import PoddError
 from protocol.exit_codes import ExitCode
 from protocol.messages import DeltaInResult
-from protocol.signing import is_authentic, signed_headers
+from protocol.signing import signed_by, signed_headers
 from replica_agent.kafka_client import consumer_transport, faust_credentials
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
@@ -126,7 +126,11 @@ def build_app(
         """Signed with the origins' key (always, when no key is configured); if not, the
         message is counted and logged, and nothing of it is staged or answered."""
         message = event.message
-        if is_authentic(secret, message.key, message.value, message.headers, previous):
+        if secret is None:
+            return True
+        which = signed_by(secret, message.key, message.value, message.headers, previous)
+        if which is not None:
+            metrics.signed.labels(which).inc()
             return True
         metrics.unsigned.labels(message.topic).inc()
         if unsigned_lines.allow():  # counted always, logged at a bounded rate

@@ -82,6 +82,12 @@ class AgentMetrics:
             "podd_current_delta", "The last applied delta number", ["datamart"], registry=r
         )
         self.open_transfers = Gauge("podd_open_transfers", "Transfers receiving chunks", registry=r)
+        self.signed = Counter(
+            "podd_signed_messages",
+            "Messages read whose signature checked, by key (current, or previous: rotating)",
+            ["key"],
+            registry=r,
+        )
         self.signing = Gauge(
             "podd_origin_signing_enabled",
             "1 when messages are signed and checked with PODD_ORIGIN_KEY, 0 when anyone may write",
