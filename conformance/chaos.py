@@ -182,10 +182,15 @@ async def _replays(
     result), half cut short of their last chunk (never complete). None may cost the real
     deltas a slot, a byte of staging or an answer."""
     rng = random.Random(seed)
+    # A source of its own: the driver's reads its next delta in a thread meanwhile, and an
+    # older delta asked of it regenerates its workload under that thread.
+    own = driver.source
+    if isinstance(own, WorkloadSource):
+        own = WorkloadSource(own.schema, own.spec, start=own.start, interval=own.interval)
     while not finished.is_set():
         await asyncio.sleep(rng.uniform(1.0, 3.0))
         applied = [o.delta_num for o in done]  # each one the replica applied
-        delta = driver.source.delta(rng.choice(applied)) if applied else None
+        delta = await asyncio.to_thread(own.delta, rng.choice(applied)) if applied else None
         if delta is None or finished.is_set():
             continue
         _, chunks = driver.frame(delta)
