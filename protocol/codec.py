@@ -52,15 +52,67 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     if count != 1:
         raise MessageDecodeError(f"{schema_name}: holds {count} records, expected 1")
     try:
-        writer = fastavro.parse_schema(as_reader_named(json.loads(header.schema_text), schema_name))
+        writer_json = json.loads(header.schema_text)
+        different = logical_type_mismatch(writer_json, schema_json(schema_name))
+        if different is not None:
+            raise MessageDecodeError(f"{schema_name}: {different}")
+        writer = fastavro.parse_schema(as_reader_named(writer_json, schema_name))
         record = fastavro.schemaless_reader(
             io.BytesIO(blocks[0].payload), writer, parsed_schema(schema_name)
         )
+    except MessageDecodeError:
+        raise
     except Exception as exc:  # fastavro raises many types on bad input
         raise MessageDecodeError(f"{schema_name}: not a readable Avro record: {exc}") from None
     if not isinstance(record, dict):
         raise MessageDecodeError(f"{schema_name}: the record is not a record")
     return record
+
+
+def logical_type_mismatch(writer: Any, reader: Any, path: str = "") -> str | None:
+    """Where the writer's schema gives a field another logical type than the contract's
+    (None: nowhere). Such a value decodes "right" here, by the writer's own logical type,
+    while a reader that applies the contract's schema, as Java's Avro does, reads another
+    value: a `deltaDate` written as `timestamp-millis` is read as microseconds, in 1970.
+    A plain type without a logical type is read as the contract says, and accepted."""
+    if isinstance(reader, list) or isinstance(writer, list):
+        for wanted in _branches(reader):  # unions: each branch against the writer's of its kind
+            for given in _branches(writer):
+                if _base(given) == _base(wanted):
+                    found = logical_type_mismatch(given, wanted, path)
+                    if found is not None:
+                        return found
+        return None
+    kind = _base(reader)
+    if kind != _base(writer) or not isinstance(reader, dict):
+        return None  # another kind: resolution decides
+    if kind == "record":
+        theirs = {f.get("name"): f.get("type") for f in writer.get("fields", ())}
+        for field in reader.get("fields", ()):
+            name = field["name"]
+            if name in theirs:
+                found = logical_type_mismatch(theirs[name], field["type"], f"{path}{name}.")
+                if found is not None:
+                    return found
+        return None
+    if kind == "array":
+        return logical_type_mismatch(writer.get("items"), reader.get("items"), path)
+    given = writer.get("logicalType") if isinstance(writer, dict) else None
+    wanted = reader.get("logicalType")
+    if given is not None and given != wanted:
+        return (
+            f"field {path.rstrip('.')} is written as {given}, the contract's is "
+            f"{wanted or kind}: a reader of the contract would read another value"
+        )
+    return None
+
+
+def _branches(schema: Any) -> list[Any]:
+    return schema if isinstance(schema, list) else [schema]
+
+
+def _base(schema: Any) -> Any:
+    return schema.get("type") if isinstance(schema, dict) else schema
 
 
 def as_reader_named(writer_schema: Any, schema_name: str) -> Any:

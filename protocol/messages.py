@@ -45,7 +45,9 @@ def _micros_or_datetime(value: Any) -> Any:
     return value
 
 
-#: A timestamp that also accepts a plain long of microseconds (BACKUP.md, keys).
+#: A timestamp that also accepts a plain long of microseconds: what a reader of the
+#: contract's schema makes of a long written without its logical type (BACKUP.md's keys;
+#: any protocol message written so).
 MicrosTimestamp = Annotated[datetime, BeforeValidator(_micros_or_datetime), AfterValidator(_as_utc)]
 
 
@@ -83,7 +85,7 @@ class DeltaInKey(WireModel):
     request_id: str
     datamart: str
     delta_num: Long
-    delta_date: UtcTimestamp
+    delta_date: MicrosTimestamp
     subscription: str
     table_name: str
     stream_number: Long
@@ -114,12 +116,12 @@ class DeltaInResult(WireModel):
     request_id: str
     datamart: str
     delta_num: Long
-    delta_date: UtcTimestamp
+    delta_date: MicrosTimestamp
     status: DeltaStatus
     error_code: str | None = None
     error_message: str | None = None
     tables: tuple[TableResult, ...] = ()
-    applied_at: UtcTimestamp | None = None
+    applied_at: MicrosTimestamp | None = None
 
 
 class DeltaRequest(WireModel):
@@ -129,7 +131,7 @@ class DeltaRequest(WireModel):
 
     request_id: str
     datamart: str
-    sent_at: UtcTimestamp
+    sent_at: MicrosTimestamp
 
 
 class ReplicaState(StrEnum):
@@ -159,7 +161,7 @@ class DeltaState(WireModel):
     datamart: str
     state: ReplicaState
     delta_ok_num: Long | None = None
-    delta_ok_date: UtcTimestamp | None = None
+    delta_ok_date: MicrosTimestamp | None = None
     expected_delta_num: Long
     in_progress: tuple[TransferProgress, ...] = ()
     error_code: str | None = None

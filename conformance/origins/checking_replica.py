@@ -106,13 +106,15 @@ class CheckingReplica:
         if delay:
             await asyncio.sleep(delay)
         result = self.result(transfer)
-        if transfer.key.delta_num != self.judge.expected:  # not applicable: the replica refuses
+        key, expected, last = transfer.key, self.judge.expected, self.judge.last_date
+        if key.delta_num != expected:  # not applicable: the replica refuses
             code = (
-                ErrorCode.OUT_OF_SEQUENCE
-                if transfer.key.delta_num > self.judge.expected
-                else ErrorCode.DELTA_CONFLICT
+                ErrorCode.OUT_OF_SEQUENCE if key.delta_num > expected else ErrorCode.DELTA_CONFLICT
             )
-            result = self.result(transfer, code, f"the replica expects {self.judge.expected}")
+            result = self.result(transfer, code, f"the replica expects {expected}")
+        elif last is not None and key.delta_date <= last:  # as a correct replica refuses it
+            message = f"dated {key.delta_date.isoformat()}, not after {last.isoformat()}"
+            result = self.result(transfer, ErrorCode.DELTA_CONFLICT, message)
         self.judge.answered(transfer, result)
         await self.send_result(result)
 
@@ -208,6 +210,7 @@ class CheckingReplica:
                     for record in records:
                         where = Where(tp.topic, tp.partition, record.offset)
                         if tp.topic == self.settings.topic_delta_rq:
+                            self.judge.request_key(record.key, self.datamart, where)
                             await self._delta_rq(record.value, where)
                         else:
                             await self._delta_in(record.key, record.value, where)

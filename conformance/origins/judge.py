@@ -5,7 +5,9 @@ checking replica answers (`answered`, `applied`, `told_missing`), and records a 
 for each rule broken, with the offending message's topic, partition and offset. Each rule
 has a short id, so a report (and a test) can say which rule an origin broke:
 
-* `key`: a `delta.in` key that does not decode, names another datamart, or a name too long;
+* `key`: a `delta.in` key that does not decode (a field written with another logical type
+  than the contract's included), names another datamart, or a name too long; a `delta.rq`
+  whose key is not the datamart's name;
 * `framing`: a stream number outside 1..streamTotal, a chunk number below 1, `streamTotal`
   not the datamart's table count, one stream naming two tables or two streams one table,
   `streamTotal`, `deltaNum` or `deltaDate` changing within a transfer;
@@ -58,17 +60,28 @@ STOP_CODES = frozenset(
 class OriginJudge(ChunkChecks):
     """Every message of one origin in one scenario, judged as it comes."""
 
-    def __init__(self, schema: LogicalSchema, expected: int) -> None:
+    def __init__(
+        self, schema: LogicalSchema, expected: int, last_date: datetime | None = None
+    ) -> None:
         super().__init__(schema)
-        #: The delta the replica expects now, and the date of the last applied one.
+        #: The delta the replica expects now, and the date of the last applied one (at the
+        #: start: what the replica reports, so a first delta dated before it is judged too).
         self.expected = expected
-        self.last_date: datetime | None = None
+        self.last_date = last_date
         self.transfers: dict[str, TransferSeen] = {}
         self.asked = 0  # delta.rq seen
         self.stopped_by: DeltaInResult | None = None  # a stop answer given
         self.reask_needed = False  # OUT_OF_SEQUENCE answered, no delta.rq since
         #: First complete content seen of each delta: (date, per-table digests).
         self.deltas: dict[int, tuple[datetime, dict[str, str]]] = {}
+
+    def request_key(self, key: bytes | None, datamart: str, where: Where) -> None:
+        """A `delta.rq`'s key must be the datamart's name as UTF-8 (PROTOCOL.md,
+        "Encoding"): control messages are keyed so, and a log-compacted or partitioned
+        topic relies on it. It is judged; the request is still answered."""
+        if key != datamart.encode():
+            shown = "no key" if key is None else f"the key {bytes(key[:60])!r}"
+            self.flag("key", f"a delta.rq with {shown}, not the datamart's name", where)
 
     def state_asked(self) -> None:
         self.asked += 1

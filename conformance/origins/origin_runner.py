@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from conformance.origins.checking_replica import CheckingReplica
+from conformance.origins.checking_replica import LONG_AGO, CheckingReplica
 from conformance.origins.judge import OriginJudge
 from conformance.origins.origin_scenarios import OriginRestart, OriginScenario
 from conformance.origins.seen import Violation
@@ -136,7 +136,7 @@ async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> 
     # produced them (across partitions, order is not kept and judging it would be a guess).
     settings = options.settings.model_copy(update={**topics, "delta_in_partitions": 1})
     await ensure_topics(settings, options.bootstrap)
-    judge = OriginJudge(options.schema, scenario.start)
+    judge = OriginJudge(options.schema, scenario.start, LONG_AGO if scenario.start else None)
     script = scenario.make()
     replica = CheckingReplica(settings, options.bootstrap, judge, script)
     state_dir = options.work_dir / f"{scenario.name}.state"  # kept across an origin restart

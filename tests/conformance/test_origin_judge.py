@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import fastavro
 import pytest
 
 from conformance.origins.judge import OriginJudge
 from conformance.origins.seen import Where
 from protocol.apply_model import DeltaRow
-from protocol.codec import encode_delta_in_key
+from protocol.avro_schemas import schema_json
+from protocol.codec import encode_delta_in_key, write_ocf
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_delta
 from protocol.gaps import Gap
@@ -177,3 +180,37 @@ def test_a_delta_before_asking_state(marketing: LogicalSchema) -> None:
     judge = OriginJudge(marketing, 0)
     feed(judge, delta(marketing, 0))
     assert rules(judge) == ["state-first"]
+
+
+def test_a_key_with_another_logical_type_than_the_contracts(
+    judge: OriginJudge, marketing: LogicalSchema
+) -> None:
+    """Its deltaDate decoded "right" with the writer's own timestamp-millis, while a reader
+    of the contract's timestamp-micros reads 1970: the judge passed it."""
+    chunk = delta(marketing, 0)[0]
+    schema = json.loads(json.dumps(schema_json("DeltaInKey")))
+    for field in schema["fields"]:
+        if field["name"] == "deltaDate":
+            field["type"] = {"type": "long", "logicalType": "timestamp-millis"}
+    key = write_ocf(fastavro.parse_schema(schema), [chunk.key.to_avro_record()])
+    assert judge.chunk(key, chunk.body, Where("in", 0, 0)) is None
+    assert [v.rule for v in judge.violations] == ["key"]
+    assert "timestamp-millis" in judge.violations[0].message
+
+
+def test_a_delta_rq_without_its_key(judge: OriginJudge, marketing: LogicalSchema) -> None:
+    judge.request_key(marketing.datamart.encode(), marketing.datamart, Where("rq", 0, 0))
+    assert judge.violations == []
+    judge.request_key(None, marketing.datamart, Where("rq", 0, 1))
+    judge.request_key(b"other", marketing.datamart, Where("rq", 0, 2))
+    assert [v.rule for v in judge.violations] == ["key", "key"]
+    assert "no key" in judge.violations[0].message
+
+
+def test_a_first_delta_dated_before_the_replicas_last(marketing: LogicalSchema) -> None:
+    """A replica at delta N reports its last date; the judge started with none, so a next
+    delta dated 1970 passed (PROTOCOL.md: DELTA_CONFLICT)."""
+    judge = OriginJudge(marketing, 3, last_date=DAY + timedelta(days=30))
+    judge.state_asked()
+    feed(judge, delta(marketing, 3))  # dated DAY + 3 h: before the replica's last delta
+    assert rules(judge) == ["date-order"]
