@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
@@ -20,10 +21,15 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from conformance.origins.judge import OriginJudge
-from conformance.origins.seen import TransferSeen, Where
+from conformance.origins.seen import TransferSeen, Violation, Where
 from podd_kafka.client import aiokafka_options
 from podd_kafka.settings import KafkaSettings
-from protocol.codec import decode_message, encode_datamart_key, encode_message
+from protocol.codec import (
+    decode_delta_in_key,
+    decode_message,
+    encode_datamart_key,
+    encode_message,
+)
 from protocol.errors import ErrorCode, PoddError
 from protocol.gaps import Gap, incomplete_message, stream_gaps
 from protocol.messages import (
@@ -36,6 +42,12 @@ from protocol.messages import (
 )
 
 log = structlog.get_logger("conformance")
+
+
+def now_ms() -> int:
+    """The wall clock in ms, as Kafka stamps a record's CreateTime."""
+    return int(time.time() * 1000)
+
 
 #: The date a replica "already at N" reports for delta N - 1: before any origin's deltas.
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
@@ -107,7 +119,10 @@ class CheckingReplica:
             await asyncio.sleep(delay)
         result = self.result(transfer)
         key, expected, last = transfer.key, self.judge.expected, self.judge.last_date
-        if key.delta_num != expected:  # not applicable: the replica refuses
+        applied = self.judge.deltas.get(key.delta_num) if key.delta_num < expected else None
+        if applied is not None and applied[0] == key.delta_date:
+            pass  # applied before with this date: the stored OK, as a correct replica answers
+        elif key.delta_num != expected:  # not applicable: the replica refuses
             code = (
                 ErrorCode.OUT_OF_SEQUENCE if key.delta_num > expected else ErrorCode.DELTA_CONFLICT
             )
@@ -115,22 +130,34 @@ class CheckingReplica:
         elif last is not None and key.delta_date <= last:  # as a correct replica refuses it
             message = f"dated {key.delta_date.isoformat()}, not after {last.isoformat()}"
             result = self.result(transfer, ErrorCode.DELTA_CONFLICT, message)
-        self.judge.answered(transfer, result)
+        self.judge.answered(transfer, result, now_ms())
         await self.send_result(result)
 
     async def answer_error(
         self, transfer: TransferSeen, code: ErrorCode, message: str = ""
     ) -> None:
         result = self.result(transfer, code, message)
-        self.judge.answered(transfer, result)
+        self.judge.answered(transfer, result, now_ms())
         await self.send_result(result)
 
     async def answer_incomplete(self, transfer: TransferSeen, gaps: list[Gap]) -> None:
         """INCOMPLETE_DELTA naming `gaps`: the replica pretends it lacks those chunks."""
-        self.judge.pretend_lost(transfer, gaps)
+        self.judge.pretend_lost(transfer, gaps, now_ms())
         await self.send_result(
             self.result(transfer, ErrorCode.INCOMPLETE_DELTA, incomplete_message(gaps))
         )
+
+    async def _refuse(self, key: bytes | None, violation: Violation) -> None:
+        """A chunk a correct replica refuses: its transfer is answered with the code at once
+        (once; an origin then waits no timeout for an answer that never comes)."""
+        try:
+            decoded = decode_delta_in_key(key)
+        except PoddError:
+            return
+        transfer = self.judge.transfers.get(decoded.request_id) or TransferSeen(decoded)
+        if transfer.final is None and violation.code is not None:
+            self.judge.transfers.setdefault(decoded.request_id, transfer)
+            await self.answer_error(transfer, violation.code, violation.message)
 
     def later(self, coroutine: Coroutine[Any, Any, None]) -> None:
         """Run an answer in the background (a late one), kept until done."""
@@ -145,7 +172,9 @@ class CheckingReplica:
         self.judge.transfers.pop(transfer.request_id, None)
 
     def open_transfers(self) -> list[TransferSeen]:
-        return [t for t in self.judge.transfers.values() if t.final is None and not t.completed]
+        """Transfers not answered yet: still receiving, or complete and awaiting the answer
+        (a correct replica reports those in progress too, as loading)."""
+        return [t for t in self.judge.transfers.values() if t.final is None]
 
     def true_state(self, request_id: str) -> DeltaState:
         """What a correct replica would say now: the delta it expects, and what each open
@@ -158,7 +187,7 @@ class CheckingReplica:
                 for number in range(1, transfer.key.stream_total + 1)
                 for gap in _gaps(transfer, number)
             ]
-            self.judge.told_missing(transfer, gaps)
+            self.judge.told_missing(transfer, gaps, now_ms())
             progress.append(
                 TransferProgress(
                     request_id=transfer.request_id,
@@ -169,10 +198,12 @@ class CheckingReplica:
                     missing=tuple(str(g) for g in gaps),
                 )
             )
+        loading = any(t.completed for t in self.open_transfers())
+        busy = ReplicaState.LOADING if loading else ReplicaState.RECEIVING
         return DeltaState(
             request_id=request_id,
             datamart=self.datamart,
-            state=ReplicaState.RECEIVING if progress else ReplicaState.IDLE,
+            state=busy if progress else ReplicaState.IDLE,
             delta_ok_num=expected - 1 if expected > 0 else None,
             delta_ok_date=(self.judge.last_date or LONG_AGO) if expected > 0 else None,
             expected_delta_num=expected,
@@ -208,7 +239,7 @@ class CheckingReplica:
                 batches = await consumer.getmany(timeout_ms=200)
                 for tp, records in batches.items():
                     for record in records:
-                        where = Where(tp.topic, tp.partition, record.offset)
+                        where = Where(tp.topic, tp.partition, record.offset, record.timestamp)
                         if tp.topic == self.settings.topic_delta_rq:
                             self.judge.request_key(record.key, self.datamart, where)
                             await self._delta_rq(record.value, where)
@@ -244,7 +275,12 @@ class CheckingReplica:
         )
 
     async def _delta_in(self, key: bytes | None, value: bytes | None, where: Where) -> None:
+        before = len(self.judge.violations)
         transfer = self.judge.chunk(key, value, where)
+        refused = [v for v in self.judge.violations[before:] if v.code is not None]
+        if refused:
+            await self._refuse(key, refused[0])
+            return
         if transfer is None or transfer.completed or not transfer.complete():
             return
         self.judge.completed(transfer)

@@ -11,6 +11,10 @@ from protocol.errors import ErrorCode, PoddError
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema, Table
 
+#: Final answers after which a resend must use a new requestId: the replica keeps nothing
+#: of the transfer (INCOMPLETE_DELTA as a final answer: it removed the transfer).
+RESEND_UNDER_NEW_ID = frozenset({ErrorCode.INCOMPLETE_DELTA.value, ErrorCode.LOAD_FAILED.value})
+
 MAX_NAME_CHARS = 256
 MAX_SUBSCRIPTION_CHARS = 65_536
 #: Rows whose content is remembered (to compare resends); beyond it, content is not compared.
@@ -24,8 +28,12 @@ class ChunkChecks:
         self.violations: list[Violation] = []
         self._rows_kept = 0
 
-    def flag(self, rule: str, message: str, where: Where | None = None) -> None:
-        self.violations.append(Violation(rule, message, where))
+    def flag(
+        self, rule: str, message: str, where: Where | None = None, code: ErrorCode | None = None
+    ) -> None:
+        """Record a violation; `code`: the chunk is refused, and a correct replica answers
+        its transfer so at once."""
+        self.violations.append(Violation(rule, message, where, code))
 
     def _names_fit(self, key: DeltaInKey, where: Where) -> bool:
         long = [
@@ -50,35 +58,33 @@ class ChunkChecks:
     def _after_final(
         self, transfer: TransferSeen, key: DeltaInKey, body: bytes | None, where: Where
     ) -> None:
-        """A chunk under a requestId already answered: a duplicate (Kafka may deliver one
-        twice) unless the replica had named what to resend; else a framing fault, or a
-        transfer reusing the requestId."""
+        """A chunk under a requestId already answered. Produced after the answer: under a
+        requestId the answer finished for good (LOAD_FAILED, removed), a resend that needed
+        a new one; a copy otherwise (Kafka may deliver one twice), unless the replica had
+        named what to resend. Produced before it (a producer's retry, delivered late): no
+        reaction to the answer. A second last chunk is a fault whenever it was produced;
+        any other new chunk after the answer, a transfer reusing the requestId."""
         final = transfer.final
         assert final is not None
-        if final.error_code == ErrorCode.INCOMPLETE_DELTA:  # removed: nothing of it is kept
+        reaction = not where.before(transfer.answered_at_ms)
+        if reaction and final.error_code in RESEND_UNDER_NEW_ID:  # nothing of it is kept
             self.flag(
                 "request-id",
-                f"a chunk under {key.request_id}, which the replica "
-                "removed: the delta goes again under a new requestId",
+                f"a chunk under {key.request_id}, answered {final.error_code}: the delta "
+                "goes again under a new requestId",
                 where,
             )
             return
         stream = transfer.streams.get(key.stream_number)
-        number, digest = key.chunk_number, hashlib.sha256(body or b"").hexdigest()
+        number, digest = key.chunk_number, self._chunk_digest(key, body)
         held = None if stream is None else stream.chunks.get(number)
         if digest in (held, transfer.dropped.get((key.stream_number, number))):
-            if transfer.reported is not None and not named(transfer.reported, key):
-                self.flag(
-                    "resend-exact",
-                    f"stream {key.stream_number} chunk {number} resent; the replica missed "
-                    f"only {listed(transfer.reported)}",
-                    where,
-                )
+            self._resend_named(transfer, key, where)
             return
         fault = _last_chunk_fault(None if stream is None else stream.last, key)
         if fault is not None:
             self.flag("last-chunk", fault, where)
-        else:
+        elif reaction:
             status = f"{final.status.value} {final.error_code or ''}".rstrip()
             self.flag(
                 "request-id",
@@ -86,6 +92,19 @@ class ChunkChecks:
                 "transfer needs a new requestId",
                 where,
             )
+
+    def _resend_named(self, transfer: TransferSeen, key: DeltaInKey, where: Where) -> None:
+        """A chunk sent again after the replica reported what it misses must be one it
+        named (one produced before that report is no reaction to it)."""
+        reported = transfer.reported
+        if reported is None or named(reported, key) or where.before(transfer.reported_at_ms):
+            return
+        self.flag(
+            "resend-exact",
+            f"stream {key.stream_number} chunk {key.chunk_number} resent; the replica missed "
+            f"only {listed(reported)}",
+            where,
+        )
 
     def _check_framing(self, key: DeltaInKey, where: Where) -> bool:
         tables = len(self.tables)
@@ -95,6 +114,7 @@ class ChunkChecks:
                 f"streamTotal {key.stream_total}: the datamart has {tables} tables, and every "
                 "table has a stream in every delta (an empty one too)",
                 where,
+                ErrorCode.BAD_CHUNK,
             )
             return False
         if not 1 <= key.stream_number <= key.stream_total or key.chunk_number < 1:
@@ -102,10 +122,12 @@ class ChunkChecks:
                 "framing",
                 f"stream {key.stream_number} of {key.stream_total}, chunk {key.chunk_number}",
                 where,
+                ErrorCode.BAD_CHUNK,
             )
             return False
         if key.table_name not in self.tables:
-            self.flag("framing", f"table {key.table_name!r} is not in the datamart", where)
+            message = f"table {key.table_name!r} is not in the datamart"
+            self.flag("framing", message, where, ErrorCode.UNKNOWN_TABLE)
             return False
         return True
 
@@ -120,6 +142,7 @@ class ChunkChecks:
                     "framing",
                     f"streams {others[0]} and {key.stream_number} both name {key.table_name}",
                     where,
+                    ErrorCode.BAD_CHUNK,
                 )
                 return False
             stream = transfer.streams[key.stream_number] = StreamSeen(key.table_name)
@@ -128,10 +151,15 @@ class ChunkChecks:
                 "framing",
                 f"stream {key.stream_number} names {stream.table} and {key.table_name}",
                 where,
+                ErrorCode.BAD_CHUNK,
             )
             return False
-        number, digest = key.chunk_number, hashlib.sha256(body or b"").hexdigest()
-        if transfer.missing is not None and not named(transfer.missing, key):
+        number, digest = key.chunk_number, self._chunk_digest(key, body)
+        if (
+            transfer.missing is not None
+            and not named(transfer.missing, key)
+            and not where.before(transfer.reported_at_ms)
+        ):
             self.flag(
                 "resend-exact",
                 f"stream {key.stream_number} chunk {number} resent; the replica missed only "
@@ -142,20 +170,20 @@ class ChunkChecks:
         if before is not None and before != digest:
             self.flag(
                 "resend-content",
-                f"stream {key.stream_number} chunk {number} resent with other bytes",
+                f"stream {key.stream_number} chunk {number} resent with other rows",
                 where,
             )
         if number in stream.chunks:
             if stream.chunks[number] != digest:
                 self.flag(
                     "resend-content",
-                    f"stream {key.stream_number} chunk {number} sent again with other bytes",
+                    f"stream {key.stream_number} chunk {number} sent again with other rows",
                     where,
                 )
             return False
         fault = _last_chunk_fault(stream.last, key)
         if fault is not None:
-            self.flag("last-chunk", fault, where)
+            self.flag("last-chunk", fault, where, ErrorCode.BAD_CHUNK)
             return False
         if key.is_last_chunk:
             stream.last = number
@@ -166,12 +194,29 @@ class ChunkChecks:
         stream.rows[number] = rows
         return True
 
+    def _chunk_digest(self, key: DeltaInKey, body: bytes | None) -> str:
+        """What a chunk holds, to tell a copy or a resend from another chunk: its rows as
+        decoded (a writer draws a new sync marker and may compress anew each time it
+        encodes the same rows), or its bytes where they do not decode."""
+        table = self.tables.get(key.table_name)
+        digest = hashlib.sha256()
+        try:
+            if table is None:
+                raise PoddError("no such table")
+            for batch in decode_body(table, body):
+                for row in batch.to_pylist():
+                    digest.update(hashlib.sha256(repr(row).encode()).digest())
+        except PoddError:
+            return "bytes:" + hashlib.sha256(body or b"").hexdigest()
+        return "rows:" + digest.hexdigest()
+
     def _rows(self, key: DeltaInKey, body: bytes | None, where: Where) -> list[bytes] | None:
         """A digest of each row of the body, decoded as the table (None: it does not)."""
         try:
             batches = list(decode_body(self.tables[key.table_name], body))
         except PoddError as exc:
-            self.flag("body", f"{key.table_name} chunk {key.chunk_number}: {exc}", where)
+            code = getattr(exc, "code", None) or ErrorCode.BAD_CHUNK
+            self.flag("body", f"{key.table_name} chunk {key.chunk_number}: {exc}", where, code)
             return None
         rows: list[bytes] = []
         for batch in batches:

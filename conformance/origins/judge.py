@@ -15,8 +15,8 @@ has a short id, so a report (and a test) can say which rule an origin broke:
 * `chunk-numbering`, `empty-stream`: a transfer whose last chunks are all sent but a chunk
   number was skipped, or a stream (an empty one, usually) never sent;
 * `body`: a body that does not decode as its table by position and type (`sys_op` too);
-* `resend-content`: a chunk sent again with other bytes, or a delta sent again with other
-  rows or another date;
+* `resend-content`: a chunk sent again with other rows (compared decoded: a writer may
+  encode the same rows anew), or a delta sent again with other rows or another date;
 * `state-first`, `sequence`, `date-order`: a delta sent before `delta.rq` was asked, a delta
   other than the one the replica expects (a skipped or an applied one), a new delta dated
   no later than the one before;
@@ -72,6 +72,9 @@ class OriginJudge(ChunkChecks):
         self.asked = 0  # delta.rq seen
         self.stopped_by: DeltaInResult | None = None  # a stop answer given
         self.reask_needed = False  # OUT_OF_SEQUENCE answered, no delta.rq since
+        #: When those answers were sent (ms): what was produced before is no reaction.
+        self.stopped_at_ms: int | None = None
+        self.reask_since_ms: int | None = None
         #: First complete content seen of each delta: (date, per-table digests).
         self.deltas: dict[int, tuple[datetime, dict[str, str]]] = {}
 
@@ -115,7 +118,7 @@ class OriginJudge(ChunkChecks):
         number = key.delta_num
         if self.asked == 0:
             self.flag("state-first", f"delta {number} sent before delta.rq was asked", where)
-        if self.stopped_by is not None:
+        if self.stopped_by is not None and not where.before(self.stopped_at_ms):
             code = self.stopped_by.error_code
             self.flag(
                 "error-stop",
@@ -123,7 +126,7 @@ class OriginJudge(ChunkChecks):
                 f"{code}, which the origin cannot fix: it must stop",
                 where,
             )
-        elif self.reask_needed:
+        elif self.reask_needed and not where.before(self.reask_since_ms):
             self.flag(
                 "re-ask", f"delta {number} sent after OUT_OF_SEQUENCE without delta.rq", where
             )
@@ -189,7 +192,8 @@ class OriginJudge(ChunkChecks):
         if changed:
             rule = "request-id" if "deltaNum" in changed else "framing"
             what = "used for a second delta" if "deltaNum" in changed else "within a transfer"
-            self.flag(rule, f"{key.request_id} {what}: {', '.join(changed)} changed", where)
+            message = f"{key.request_id} {what}: {', '.join(changed)} changed"
+            self.flag(rule, message, where, ErrorCode.BAD_CHUNK)
             return False
         if transfer.final is not None:
             self._after_final(transfer, key, body, where)
@@ -212,12 +216,17 @@ class OriginJudge(ChunkChecks):
                 f"{', '.join(differ)} ({transfer.request_id})",
             )
 
-    def told_missing(self, transfer: TransferSeen, gaps: list[Gap]) -> None:
+    def told_missing(
+        self, transfer: TransferSeen, gaps: list[Gap], at_ms: int | None = None
+    ) -> None:
         """The replica said (`delta.rs`) it misses `gaps` of an open transfer: resends
-        must be among them (no gap: nothing may be resent)."""
+        must be among them (no gap: nothing may be resent). `at_ms`: when it said so."""
         transfer.missing = transfer.reported = list(gaps)
+        transfer.reported_at_ms = at_ms
 
-    def pretend_lost(self, transfer: TransferSeen, gaps: list[Gap]) -> None:
+    def pretend_lost(
+        self, transfer: TransferSeen, gaps: list[Gap], at_ms: int | None = None
+    ) -> None:
         """The replica drops the chunks `gaps` name from a complete transfer, to say it
         misses them (INCOMPLETE_DELTA or `delta.rs`): they, and only they, must come again."""
         for gap in gaps:
@@ -229,17 +238,21 @@ class OriginJudge(ChunkChecks):
                     transfer.dropped[(gap.stream, number)] = stream.chunks.pop(number)
                     stream.rows.pop(number, None)
         transfer.missing = transfer.reported = list(gaps)
+        transfer.reported_at_ms = at_ms
         transfer.completed = False
 
-    def answered(self, transfer: TransferSeen, result: DeltaInResult) -> None:
-        """A final answer was sent (INCOMPLETE_DELTA is not final: `told_missing`)."""
-        transfer.final = result
+    def answered(
+        self, transfer: TransferSeen, result: DeltaInResult, at_ms: int | None = None
+    ) -> None:
+        """A final answer was sent at `at_ms` (INCOMPLETE_DELTA is not final:
+        `told_missing`). What the origin produced before it is no reaction to it."""
+        transfer.final, transfer.answered_at_ms = result, at_ms
         if result.status is DeltaStatus.OK:
             self.applied(result.delta_num, result.delta_date)
         elif result.error_code == ErrorCode.OUT_OF_SEQUENCE:
-            self.reask_needed = True
+            self.reask_needed, self.reask_since_ms = True, at_ms
         elif result.error_code in STOP_CODES:
-            self.stopped_by = result
+            self.stopped_by, self.stopped_at_ms = result, at_ms
 
     def applied(self, delta_num: int, delta_date: datetime) -> None:
         if delta_num == self.expected:
@@ -268,7 +281,13 @@ class OriginJudge(ChunkChecks):
                 )
             for number, stream in sorted(streams.items()):
                 if stream.last is not None and not stream.complete():
-                    lost = [n for n in range(1, stream.last + 1) if n not in stream.chunks]
+                    lost = [
+                        n
+                        for n in range(1, stream.last + 1)
+                        if n not in stream.chunks and (number, n) not in transfer.dropped
+                    ]
+                    if not lost:
+                        continue  # the replica dropped them: they came
                     self.flag(
                         "chunk-numbering",
                         f"{transfer.request_id}: stream {number} "

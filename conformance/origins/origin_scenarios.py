@@ -14,6 +14,7 @@ from typing import Literal
 from conformance.origins.checking_replica import (
     CheckingReplica,
     Script,
+    now_ms,
     other_request_id,
 )
 from conformance.origins.seen import TransferSeen
@@ -111,7 +112,7 @@ class MissingInState(_Once):
 
     async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
         if self.first(transfer):
-            replica.judge.pretend_lost(transfer, [_one_chunk(transfer)])
+            replica.judge.pretend_lost(transfer, [_one_chunk(transfer)], now_ms())
         else:
             await replica.answer_ok(transfer)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from protocol.errors import ErrorCode
 from protocol.gaps import Gap
 from protocol.messages import DeltaInKey, DeltaInResult
 
@@ -14,6 +15,12 @@ class Where:
     topic: str
     partition: int
     offset: int
+    #: When the origin produced it (the record's CreateTime, ms; None: not known).
+    produced_ms: int | None = field(default=None, compare=False)
+
+    def before(self, at_ms: int | None) -> bool:
+        """Produced before `at_ms` (an answer, a report): so no reaction to it."""
+        return self.produced_ms is not None and at_ms is not None and self.produced_ms < at_ms
 
     def __str__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}"
@@ -24,6 +31,8 @@ class Violation:
     rule: str
     message: str
     where: Where | None = None
+    #: What a correct replica answers the transfer for it (None: nothing at once).
+    code: ErrorCode | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         at = f" ({self.where})" if self.where else ""
@@ -54,6 +63,9 @@ class TransferSeen:
     reported: list[Gap] | None = None
     #: Chunks the replica pretended to lose (`pretend_lost`): (stream, chunk) -> body digest.
     dropped: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: When its final answer, and the last report of what it misses, were sent (ms).
+    answered_at_ms: int | None = None
+    reported_at_ms: int | None = None
 
     @property
     def request_id(self) -> str:

@@ -214,3 +214,82 @@ def test_a_first_delta_dated_before_the_replicas_last(marketing: LogicalSchema) 
     judge.state_asked()
     feed(judge, delta(marketing, 3))  # dated DAY + 3 h: before the replica's last delta
     assert rules(judge) == ["date-order"]
+
+
+def test_a_missing_chunk_encoded_anew_is_the_same_chunk(
+    judge: OriginJudge, marketing: LogicalSchema
+) -> None:
+    """Same rows, a new sync marker (an Avro writer draws one each time): the judge said
+    "resent with other bytes" and failed a correct origin."""
+    chunks = delta(marketing, 0)
+    feed(judge, chunks)
+    judge.pretend_lost(judge.transfers["r0"], [Gap(2, 1, 1)])
+    again = [c for c in delta(marketing, 0) if (c.key.stream_number, c.key.chunk_number) == (2, 1)]
+    original = next(c for c in chunks if (c.key.stream_number, c.key.chunk_number) == (2, 1))
+    assert again[0].body != original.body  # encoded anew
+    feed(judge, again)
+    assert rules(judge) == []
+    assert judge.transfers["r0"].completed
+
+
+def test_a_missing_chunk_with_other_rows(judge: OriginJudge, marketing: LogicalSchema) -> None:
+    chunks = delta(marketing, 0)
+    feed(judge, chunks)
+    judge.pretend_lost(judge.transfers["r0"], [Gap(1, 1, 1)])
+    other = next(c for c in delta(marketing, 5) if c.key.stream_number == 1)
+    forged = replace(other, key=chunks[0].key)
+    feed(judge, [forged])
+    assert "resend-content" in rules(judge)
+
+
+def refuse(judge: OriginJudge, request_id: str, code: ErrorCode, at_ms: int | None) -> None:
+    key = judge.transfers[request_id].key
+    result = DeltaInResult(
+        request_id=request_id,
+        datamart=key.datamart,
+        delta_num=key.delta_num,
+        delta_date=key.delta_date,
+        status=DeltaStatus.ERROR,
+        error_code=code.value,
+    )
+    judge.answered(judge.transfers[request_id], result, at_ms)
+
+
+def test_a_copy_produced_before_the_answer_is_no_reaction_to_it(
+    judge: OriginJudge, marketing: LogicalSchema
+) -> None:
+    """Every chunk produced twice (a producer's retry) failed four scenarios: the harness
+    answered the moment the transfer was complete, then judged a copy produced before it
+    (and read after it) as the origin's reaction."""
+    chunks = delta(marketing, 0)
+    feed(judge, chunks)
+    refuse(judge, "r0", ErrorCode.LOAD_FAILED, at_ms=2_000)
+    copy = encode_delta_in_key(chunks[-1].key)
+    judge.chunk(copy, chunks[-1].body, Where("in", 0, 99, produced_ms=1_000))
+    assert rules(judge) == []
+
+
+def test_a_resend_after_load_failed_under_the_same_request_id(
+    judge: OriginJudge, marketing: LogicalSchema
+) -> None:
+    """The contract: a resend uses a new requestId; a replica drops chunks of a finished
+    transfer. The judge took it for Kafka's duplicates."""
+    chunks = delta(marketing, 0)
+    feed(judge, chunks)
+    refuse(judge, "r0", ErrorCode.LOAD_FAILED, at_ms=2_000)
+    resent = Where("in", 0, 99, produced_ms=3_000)
+    judge.chunk(encode_delta_in_key(chunks[0].key), chunks[0].body, resent)
+    assert rules(judge) == ["request-id"]
+
+
+def test_the_whole_delta_again_under_a_new_request_id_after_incomplete(
+    judge: OriginJudge, marketing: LogicalSchema
+) -> None:
+    """The contract lets the origin send just the missing chunks; it may also send the
+    delta whole under a new requestId. The judge said a chunk the replica dropped "never
+    came"."""
+    feed(judge, delta(marketing, 0))
+    judge.pretend_lost(judge.transfers["r0"], [Gap(1, 1, 1)])
+    feed(judge, delta(marketing, 0, "again"))
+    assert rules(judge) == []
+    assert judge.transfers["again"].completed
