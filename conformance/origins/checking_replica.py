@@ -169,7 +169,7 @@ class CheckingReplica:
     def forget(self, transfer: TransferSeen) -> None:
         """The replica lost the transfer (it restarted, say): it knows nothing of it now,
         and a resend under the same requestId is a new transfer."""
-        self.judge.transfers.pop(transfer.request_id, None)
+        self.judge.forget(transfer.request_id, now_ms())
 
     def open_transfers(self) -> list[TransferSeen]:
         """Transfers not answered yet: still receiving, or complete and awaiting the answer

@@ -77,6 +77,8 @@ class OriginJudge(ChunkChecks):
         self.reask_since_ms: int | None = None
         #: First complete content seen of each delta: (date, per-table digests).
         self.deltas: dict[int, tuple[datetime, dict[str, str]]] = {}
+        #: Transfers the replica lost (it restarted), and when (ms).
+        self.forgotten: dict[str, int | None] = {}
 
     def request_key(self, key: bytes | None, datamart: str, where: Where) -> None:
         """A `delta.rq`'s key must be the datamart's name as UTF-8 (PROTOCOL.md,
@@ -105,6 +107,8 @@ class OriginJudge(ChunkChecks):
         if not self._names_fit(key, where):
             return None
         transfer = self.transfers.get(key.request_id)
+        if transfer is None and where.before(self.forgotten.get(key.request_id)):
+            return None  # a copy produced before the replica lost the transfer: no new one
         if transfer is None:
             if not self._new_transfer(key, where):
                 return None
@@ -257,6 +261,13 @@ class OriginJudge(ChunkChecks):
     def applied(self, delta_num: int, delta_date: datetime) -> None:
         if delta_num == self.expected:
             self.expected, self.last_date = delta_num + 1, delta_date
+
+    def forget(self, request_id: str, at_ms: int | None = None) -> None:
+        """The replica lost the transfer at `at_ms` (it restarted): it knows nothing of it
+        now, and a resend under the same requestId is a new transfer; a copy produced
+        before the loss is not (Kafka delivered it late: not the origin's doing)."""
+        self.transfers.pop(request_id, None)
+        self.forgotten[request_id] = at_ms
 
     def rewound(self, expected: int) -> None:
         """The replica went back in time (its database restored): it expects `expected`

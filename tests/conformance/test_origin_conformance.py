@@ -16,6 +16,7 @@ import pytest
 from conformance import cli
 from conformance.origins.mutants import MUTANTS
 from conformance.origins.origin_scenarios import scenarios
+from conformance.origins.variants import VARIANTS
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "examples" / "marketing.sql"
@@ -124,3 +125,21 @@ def test_the_cdc_origin_passes_every_scenario(
     assert verdicts == {s.name: "PASS" for s in scenarios()}, out
     assert code == 0
     assert "killed (-9) by the harness" in (tmp_path / "logs" / "origin-restart.log").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_each_correct_variant_passes_every_scenario(
+    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """Habits the contract allows (chunks produced twice, a missing chunk encoded anew, the
+    whole delta again under a new requestId) failed correct origins: a certification that
+    fails them is worse than none."""
+    template = (
+        f"{sys.executable} -m conformance.origins.variants {name} run {FLAGS} "
+        "--rows-per-delta 20 --chunk-rows 4"
+    )
+    code = run(broker, template, tmp_path)
+    out = capsys.readouterr().out
+    verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
+    assert verdicts == {s.name: "PASS" for s in scenarios()}, out
+    assert code == 0

@@ -1,0 +1,100 @@
+"""Correct origins of unusual habits, each one the contract allows: proof that
+`podd-conformance origin` does not fail an origin for what the contract permits (each must
+pass every scenario).
+
+    python -m conformance.origins.variants NAME run --broker ... (podd-origin's `run` flags)
+
+* `twice`: every chunk is produced twice, as a producer's retry without idempotence does;
+* `re-encode`: a chunk the replica misses is encoded anew when sent again (the same rows
+  in a container with a new sync marker, as a writer that does not keep its bodies does);
+* `whole-again`: after `INCOMPLETE_DELTA`, the whole delta goes again under a new
+  requestId (the contract says the origin *may* send just the missing chunks).
+
+Each is `podd-origin run` with one habit changed. They are test tools, never an origin to use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import origin.driver as driver_module
+from origin.cli import build_parser, settings_from
+from origin.client import OriginClient
+from origin.driver import OriginDriver
+from origin.progress import DeltaProgress
+from podd_runtime.exit_codes import run_command
+from protocol.framing import Chunk
+from protocol.ocf import SYNC_SIZE, OcfLimits, read_header
+
+VARIANTS = {
+    "twice": "every chunk produced twice (a producer's retry)",
+    "re-encode": "a missing chunk encoded anew (a new sync marker) when sent again",
+    "whole-again": "the whole delta under a new requestId after INCOMPLETE_DELTA",
+}
+
+
+class TwiceClient(OriginClient):
+    async def send_chunks(self, chunks: Iterable[Chunk], **options: Any) -> int:
+        items = list(chunks)
+        return await super().send_chunks([c for c in items for _ in (0, 1)], **options)
+
+
+def new_sync(body: bytes) -> bytes:
+    """The same container with another sync marker: the same rows, other bytes."""
+    if not body:
+        return body
+    header = read_header(body, OcfLimits())
+    fresh = os.urandom(SYNC_SIZE)
+    return (
+        body[: header.data_start - SYNC_SIZE]
+        + fresh
+        + body[header.data_start :].replace(header.sync, fresh)
+    )
+
+
+async def _drive(name: str, argv: Sequence[str]) -> int:
+    from origin.cli import source_for  # noqa: PLC0415
+
+    settings = settings_from(build_parser().parse_args(list(argv)))
+    schema = settings.logical_schema()
+    if name == "re-encode":
+        named_by = driver_module.chunks_missing
+
+        def anew(chunks: Iterable[Chunk], missing: str | Iterable[str]) -> list[Chunk]:
+            return [replace(c, body=new_sync(c.body)) for c in named_by(chunks, missing)]
+
+        driver_module.chunks_missing = anew
+    elif name == "whole-again":
+        # Every INCOMPLETE_DELTA taken as "removed": the driver starts the delta over.
+        vars(driver_module)["says_removed"] = lambda message: True
+    client_class = TwiceClient if name == "twice" else OriginClient
+    async with client_class(settings, settings.bootstrap_servers()) as client:
+        driver = OriginDriver(
+            client,
+            source_for(settings, schema),
+            settings.driver_options(),
+            DeltaProgress(settings.deltas, sys.stdout),
+        )
+        outcomes = await driver.run(settings.deltas)
+    print(f"{len(outcomes)} delta(s) sent by the {name} variant")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in VARIANTS:
+        print(
+            f"usage: python -m conformance.origins.variants {{{','.join(VARIANTS)}}} run ...",
+            file=sys.stderr,
+        )
+        return 2
+    return run_command(f"variant {args[0]}", lambda: asyncio.run(_drive(args[0], args[1:])))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
