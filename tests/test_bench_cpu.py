@@ -50,5 +50,7 @@ def test_the_agents_descendants_are_its_workers() -> None:
     with MachineCpu(agent.pid) as cpu:
         agent.wait(timeout=30)
     whole = cpu.timeline.whole()
+    # The grandchild's 0.6 CPU-s is the agent's workers'. (What "other" holds is whatever
+    # else the machine ran meanwhile: asserting it small failed whenever anything did.)
     assert whole["spark_workers"] >= 0.45
-    assert whole["other"] < 0.2
+    assert whole["agent"] < whole["spark_workers"]

@@ -235,6 +235,12 @@ class OriginJudge(ChunkChecks):
         misses them (INCOMPLETE_DELTA or `delta.rs`): they, and only they, must come again."""
         for gap in gaps:
             stream = transfer.streams.get(gap.stream)
+            if stream is not None and gap.first is None and stream.last is not None:
+                # "stream S last chunk": the replica forgets where the stream ends
+                transfer.dropped[(gap.stream, stream.last)] = stream.chunks.pop(stream.last)
+                stream.rows.pop(stream.last, None)
+                stream.last = None
+                continue
             if stream is None or gap.first is None or gap.last is None:
                 continue
             for number in range(gap.first, gap.last + 1):

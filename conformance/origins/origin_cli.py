@@ -3,9 +3,12 @@
     podd-conformance origin --origin "COMMAND TEMPLATE" [--broker kafka://HOST:PORT]
                             [--datamart NAME --schema FILE.sql] [--scenario NAME ...]
                             [--junit FILE.xml] [--answer-timeout 3] [--deadline 60]
+                            [--repeat N]
     podd-conformance origin --list
 
-The template is split like a shell line (no shell runs it) after its fields are filled:
+The template is split like a shell line (no shell runs it), then each word's fields are
+filled, so a value holding a space stays one argument (inside an `sh -c` script, quote the
+fields yourself):
 {broker} (kafka://HOST:PORT), {bootstrap} (HOST:PORT), {datamart}, {schema} (the DDL file),
 {deltas} (how many deltas to send), {answer_timeout} (seconds to wait for an answer before
 asking delta.rq), {state_dir} (an empty directory of the scenario's, kept when the harness
@@ -26,7 +29,7 @@ from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
-from conformance.origins.origin_report import summary, table, write_junit
+from conformance.origins.origin_report import repeated, summary, table, write_junit
 from conformance.origins.origin_runner import (
     OriginOutcome,
     RunOptions,
@@ -56,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--answer-timeout", type=float, default=3.0)
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds per scenario")
     parser.add_argument("--work-dir", type=Path, help="the origins' logs (default: a temp dir)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each scenario this many times (flaky verdicts)"
+    )
     parser.add_argument("--list", action="store_true", help="print the scenarios and exit")
     return parser
 
@@ -83,6 +89,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"podd-conformance origin: {problem}", file=sys.stderr)
         return ExitCode.CANNOT_RUN
     chosen = [s for s in every if not args.scenario or s.name in args.scenario]
+    chosen = [s for s in chosen for _ in range(max(1, args.repeat))]
     with ExitStack() as stack:
         if args.broker:
             settings = KafkaSettings(broker=args.broker)
@@ -108,6 +115,8 @@ def main(argv: Sequence[str]) -> int:
         print(table(outcomes))
         print()
         print(summary(outcomes))
+        if args.repeat > 1:
+            print(repeated(outcomes))
         if args.junit:
             write_junit(outcomes, args.junit)
     return ExitCode.FAILED if any(o.verdict == "FAIL" for o in outcomes) else ExitCode.OK

@@ -59,5 +59,20 @@ def junit_xml(outcomes: Sequence[OriginOutcome], suite: str = "podd-origin-confo
     return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
 
+def repeated(outcomes: Sequence[OriginOutcome]) -> str:
+    """Per scenario run more than once: its verdicts, and whether they disagree (flaky)."""
+    runs: dict[str, list[str]] = {}
+    for o in outcomes:
+        runs.setdefault(o.name, []).append(o.verdict)
+    lines = ["| scenario | runs | failed | flaky |", "|---|---:|---:|---|"]
+    for name, verdicts in runs.items():
+        failed = verdicts.count("FAIL")
+        flaky = "FLAKY" if 0 < failed < len(verdicts) else ""
+        lines.append(f"| {name} | {len(verdicts)} | {failed} | {flaky} |")
+    flakes = sum(1 for v in runs.values() if 0 < v.count("FAIL") < len(v))
+    lines.append(f"\n{flakes} flaky scenario(s) of {len(runs)}")
+    return "\n".join(lines)
+
+
 def write_junit(outcomes: Sequence[OriginOutcome], path: Path) -> None:
     path.write_bytes(junit_xml(outcomes))

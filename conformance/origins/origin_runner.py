@@ -82,6 +82,14 @@ def check_template(template: str) -> None:
         ) from None
 
 
+def command_of(template: str, values: dict[str, str]) -> list[str]:
+    """The origin's command: the template split like a shell line, then each word's fields
+    filled, so a value with a space (a work directory's path) stays one argument. (Filled
+    first and split after, such a path broke every origin.) Inside a script the template
+    hands to a shell (`sh -c '...'`), quote the fields yourself."""
+    return [word.format(**values) for word in shlex.split(template)]
+
+
 class _Origin:
     """The origin's process (restarted by a scenario that kills it)."""
 
@@ -156,7 +164,7 @@ async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> 
     env.update({f"PODD_{k.upper()}": v for k, v in topics.items()})
     log = options.work_dir / f"{scenario.name}.log"
     log.unlink(missing_ok=True)
-    origin = _Origin(shlex.split(options.template.format(**values)), env, log)
+    origin = _Origin(command_of(options.template, values), env, log)
     if isinstance(script, OriginRestart):
         script.restart = lambda: replica.later(origin.restart())
     reading = asyncio.create_task(replica.run())

@@ -95,6 +95,17 @@ class IncompleteOnce(_Once):
             await replica.answer_ok(transfer)
 
 
+class LastChunkOnce(_Once):
+    """INCOMPLETE_DELTA naming a stream's last chunk ("stream S last chunk": the replica
+    does not know where the stream ends): that stream's chunks may come again, no other."""
+
+    async def on_complete(self, replica: CheckingReplica, transfer: TransferSeen) -> None:
+        if self.first(transfer):
+            await replica.answer_incomplete(transfer, [Gap(_one_chunk(transfer).stream)])
+        else:
+            await replica.answer_ok(transfer)
+
+
 class RemovedOnce(_Once):
     """INCOMPLETE_DELTA saying the replica removed the transfer (its staging budget): the
     delta must come again whole, under a new requestId."""
@@ -244,6 +255,13 @@ def scenarios() -> list[OriginScenario]:
             "incomplete-resend",
             "INCOMPLETE_DELTA names one chunk: exactly that chunk is resent, same requestId",
             IncompleteOnce,
+            deltas=2,
+        ),
+        OriginScenario(
+            "incomplete-last-chunk",
+            "INCOMPLETE_DELTA names a stream's last chunk: that stream (or its last chunk) is "
+            "resent, same requestId, nothing of another stream",
+            LastChunkOnce,
             deltas=2,
         ),
         OriginScenario(

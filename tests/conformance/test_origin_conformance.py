@@ -15,6 +15,8 @@ import pytest
 
 from conformance import cli
 from conformance.origins.mutants import MUTANTS
+from conformance.origins.origin_report import repeated
+from conformance.origins.origin_runner import OriginOutcome, command_of
 from conformance.origins.origin_scenarios import scenarios
 from conformance.origins.variants import VARIANTS
 
@@ -143,3 +145,48 @@ def test_each_correct_variant_passes_every_scenario(
     verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
     assert verdicts == {s.name: "PASS" for s in scenarios()}, out
     assert code == 0
+
+
+def test_a_work_directory_with_a_space_stays_one_argument(
+    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fields were filled before the template was split: a path with a space broke every
+    origin. Here the schema file (the {schema} field) and the work directory hold one."""
+    assert command_of("origin --state-dir {state_dir} -x", {"state_dir": "/a b/c"}) == [
+        "origin",
+        "--state-dir",
+        "/a b/c",
+        "-x",
+    ]
+    spaced = tmp_path / "with space"
+    spaced.mkdir()
+    schema = spaced / "marketing schema.sql"
+    schema.write_text(SCHEMA.read_text())
+    argv = ["origin", "--origin", REFERENCE, "--broker", f"kafka://{broker}",
+            "--schema", str(schema), "--work-dir", str(spaced / "logs"),
+            "--scenario", "fresh-replica"]  # fmt: skip
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "PASS  fresh-replica" in out
+
+
+def test_repeat_runs_each_scenario_and_names_flaky_verdicts(
+    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(broker, REFERENCE, tmp_path, "--scenario", "fresh-replica", "--repeat", "2")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("PASS  fresh-replica") == 2
+    assert "| fresh-replica | 2 | 0 |  |" in out
+    assert "0 flaky scenario(s) of 1" in out
+    flaky = [
+        OriginOutcome("a", "PASS", (), 1.0, 0, tmp_path),
+        OriginOutcome("a", "FAIL", (), 1.0, 0, tmp_path),
+        OriginOutcome("b", "FAIL", (), 1.0, 0, tmp_path),
+        OriginOutcome("b", "FAIL", (), 1.0, 0, tmp_path),
+    ]
+    text = repeated(flaky)
+    assert "| a | 2 | 1 | FLAKY |" in text
+    assert "| b | 2 | 2 |  |" in text
+    assert "1 flaky scenario(s) of 2" in text
