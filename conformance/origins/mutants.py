@@ -130,35 +130,57 @@ class MutantDriver(OriginDriver):
         return await super().transfer(delta, framing, on_sent=on_sent)
 
 
-async def _drive(name: str, argv: Sequence[str]) -> int:
+async def drive(
+    argv: Sequence[str],
+    driver_class: type[OriginDriver] = OriginDriver,
+    client_class: type[OriginClient] = OriginClient,
+) -> tuple[OriginDriver, int]:
+    """`podd-origin run` with these flags, by a driver and a client of the given classes:
+    the driver, and how many deltas it sent."""
     from origin.cli import source_for  # noqa: PLC0415
 
     settings = settings_from(build_parser().parse_args(list(argv)))
     schema = settings.logical_schema()
-    if name == "resend-everything":
-        driver_module.chunks_missing = lambda chunks, missing: list(chunks)
-    async with OriginClient(settings, settings.bootstrap_servers()) as client:
-        driver = MutantDriver(
+    async with client_class(settings, settings.bootstrap_servers()) as client:
+        driver = driver_class(
             client,
             source_for(settings, schema),
             settings.driver_options(),
             DeltaProgress(settings.deltas, sys.stdout),
         )
-        driver.mutant = name
         outcomes = await driver.run(settings.deltas)
-    print(f"{len(outcomes)} delta(s) sent by the {name} mutant")
+    return driver, len(outcomes)
+
+
+def tool_main(
+    kind: str,
+    names: Sequence[str],
+    argv: Sequence[str] | None,
+    run: Callable[[str, list[str]], Any],
+) -> int:
+    """The command line of a test origin: `python -m MODULE NAME run ...`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in names:
+        module = f"conformance.origins.{kind}s"
+        print(f"usage: python -m {module} {{{','.join(names)}}} run ...", file=sys.stderr)
+        return 2
+    return run_command(f"{kind} {args[0]}", lambda: asyncio.run(run(args[0], args[1:])))
+
+
+async def _drive(name: str, argv: Sequence[str]) -> int:
+    if name == "resend-everything":
+        driver_module.chunks_missing = lambda chunks, missing: list(chunks)
+
+    class Named(MutantDriver):
+        mutant = name
+
+    _, sent = await drive(argv, Named)
+    print(f"{sent} delta(s) sent by the {name} mutant")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in MUTANTS:
-        print(
-            f"usage: python -m conformance.origins.mutants {{{','.join(MUTANTS)}}} run ...",
-            file=sys.stderr,
-        )
-        return 2
-    return run_command(f"mutant {args[0]}", lambda: asyncio.run(_drive(args[0], args[1:])))
+    return tool_main("mutant", list(MUTANTS), argv, _drive)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,14 @@ Each is `podd-origin run` with one habit changed. They are test tools, never an 
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import origin.driver as driver_module
-from origin.cli import build_parser, settings_from
+from conformance.origins.mutants import drive, tool_main
 from origin.client import OriginClient
-from origin.driver import OriginDriver
-from origin.progress import DeltaProgress
-from podd_runtime.exit_codes import run_command
 from protocol.framing import Chunk
 from protocol.ocf import SYNC_SIZE, OcfLimits, read_header
 
@@ -58,10 +53,6 @@ def new_sync(body: bytes) -> bytes:
 
 
 async def _drive(name: str, argv: Sequence[str]) -> int:
-    from origin.cli import source_for  # noqa: PLC0415
-
-    settings = settings_from(build_parser().parse_args(list(argv)))
-    schema = settings.logical_schema()
     if name == "re-encode":
         named_by = driver_module.chunks_missing
 
@@ -73,27 +64,13 @@ async def _drive(name: str, argv: Sequence[str]) -> int:
         # Every INCOMPLETE_DELTA taken as "removed": the driver starts the delta over.
         vars(driver_module)["says_removed"] = lambda message: True
     client_class = TwiceClient if name == "twice" else OriginClient
-    async with client_class(settings, settings.bootstrap_servers()) as client:
-        driver = OriginDriver(
-            client,
-            source_for(settings, schema),
-            settings.driver_options(),
-            DeltaProgress(settings.deltas, sys.stdout),
-        )
-        outcomes = await driver.run(settings.deltas)
-    print(f"{len(outcomes)} delta(s) sent by the {name} variant")
+    _, sent = await drive(argv, client_class=client_class)
+    print(f"{sent} delta(s) sent by the {name} variant")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in VARIANTS:
-        print(
-            f"usage: python -m conformance.origins.variants {{{','.join(VARIANTS)}}} run ...",
-            file=sys.stderr,
-        )
-        return 2
-    return run_command(f"variant {args[0]}", lambda: asyncio.run(_drive(args[0], args[1:])))
+    return tool_main("variant", list(VARIANTS), argv, _drive)
 
 
 if __name__ == "__main__":
