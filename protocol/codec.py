@@ -10,6 +10,7 @@ the `null` and `deflate` codecs, so a compression bomb in a key is refused, not 
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Iterable
@@ -52,11 +53,7 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     if count != 1:
         raise MessageDecodeError(f"{schema_name}: holds {count} records, expected 1")
     try:
-        writer_json = json.loads(header.schema_text)
-        different = logical_type_mismatch(writer_json, schema_json(schema_name))
-        if different is not None:
-            raise MessageDecodeError(f"{schema_name}: {different}")
-        writer = fastavro.parse_schema(as_reader_named(writer_json, schema_name))
+        writer = _writer_schema(header.schema_text, schema_name)
         record = fastavro.schemaless_reader(
             io.BytesIO(blocks[0].payload), writer, parsed_schema(schema_name)
         )
@@ -67,6 +64,19 @@ def read_single_record(data: bytes | None, schema_name: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise MessageDecodeError(f"{schema_name}: the record is not a record")
     return record
+
+
+@functools.lru_cache(maxsize=256)
+def _writer_schema(schema_text: str, schema_name: str) -> Any:
+    """A message's writer schema, parsed and checked against the contract's
+    (`logical_type_mismatch`: `MessageDecodeError`). Each distinct text once: every key
+    and control message of one writer carries the same header, and parsing it was most of
+    a key's decoding; a flood of distinct texts only turns the bounded cache over."""
+    writer_json = json.loads(schema_text)
+    different = logical_type_mismatch(writer_json, schema_json(schema_name))
+    if different is not None:
+        raise MessageDecodeError(f"{schema_name}: {different}")
+    return fastavro.parse_schema(as_reader_named(writer_json, schema_name))
 
 
 def logical_type_mismatch(writer: Any, reader: Any, path: str = "") -> str | None:
