@@ -115,7 +115,8 @@ async def _chaos(
     injected_all: asyncio.Event,
 ) -> None:
     """Faults at random moments until the origin is done; `injected_all` is set once every
-    fault beyond kills and restarts has been injected (or skipped) and has returned."""
+    fault, kills and restarts included, has been injected (or skipped) and has returned: a
+    run fast enough to apply its last delta before a scheduled kill waits for it."""
     rng = random.Random(args.seed)
     restarts_at = [args.deltas * (i + 1) // (args.pg_restarts + 1) for i in range(args.pg_restarts)]
     # Kills follow the deltas done, not the clock: a fast run gets all of them too. The last
@@ -132,7 +133,8 @@ async def _chaos(
         await asyncio.sleep(0.25)
         await asyncio.to_thread(supervisor.watch)
         await extra.step()
-        if not extra.due and all(task.done() for task in extra.tasks):
+        scheduled = bool(kills_at) or kill_due is not None or bool(restarts_at)
+        if not scheduled and not extra.due and all(task.done() for task in extra.tasks):
             injected_all.set()
         if extra.alone:  # a second agent is meeting the first: no kill, no restart now
             continue
