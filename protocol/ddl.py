@@ -27,7 +27,14 @@ from sqlglot.tokens import Tokenizer
 
 from protocol.errors import SchemaDefinitionError
 from protocol.schema import Column, LogicalSchema, Table
-from protocol.types import LENGTH_KINDS, TYPE_ALIASES, ColumnType, TypeKind
+from protocol.types import (
+    LENGTH_KINDS,
+    MAX_PRECISION,
+    PRECISION_KINDS,
+    TYPE_ALIASES,
+    ColumnType,
+    TypeKind,
+)
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 _TYPE_NAMES = {k.value: k for k in TypeKind} | TYPE_ALIASES
@@ -227,6 +234,12 @@ class _StatementParser:
             self.expect(TokenType.R_PAREN, ")")
         elif kind is TypeKind.CHAR:
             raise self.error(f"CHAR needs a length (column {name})", expected="(n)")
+        elif kind in PRECISION_KINDS and self.accept(TokenType.L_PAREN):
+            tok = self.expect(TokenType.NUMBER, "a precision")
+            if not tok.text.isdigit() or int(tok.text) > MAX_PRECISION:
+                self.i -= 1
+                raise self.error(f"bad precision {tok.text}", expected=f"0..{MAX_PRECISION}")
+            self.expect(TokenType.R_PAREN, ")")
         not_null = False
         if self.accept_word("NOT", "NULL"):
             not_null = True

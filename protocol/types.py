@@ -29,7 +29,16 @@ class TypeKind(StrEnum):
 
 
 #: Type names Prostore accepts as other spellings (REPLICA.md).
-TYPE_ALIASES: dict[str, TypeKind] = {"STRING": TypeKind.VARCHAR, "LONG": TypeKind.BIGINT}
+TYPE_ALIASES: dict[str, TypeKind] = {
+    "INTEGER": TypeKind.INT,
+    "STRING": TypeKind.VARCHAR,
+    "LONG": TypeKind.BIGINT,
+}
+
+#: Kinds that take a fractional-second precision in parentheses, 0 to `MAX_PRECISION`
+#: (REPLICA.md): accepted and stored with six digits whatever it says.
+PRECISION_KINDS = frozenset({TypeKind.TIME, TypeKind.TIMESTAMP})
+MAX_PRECISION = 6
 
 #: Kinds that take a length in parentheses; CHAR requires it, VARCHAR may omit it.
 LENGTH_KINDS = frozenset({TypeKind.CHAR, TypeKind.VARCHAR})

@@ -118,3 +118,10 @@ def test_the_backup_key_table_is_the_contracts(spec: Path) -> None:
 
 def test_the_demo_datamart_is_the_contracts(spec: Path) -> None:
     assert (REPO / "examples" / "marketing.sql").read_text() == (spec / "marketing.sql").read_text()
+
+
+def test_the_replica_contract_is_carried_whole(spec: Path) -> None:
+    """docs/REPLICA.md is the contract, then what this project adds."""
+    ours = (DOCS / "REPLICA.md").read_text().split("\n## What this project adds")[0]
+    theirs = (spec / "REPLICA.md").read_text().replace(" (contract)", "", 1)
+    assert ours.strip() == theirs.strip()

@@ -99,6 +99,18 @@ def test_the_datamart_may_be_given_for_unqualified_tables() -> None:
     assert schema.table("t").column("id").not_null
 
 
+def test_the_contracts_other_spellings_read_as_their_types() -> None:
+    ddl = (
+        "CREATE TABLE d.t (k INTEGER NOT NULL, t0 TIME(0), t3 time(3), t6 TIME(6), "
+        "s0 TIMESTAMP(0), s6 timestamp(6), PRIMARY KEY (k))"
+    )
+    table = parse_schema(ddl).table("t")
+    kinds = {c.name: c.type for c in table.columns}
+    assert kinds["k"] == ColumnType(TypeKind.INT)
+    assert {kinds[n].to_postgres() for n in ("t0", "t3", "t6")} == {"time(6)"}
+    assert {kinds[n].to_postgres() for n in ("s0", "s6")} == {"timestamp(6)"}
+
+
 @pytest.mark.parametrize(
     ("ddl", "statement", "line", "column", "fragment"),
     [
@@ -113,6 +125,8 @@ def test_the_datamart_may_be_given_for_unqualified_tables() -> None:
         ),
         ("CREATE TABLE a.b (x char, PRIMARY KEY (x))", 1, 1, 25, "CHAR needs a length"),
         ("CREATE TABLE a.b (x varchar(0), PRIMARY KEY (x))", 1, 1, 29, "bad length 0"),
+        ("CREATE TABLE a.b (x int, t time(7), PRIMARY KEY (x))", 1, 1, 33, "bad precision 7"),
+        ("CREATE TABLE a.b (x int, t timestamp(), PRIMARY KEY (x))", 1, 1, 38, "a precision"),
         ("CREATE TABLE a.b (x int, PRIMARY KEY (y))", 1, 1, 42, "key column y is not a column"),
         ("CREATE TABLE a.b (x int, x int, PRIMARY KEY (x))", 1, 1, 49, "declared twice"),
         ("CREATE TABLE a.b (sys_from int, PRIMARY KEY (sys_from))", 1, 1, 56, "reserved"),
