@@ -28,14 +28,14 @@ import psycopg
 from bench.datagen import bench_schema, stage_delta
 from bench.memory import TreeMemory
 from protocol.body import decode_body
-from spark_loader.embedded_pg import replica_dsn
+from replica_store.embedded_pg import replica_dsn
+from replica_store.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
+from replica_store.store import ReplicaStore
+from replica_store.store_sql import q
+from replica_store.transfer import StagedTransfer
 from spark_loader.loader import DeltaLoader
-from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
 from spark_loader.session import build_session
 from spark_loader.settings import LoaderSettings
-from spark_loader.store import ReplicaStore
-from spark_loader.store_sql import q
-from spark_loader.transfer import StagedTransfer
 
 
 def copy_floor(dsn: str, transfer: StagedTransfer) -> tuple[float, int]:

@@ -43,7 +43,7 @@ from origin.driver import DriverOptions
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
-from spark_loader.embedded_pg import replica_dsn
+from replica_store.embedded_pg import replica_dsn
 
 PARTITIONS = 4
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench.peer import BATCH_ROWS
 from protocol.schema import LogicalSchema, Table
-from spark_loader.store_sql import q
+from replica_store.store_sql import q
 
 
 def create_tables(dsn: str, schema: LogicalSchema) -> str:

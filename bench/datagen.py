@@ -18,7 +18,7 @@ from protocol.body_writer import encode_body
 from protocol.chunk_files import ChunkFile
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
-from spark_loader.transfer import (
+from replica_store.transfer import (
     StagedTransfer,
     StreamManifest,
     TransferManifest,

@@ -18,7 +18,7 @@ from bench.datagen import bench_schema, delta_rows, stage_delta, stage_rows
 from protocol.codec import encode_delta_in_key
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
-from spark_loader.transfer import StagedTransfer
+from replica_store.transfer import StagedTransfer
 
 SUBSCRIPTION = "SELECT * FROM bench"
 

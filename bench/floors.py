@@ -25,10 +25,10 @@ from podd_kafka.settings import KafkaSettings
 from protocol.body import decode_body
 from protocol.codec import decode_delta_in_key
 from protocol.schema import LogicalSchema, Table
-from spark_loader.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
+from replica_store.pg_copy import HEADER, TRAILER, copy_kinds, key_kinds, tuples_array
+from replica_store.store_sql import q
+from replica_store.transfer import StagedTransfer
 from spark_loader.slice_encode import copy_tuples, last_per_key
-from spark_loader.store_sql import q
-from spark_loader.transfer import StagedTransfer
 
 
 async def consume_and_decode(

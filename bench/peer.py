@@ -23,7 +23,7 @@ from bench.e2e import Sent, delta_records
 from podd_kafka.settings import KafkaSettings
 from protocol.codec import decode_delta_in_key
 from protocol.schema import LogicalSchema, Table
-from spark_loader.store_sql import physical, q
+from replica_store.store_sql import physical, q
 
 BATCH_ROWS = 3000
 

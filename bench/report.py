@@ -252,7 +252,7 @@ _PACED_WHY = [
     "`PODD_PRESTAGE_EAGER_KIB`, 128 KiB decoded, while nothing is prestaged or still applying, "
     "else about `PODD_PRESTAGE_PIECE_KIB`, 1 MiB) and each piece applied in the delta's open "
     "transaction, a later piece replacing what earlier pieces of the delta wrote for its keys "
-    "(`spark_loader/pieces.py`); a stream complete is staged whole. After the last chunk the "
+    "(`replica_store/pieces.py`); a stream complete is staged whole. After the last chunk the "
     "load stages and applies only the chunks after each stream's last piece. In table order "
     "that is part of one table. Interleaved, the pieces' applies (one backend, in the open "
     "transaction, beside receiving) run at about 70,000-100,000 rows/s here, against 100,000 "

@@ -54,7 +54,7 @@ from podd_kafka.settings import KafkaSettings
 from podd_runtime.spark_cluster import StandaloneCluster
 from protocol.console import log_to_stderr
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import replica_dsn
+from replica_store.embedded_pg import replica_dsn
 
 ANSWER_TIMEOUT = 1800.0
 

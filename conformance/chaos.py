@@ -49,9 +49,9 @@ from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, PoddError
 from protocol.messages import DeltaStatus
 from protocol.workload import WorkloadSpec
-from spark_loader.embedded_pg import EmbeddedPostgres
-from spark_loader.replica_reader import differences
-from spark_loader.store import ReplicaStore
+from replica_store.embedded_pg import EmbeddedPostgres
+from replica_store.replica_reader import differences
+from replica_store.store import ReplicaStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "marketing.sql"
 

@@ -26,8 +26,8 @@ import psycopg
 
 from podd_runtime.agent_child import AgentSpec, start_agent
 from protocol.schema import LogicalSchema
-from spark_loader.ownership import holder_name
-from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, physical, q
+from replica_store.ownership import holder_name
+from replica_store.store_sql import META_SCHEMA, datamart_lock_key, physical, q
 
 
 def rewind_replica(dsn: str, schema: LogicalSchema, to_delta: int) -> list[int]:

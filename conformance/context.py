@@ -18,7 +18,7 @@ from protocol.framing import Chunk, frame_delta
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from spark_loader.replica_reader import differences
+from replica_store.replica_reader import differences
 
 
 class ScenarioFailed(AssertionError):

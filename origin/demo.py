@@ -37,8 +37,8 @@ from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, quote_ident
 from protocol.workload import WorkloadSpec
-from spark_loader.embedded_pg import replica_dsn
-from spark_loader.replica_reader import differences
+from replica_store.embedded_pg import replica_dsn
+from replica_store.replica_reader import differences
 
 _DEFAULT_SCHEMA = Path(str(resources.files("origin"))).parent / "examples" / "marketing.sql"
 

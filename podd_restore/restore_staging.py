@@ -22,7 +22,7 @@ from protocol.backup import BackupKey
 from protocol.body import BodyFormat
 from protocol.chunk_files import ChunkFile
 from protocol.schema import LogicalSchema
-from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
+from replica_store.transfer import StagedTransfer, StreamManifest, TransferManifest
 
 
 def run_tag(increment_id: str) -> str:

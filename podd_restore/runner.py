@@ -32,14 +32,14 @@ from protocol.changelog import SchemaHistory
 from protocol.errors import ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.sequence import expected_next
-from spark_loader.embedded_pg import replica_for
-from spark_loader.ownership import DatamartOwnership
-from spark_loader.store import ReplicaStore
+from replica_store.embedded_pg import replica_for
+from replica_store.ownership import DatamartOwnership
+from replica_store.store import ReplicaStore
 
 if TYPE_CHECKING:
+    from replica_store.transfer import StagedTransfer
     from spark_loader.loader import DeltaLoader
     from spark_loader.slice_encode import EncodedSlice, TableSlice
-    from spark_loader.transfer import StagedTransfer
 
 #: No slice of the delta decoded ahead of its load.
 _NOTHING_AHEAD: Mapping[TableSlice, EncodedSlice] = {}

@@ -1,7 +1,7 @@
 """Errors of the protocol layer.
 
 `PoddError` is the root of every error this project raises on purpose. Each layer has its
-own module of subclasses (`replica_agent.errors`, `spark_loader.errors`); this one holds the
+own module of subclasses (`replica_agent.errors`, `replica_store.errors`); this one holds the
 root and the errors that carry a PROTOCOL.md error code.
 """
 

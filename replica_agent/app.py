@@ -38,7 +38,7 @@ log = structlog.get_logger("replica_agent")
 #: Most `delta.in` messages, and their bytes, handled (and staged) as one group.
 MAX_GROUP = 64
 MAX_GROUP_BYTES = 64 * 1024 * 1024
-#: How often the agent checks it still holds its datamarts (`spark_loader.ownership`).
+#: How often the agent checks it still holds its datamarts (`replica_store.ownership`).
 HOLD_CHECK_SECONDS = 10.0
 
 #: Run before a fatal exit (stopping child processes the agent started).

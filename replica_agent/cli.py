@@ -28,7 +28,7 @@ from replica_agent.answer_records import AnswerRecords
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
-from spark_loader.embedded_pg import replica_for
+from replica_store.embedded_pg import replica_for
 
 #: flag → settings field, for the flags that map one to one.
 _FLAGS = {
@@ -62,7 +62,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
 
 def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str, Any]:
     """Each datamart's applied delta, transfers in progress with what they miss, last error."""
-    from spark_loader.store import ReplicaStore  # noqa: PLC0415
+    from replica_store.store import ReplicaStore  # noqa: PLC0415
 
     status_path = settings.data_dir / STATUS_FILE
     agent = json.loads(status_path.read_text()) if status_path.exists() else {}

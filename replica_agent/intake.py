@@ -38,7 +38,7 @@ from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer, TransferFraming
-from spark_loader.transfer import StagedTransfer
+from replica_store.transfer import StagedTransfer
 
 log = structlog.get_logger("replica_agent")
 

@@ -35,10 +35,10 @@ from replica_agent.outbox import Outbox
 from replica_agent.prestaging import Prestage, Prestaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
-from spark_loader.errors import CommitStateUnknownError
-from spark_loader.open_apply import OpenApply
-from spark_loader.store import RegistryEntry
-from spark_loader.transfer import StagedTransfer
+from replica_store.errors import CommitStateUnknownError
+from replica_store.open_apply import OpenApply
+from replica_store.store import RegistryEntry
+from replica_store.transfer import StagedTransfer
 
 log = structlog.get_logger("replica_agent")
 
@@ -56,7 +56,7 @@ Registry = Callable[[str, int], RegistryEntry | None]
 
 
 class RegistryReads(Protocol):
-    """What the worker reads of the registry's end (`spark_loader.registry_tail`)."""
+    """What the worker reads of the registry's end (`replica_store.registry_tail`)."""
 
     def last(self, datamart: str) -> AppliedDelta | None: ...
 

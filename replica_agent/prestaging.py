@@ -10,7 +10,7 @@ then are dropped: the load stages those tables itself. A prestage that fails cha
 nothing a load does (see `spark_loader.prestage`), so nothing here is ever answered.
 
 Prestaged tables are also applied, in the delta's transaction opened at its first prestage
-(`spark_loader.open_apply`), kept here per transfer: `settle` hands it to the load of that
+(`replica_store.open_apply`), kept here per transfer: `settle` hands it to the load of that
 transfer and rolls back any other, and `sweep` (every second) rolls back the one of a
 transfer that was refused, evicted or answered INCOMPLETE_DELTA, so no transaction and no
 datamart lock outlives what it was opened for.
@@ -26,8 +26,8 @@ import structlog
 
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Phase, Transfer
-from spark_loader.open_apply import OpenApply
-from spark_loader.transfer import StagedTransfer, StreamManifest
+from replica_store.open_apply import OpenApply
+from replica_store.transfer import StagedTransfer, StreamManifest
 
 log = structlog.get_logger("replica_agent")
 

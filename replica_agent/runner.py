@@ -29,8 +29,8 @@ from replica_agent.service import ReplicaService
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
-from spark_loader.embedded_pg import replica_for
-from spark_loader.registry_tail import RegistryTail
+from replica_store.embedded_pg import replica_for
+from replica_store.registry_tail import RegistryTail
 
 log = structlog.get_logger("replica_agent")
 
@@ -89,11 +89,11 @@ def run_agent(settings: AgentSettings) -> int:
         asyncio.run(ensure_topics(settings, bootstrap))
 
         # Spark and the loader are imported here: `status` and tests of the app stay light.
+        from replica_store.ownership import DatamartOwnership  # noqa: PLC0415
+        from replica_store.store import ReplicaStore  # noqa: PLC0415
         from spark_loader.loader import DeltaLoader  # noqa: PLC0415
-        from spark_loader.ownership import DatamartOwnership  # noqa: PLC0415
         from spark_loader.prestage import Prestager  # noqa: PLC0415
         from spark_loader.session import build_session  # noqa: PLC0415
-        from spark_loader.store import ReplicaStore  # noqa: PLC0415
 
         store = ReplicaStore(dsn)
         schemas = read_schemas(settings, store.stored_schema)

@@ -79,7 +79,7 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: check and record cost more than staging them there).
     prestage_min_kib: float = Field(default=256.0, ge=0)
     #: A stream still arriving is prestaged in pieces of about this many KiB decoded (its
-    #: chunks so far, applied in the delta's open transaction: `spark_loader.pieces`), so
+    #: chunks so far, applied in the delta's open transaction: `replica_store.pieces`), so
     #: a delta whose streams are interleaved is mostly applied by its last chunk; 0: only
     #: complete streams are prestaged.
     prestage_piece_kib: float = Field(default=1024.0, ge=0)

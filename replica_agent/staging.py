@@ -37,7 +37,7 @@ from protocol.ocf import ContainerError, OcfLimits, decoded_size
 from replica_agent.errors import StagingError
 from replica_agent.quarantine import Quarantine
 from replica_agent.transfers import CHUNK_COST, Offer, StreamState, Transfer, TransferFraming
-from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
+from replica_store.transfer import StagedTransfer, StreamManifest, TransferManifest
 
 TRANSFER_FILE = "transfer.json"
 _STREAM_FILE = re.compile(r"s(\d{6,})\.json")

@@ -1,7 +1,5 @@
-"""The loader: a complete staged transfer → the replica, in one PostgreSQL transaction.
+"""The Spark side of a load: a complete staged transfer → executors decode its chunks and keep
+the last row per key → binary COPY into the store's staging → the store applies it.
 
-Knows no Kafka. Builds on `protocol` and `podd_runtime`. Holds the staged-transfer format
-(`transfer`), the replica store (`store`, REPLICA.md's layout, catalog and registry), the
-Spark slice jobs, the apply SQL, a reader of any replica laid out as REPLICA.md says
-(`replica_reader`), and the embedded PostgreSQL.
+Knows no Kafka. Builds on `protocol`, `podd_runtime` and `replica_store`.
 """

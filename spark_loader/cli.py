@@ -26,9 +26,9 @@ from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.sequence import expected_next
-from spark_loader.embedded_pg import psql_binary, replica_for
+from replica_store.embedded_pg import psql_binary, replica_for
+from replica_store.store import ReplicaStore
 from spark_loader.settings import LoaderSettings
-from spark_loader.store import ReplicaStore
 
 
 def _settings(args: argparse.Namespace) -> LoaderSettings:
@@ -46,10 +46,10 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
 
 def _apply(args: argparse.Namespace) -> int:
     # Spark and the loader load only for this command: `registry` stays light.
+    from replica_store.ownership import DatamartOwnership  # noqa: PLC0415
+    from replica_store.transfer import StagedTransfer  # noqa: PLC0415
     from spark_loader.loader import DeltaLoader  # noqa: PLC0415
-    from spark_loader.ownership import DatamartOwnership  # noqa: PLC0415
     from spark_loader.session import build_session  # noqa: PLC0415
-    from spark_loader.transfer import StagedTransfer  # noqa: PLC0415
 
     settings = _settings(args)
     transfer = StagedTransfer.open(args.transfer)

@@ -28,32 +28,32 @@ from protocol.apply_model import TableCounts
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
 from protocol.sequence import AppliedDelta, check_sequence
-from spark_loader.connections import LoaderConnections, Session
-from spark_loader.errors import (
+from replica_store.connections import LoaderConnections, Session
+from replica_store.errors import (
     LoaderError,
     LoadFailedError,
     TransientLoadError,
 )
-from spark_loader.executor_probe import probe_executors
-from spark_loader.lost_commit import LoadResult, settle_lost_commit
-from spark_loader.open_apply import OpenApply
-from spark_loader.pieces import Piece
-from spark_loader.run_ahead import run_ahead
-from spark_loader.session import LazySession
-from spark_loader.settings import LoaderSettings
-from spark_loader.slice_encode import EncodedSlice, TableSlice
-from spark_loader.staging_steps import logged_when_done, staging_steps
-from spark_loader.store import (
+from replica_store.lost_commit import LoadResult, settle_lost_commit
+from replica_store.open_apply import OpenApply
+from replica_store.pieces import Piece
+from replica_store.store import (
     Datamart,
     RegistryEntry,
     ReplicaStore,
     encode_counts,
     registry_entry,
 )
-from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, q
-from spark_loader.table_apply import apply_rest
+from replica_store.store_sql import META_SCHEMA, datamart_lock_key, q
+from replica_store.table_apply import apply_rest
+from replica_store.transfer import StagedTransfer
+from spark_loader.executor_probe import probe_executors
+from spark_loader.run_ahead import run_ahead
+from spark_loader.session import LazySession
+from spark_loader.settings import LoaderSettings
+from spark_loader.slice_encode import EncodedSlice, TableSlice
+from spark_loader.staging_steps import logged_when_done, staging_steps
 from spark_loader.temp_staging import decode_ahead
-from spark_loader.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
 
@@ -269,7 +269,7 @@ class DeltaLoader:
         left = [t for t in tables if t.name not in claimed]
         if busy := opened.busy() & set(through):  # their staging is being applied
             opened.settle()
-        # The streams applied in part: only the chunks after those (`spark_loader.pieces`).
+        # The streams applied in part: only the chunks after those (`replica_store.pieces`).
         numbers = {s.table_name: s.stream_number for s in transfer.manifest.streams}
         rest = transfer.rebased({numbers[name]: last + 1 for name, last in through.items()})
         session: Session | None = None
@@ -334,7 +334,7 @@ class DeltaLoader:
         no staged row is left alone (its statement would change nothing); one with many is
         analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups
         (`KEYED_LOOKUP`). `done`: tables an open apply applied; `pieces`: those it applied
-        in part, whose staged rows are the chunks after (`spark_loader.pieces`)."""
+        in part, whose staged rows are the chunks after (`replica_store.pieces`)."""
         manifest = transfer.manifest
         params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
         counts: list[TableCounts] = []
@@ -377,7 +377,9 @@ class DeltaLoader:
                 self.commit(conn)
             except psycopg.OperationalError as exc:
                 conn.close()
-                return settle_lost_commit(self.store, self.settings, transfer, exc, session.backend)
+                return settle_lost_commit(
+                    self.store, self.settings.commit_settle_seconds, transfer, exc, session.backend
+                )
             conn.autocommit = True
         except BaseException:
             if not conn.closed:

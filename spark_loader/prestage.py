@@ -5,15 +5,15 @@ after another. A stream is often complete long before its transfer (an origin se
 tables one after another), and staging (decoding the Avro bodies, keeping the last row per
 key, COPY into the staging table) is most of a load's work. `Prestager.prestage` does that
 work for the streams complete so far, while later chunks still arrive, and applies them in
-the delta's transaction opened at its first prestage (`spark_loader.open_apply`); the load
+the delta's transaction opened at its first prestage (`replica_store.open_apply`); the load
 then finishes that transaction, or, if it was rolled back, applies those tables without
-staging them again (`spark_loader.prestaged`).
+staging them again (`replica_store.prestaged`).
 
 It changes nothing a load promises:
 * it takes the datamart's lock without waiting (a load runs: nothing is prestaged) and
   stages only the delta the registry expects next;
 * staging is never the replica, and what it applies stays inside the delta's one open
-  transaction (`spark_loader.open_apply`): a transfer later refused (`BAD_CHUNK`,
+  transaction (`replica_store.open_apply`): a transfer later refused (`BAD_CHUNK`,
   `SCHEMA_MISMATCH`, `INCOMPLETE_DELTA`) is rolled back and leaves the replica as it was;
 * a failure of any kind is logged and dropped: the load stages the table itself and meets
   the same row error, answered as before.
@@ -29,12 +29,12 @@ import structlog
 
 from protocol.errors import ErrorCode, PoddError, ProtocolError
 from protocol.schema import Table
+from replica_store.open_apply import OpenApply, Span
+from replica_store.prestaged import remember
+from replica_store.store import Datamart
+from replica_store.transfer import StagedTransfer, StreamManifest
 from spark_loader.loader import DeltaLoader
-from spark_loader.open_apply import OpenApply, Span
-from spark_loader.prestaged import remember
 from spark_loader.staging_steps import staging_steps
-from spark_loader.store import Datamart
-from spark_loader.transfer import StagedTransfer, StreamManifest
 
 log = structlog.get_logger("spark_loader")
 
@@ -49,7 +49,7 @@ class Prestager:
         #: An open apply's transaction idle this long is ended by the server (`OpenApply`).
         self.idle_seconds = idle_seconds
         #: Also apply each prestaged table in the delta's transaction, opened at the first
-        #: prestage (`spark_loader.open_apply`).
+        #: prestage (`replica_store.open_apply`).
         self.apply = apply
 
     def prestage(
@@ -105,7 +105,7 @@ class Prestager:
         """What to stage of the hand-over: its streams less those `opened` applied whole,
         each starting after the chunks `opened` applied of it; and, for those staged as
         pieces (a stream not complete, or one applied in part), the chunk each ends at and
-        whether that is its stream's last (`spark_loader.pieces`)."""
+        whether that is its stream's last (`replica_store.pieces`)."""
         applied, through = opened.claimed(), opened.through()
         kept = [s for s in transfer.manifest.streams if s.table_name not in applied]
         if not self.apply:  # staged only: whole streams, as the load would take them

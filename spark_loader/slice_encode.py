@@ -20,7 +20,7 @@ from protocol.body import BodyFormat, decode_body
 from protocol.errors import ProtocolError
 from protocol.ocf import OcfLimits
 from protocol.schema import Table
-from spark_loader.pg_copy import copy_kinds, key_kinds, tuples_array
+from replica_store.pg_copy import copy_kinds, key_kinds, tuples_array
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from protocol.body import BodyFormat
 from protocol.errors import ErrorCode, ProtocolError, error_for
 from protocol.ocf import OcfLimits
 from protocol.schema import Table
-from spark_loader.pg_copy import HEADER, TRAILER
+from replica_store.pg_copy import HEADER, TRAILER
+from replica_store.store_sql import SLICE_COLUMN
 from spark_loader.slice_encode import (
     ChunkRefused,
     EncodedSlice,
@@ -39,7 +40,6 @@ from spark_loader.slice_encode import (
     copy_tuples,
     encode_slice,
 )
-from spark_loader.store_sql import SLICE_COLUMN
 
 #: Below this many bytes of chunk files a table is never cut for parallelism's sake.
 MIN_SPLIT_BYTES = 4 * 2**20

@@ -32,20 +32,20 @@ from pyspark.errors import PySparkException, PythonException
 from pyspark.sql import SparkSession
 
 from protocol.schema import Table
-from spark_loader.errors import LoadFailedError, TransientLoadError
-from spark_loader.prestaged import forget, prestaged
+from replica_store.errors import LoadFailedError, TransientLoadError
+from replica_store.prestaged import forget, prestaged
+from replica_store.store import Datamart, empty_staging
+from replica_store.store_sql import copy_statement
+from replica_store.transfer import StagedTransfer
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_encode import EncodedSlice, TableSlice
 from spark_loader.slice_jobs import StagingTarget, plan_tasks, stage_slices
-from spark_loader.store import Datamart, empty_staging
-from spark_loader.store_sql import copy_statement
 from spark_loader.temp_staging import (
     chunk_entries,
     is_small,
     stage_in_apply_transaction,
     stage_small,
 )
-from spark_loader.transfer import StagedTransfer
 
 #: One table's staging: (staged, received) rows.
 StagingStep = Callable[[], tuple[int, int]]

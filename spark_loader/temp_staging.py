@@ -27,12 +27,12 @@ import psycopg
 
 from protocol.errors import ProtocolError
 from protocol.schema import Table
+from replica_store.store import Datamart
+from replica_store.store_sql import copy_statement, temp_staging_sql
+from replica_store.transfer import StagedTransfer
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_encode import ChunkRefused, EncodedSlice, TableSlice, encode_slice
 from spark_loader.slice_jobs import StagingTarget, StagingTask, plan_tasks, stage_in_driver
-from spark_loader.store import Datamart
-from spark_loader.store_sql import copy_statement, temp_staging_sql
-from spark_loader.transfer import StagedTransfer
 
 #: The temporary tables each open connection has (they live as long as its session).
 _created: weakref.WeakKeyDictionary[psycopg.Connection, set[str]] = weakref.WeakKeyDictionary()

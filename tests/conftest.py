@@ -18,7 +18,7 @@ from podd_kafka.broker import embedded_broker
 from podd_runtime.spark_cluster import StandaloneCluster
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import EmbeddedPostgres
+from replica_store.embedded_pg import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,8 +24,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from origin import cli as origin_cli
 from protocol.schema import LogicalSchema
 from replica_agent import cli as agent_cli
-from spark_loader.embedded_pg import psql_binary
-from spark_loader.store import ReplicaStore
+from replica_store.embedded_pg import psql_binary
+from replica_store.store import ReplicaStore
 from tests.conftest import REPO
 
 COMPOSE = REPO / "compose" / "compose.yaml"

@@ -8,7 +8,7 @@ import pytest
 
 from origin import demo
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import EmbeddedPostgres
+from replica_store.embedded_pg import EmbeddedPostgres
 from tests.agent.conftest import renamed
 
 SMALL = [

@@ -16,7 +16,7 @@ from podd_restore.errors import RestoreStopped
 from podd_runtime.exit_codes import describe, exit_code_for, run_command
 from protocol.errors import ErrorCode, PoddError, ProtocolError
 from protocol.exit_codes import ExitCode
-from spark_loader.errors import LoadFailedError, StagedTransferError
+from replica_store.errors import LoadFailedError, StagedTransferError
 from tests.conftest import REPO
 
 

@@ -57,7 +57,7 @@ def test_an_unreachable_replica_is_reported_without_its_password(
 def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     tmp_path: Path, replica_dsn: str, marketing: LogicalSchema
 ) -> None:
-    from spark_loader.store import ReplicaStore  # noqa: PLC0415
+    from replica_store.store import ReplicaStore  # noqa: PLC0415
 
     schema = renamed(marketing)
     ReplicaStore(replica_dsn).ensure(schema)

@@ -25,8 +25,8 @@ from replica_agent.service import ReplicaService, SendResult
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
-from spark_loader.store import RegistryEntry
-from spark_loader.transfer import StagedTransfer
+from replica_store.store import RegistryEntry
+from replica_store.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
 
 APPLIED_AT = datetime(2026, 2, 1, tzinfo=UTC)

@@ -33,7 +33,7 @@ from replica_agent.intake import (
 from replica_agent.metrics import AgentMetrics
 from replica_agent.staging import GroupWrite, TransferStaging
 from replica_agent.tracker import TransferTracker
-from spark_loader.transfer import StagedTransfer
+from replica_store.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
 
 MiB = 2**20

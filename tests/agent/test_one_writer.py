@@ -1,7 +1,7 @@
 """One writer per datamart, end to end: a second agent, or a restore, for a datamart an
 agent serves stops at start with a message naming the agent, and the agent goes on.
 
-Before `spark_loader.ownership`, the second agent joined the same consumer group (the two
+Before `replica_store.ownership`, the second agent joined the same consumer group (the two
 split the `delta.in` partitions, so neither saw a whole transfer) and its start emptied the
 first one's staging tables."""
 

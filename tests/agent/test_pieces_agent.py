@@ -1,6 +1,6 @@
 """Streams sent interleaved (chunk 1 of every stream, then chunk 2, …), in the agent process
 on real Tansu, PostgreSQL and Spark: no stream is complete before the last chunks, and the
-agent prestages and applies them in pieces meanwhile (`spark_loader.pieces`). The delta ends
+agent prestages and applies them in pieces meanwhile (`replica_store.pieces`). The delta ends
 as the model says; a kill -9, a bad last chunk or an interim INCOMPLETE_DELTA after pieces
 were applied changes nothing the protocol promises."""
 

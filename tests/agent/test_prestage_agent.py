@@ -18,7 +18,7 @@ from protocol.framing import Chunk
 from protocol.messages import DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from spark_loader.store_sql import META_SCHEMA, q
+from replica_store.store_sql import META_SCHEMA, q
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome

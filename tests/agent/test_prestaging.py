@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from replica_agent.prestaging import MERGE_MAX_BYTES, Prestaging
 from replica_agent.transfers import Transfer, TransferFraming
-from spark_loader.transfer import StagedTransfer, StreamManifest, TransferManifest
+from replica_store.transfer import StagedTransfer, StreamManifest, TransferManifest
 
 
 def transfer(request_id: str) -> Transfer:

@@ -14,7 +14,7 @@ from conformance.chaos_faults import rewind_replica
 from origin.driver import DriverOptions, OriginDriver
 from origin.sources import WorkloadSource, replica_model
 from protocol.workload import WorkloadSpec
-from spark_loader.store import ReplicaStore
+from replica_store.store import ReplicaStore
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin
 from tests.agent.test_hostile import metric

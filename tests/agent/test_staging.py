@@ -15,7 +15,7 @@ from protocol.schema import LogicalSchema
 from replica_agent.errors import StagingError
 from replica_agent.staging import TRANSFER_FILE, TransferStaging
 from replica_agent.transfers import StreamState, Transfer
-from spark_loader.transfer import StagedTransfer
+from replica_store.transfer import StagedTransfer
 from tests.agent.staging_writes import transfer_of, write_chunk, write_stream
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)

@@ -21,9 +21,9 @@ from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
-from spark_loader.errors import LoadFailedError
-from spark_loader.store import RegistryEntry
-from spark_loader.transfer import StagedTransfer
+from replica_store.errors import LoadFailedError
+from replica_store.store import RegistryEntry
+from replica_store.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
 from tests.agent.staging_writes import transfer_of
 from tests.loader.staging_helpers import delta_date

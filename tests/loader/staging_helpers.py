@@ -15,9 +15,9 @@ from protocol.apply_model import DeltaRow, ReplicaModel
 from protocol.chunk_files import ChunkFile
 from protocol.framing import frame_delta
 from protocol.schema import LogicalSchema, Table
-from spark_loader.replica_reader import read_versions, select_list
-from spark_loader.store_sql import q
-from spark_loader.transfer import (
+from replica_store.replica_reader import read_versions, select_list
+from replica_store.store_sql import q
+from replica_store.transfer import (
     StagedTransfer,
     StreamManifest,
     TransferManifest,

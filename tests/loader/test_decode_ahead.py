@@ -14,7 +14,7 @@ from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from spark_loader.transfer import StagedTransfer
+from replica_store.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 

@@ -19,11 +19,11 @@ from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from replica_store.errors import LoadFailedError
+from replica_store.store import ReplicaStore, encode_counts
+from replica_store.transfer import StagedTransfer
 from spark_loader import loader as loader_module
 from spark_loader import slice_jobs
-from spark_loader.errors import LoadFailedError
-from spark_loader.store import ReplicaStore, encode_counts
-from spark_loader.transfer import StagedTransfer
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 

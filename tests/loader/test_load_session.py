@@ -14,10 +14,10 @@ from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from spark_loader.apply_sql import table_apply_sql
+from replica_store.apply_sql import table_apply_sql
+from replica_store.store_sql import physical
+from replica_store.table_apply import ANALYZE_MIN_ROWS
 from spark_loader.session import JVM_OPTIONS
-from spark_loader.store_sql import physical
-from spark_loader.table_apply import ANALYZE_MIN_ROWS
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, stage
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from podd_runtime.errors import DirectoryInUseError
-from spark_loader.errors import DatamartInUseError, OwnershipLostError
-from spark_loader.ownership import DatamartOwnership, owner_key, session_name
+from replica_store.errors import DatamartInUseError, OwnershipLostError
+from replica_store.ownership import DatamartOwnership, owner_key, session_name
 
 
 def name() -> str:
@@ -63,7 +63,7 @@ def test_a_killed_holder_leaves_no_stale_lock(replica_dsn: str, tmp_path: Path) 
     datamart, lock = name(), tmp_path / ".owner"
     code = (
         "import sys, time\n"
-        "from spark_loader.ownership import DatamartOwnership\n"
+        "from replica_store.ownership import DatamartOwnership\n"
         f"held = DatamartOwnership({replica_dsn!r}, [{datamart!r}], __import__('pathlib')"
         f".Path({str(lock)!r}), 'doomed')\n"
         "held.acquire()\n"

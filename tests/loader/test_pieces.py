@@ -1,4 +1,4 @@
-"""Streams applied in pieces while they still arrive (`spark_loader.pieces`), on a real
+"""Streams applied in pieces while they still arrive (`replica_store.pieces`), on a real
 SparkSession and PostgreSQL, staged by Spark and in the driver: whatever the pieces, the
 delta ends as if each stream had been applied whole (the model), counts included, and a
 refusal or a rollback after pieces leaves nothing of it."""
@@ -17,9 +17,9 @@ from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from spark_loader.open_apply import OpenApply
+from replica_store.open_apply import OpenApply
+from replica_store.transfer import StagedTransfer, StreamManifest
 from spark_loader.prestage import Prestager
-from spark_loader.transfer import StagedTransfer, StreamManifest
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 

@@ -15,8 +15,8 @@ from protocol.ddl import parse_schema
 from protocol.errors import SchemaMismatchError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from replica_store.store import ReplicaStore
 from spark_loader import slice_jobs
-from spark_loader.store import ReplicaStore
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 

@@ -1,5 +1,5 @@
 """Streams staged, and applied in the delta's open transaction, while their transfer still
-arrives (`spark_loader.prestage`, `spark_loader.open_apply`), on a real SparkSession and
+arrives (`spark_loader.prestage`, `replica_store.open_apply`), on a real SparkSession and
 PostgreSQL, staged by Spark and in the driver: the load finishes that transaction (or
 applies prestaged tables without staging them again), and nothing of it is visible before
 its commit or survives a refusal, a rollback or a lost connection."""
@@ -18,10 +18,10 @@ from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from replica_store.store_sql import META_SCHEMA, datamart_lock_key, physical, q
+from replica_store.transfer import StagedTransfer, StreamManifest
 from spark_loader.loader import DeltaLoader
 from spark_loader.prestage import Prestager
-from spark_loader.store_sql import META_SCHEMA, datamart_lock_key, physical, q
-from spark_loader.transfer import StagedTransfer, StreamManifest
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
 

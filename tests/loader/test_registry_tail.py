@@ -15,8 +15,8 @@ from protocol.schema import LogicalSchema
 from protocol.sequence import AppliedDelta
 from replica_agent.admission import TransferLimits
 from replica_agent.tracker import TransferTracker
-from spark_loader.registry_tail import RegistryTail
-from spark_loader.store import ReplicaStore
+from replica_store.registry_tail import RegistryTail
+from replica_store.store import ReplicaStore
 from tests.agent.conftest import renamed
 
 EPOCH = datetime(2020, 1, 1)

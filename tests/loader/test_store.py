@@ -12,10 +12,10 @@ import pytest
 from podd_runtime.dsn import safe_dsn
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
-from spark_loader.embedded_pg import LOAD_SETTINGS, PASSWORD_FILE, EmbeddedPostgres
-from spark_loader.errors import EmbeddedPostgresError, StagedTransferError, StoreMismatchError
-from spark_loader.store import ReplicaStore
-from spark_loader.transfer import MANIFEST_NAME, StagedTransfer
+from replica_store.embedded_pg import LOAD_SETTINGS, PASSWORD_FILE, EmbeddedPostgres
+from replica_store.errors import EmbeddedPostgresError, StagedTransferError, StoreMismatchError
+from replica_store.store import ReplicaStore
+from replica_store.transfer import MANIFEST_NAME, StagedTransfer
 from tests.loader.conftest import unique
 from tests.loader.staging_helpers import stage
 

@@ -9,7 +9,7 @@ import psycopg
 
 from protocol.apply_model import DeltaRow
 from protocol.ddl import parse_schema
-from spark_loader.store_sql import physical, q
+from replica_store.store_sql import physical, q
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import stage
 from tests.protocol.tables import ALL_TYPES_DDL, normalise

@@ -18,7 +18,7 @@ from origin.cdc_write.produce import Landed
 from origin.cdc_write.qlik_writer import QlikWriter, Written
 from origin.cdc_write.source import SourceDatabase, SourceTable
 from origin.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
-from spark_loader.replica_reader import differences
+from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, cdc_schema, replica_for
 from tests.origin.cdc_model import expected_replica, transactions_whole

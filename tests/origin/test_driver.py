@@ -21,7 +21,7 @@ from protocol.framing import Chunk
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
-from spark_loader.replica_reader import differences
+from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess, agent_fixture
 
 SPEC = WorkloadSpec(rows_per_delta=60, seed=11)

@@ -32,7 +32,7 @@ from protocol.backup_writer import BackupMessage, encode_backup_body, increment_
 from protocol.codec import decode_message
 from protocol.schema import LogicalSchema, table_ddl
 from protocol.workload import WorkloadSpec
-from spark_loader.store import ReplicaStore
+from replica_store.store import ReplicaStore
 from tests.loader.staging_helpers import assert_matches_model, read_as_of
 from tests.restore.conftest import Restore, renamed, with_duplicates, write_topic
 

@@ -13,7 +13,7 @@ from origin.driver import DriverOptions, OriginDriver
 from origin.sources import WorkloadSource, replica_model
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
-from spark_loader.store import ReplicaStore
+from replica_store.store import ReplicaStore
 from tests.agent.conftest import AgentProcess
 from tests.agent.kafka_io import Origin
 from tests.loader.staging_helpers import assert_matches_model

@@ -1,7 +1,7 @@
 """A table applied in pieces: a stream's chunks in groups, while later chunks still arrive.
 
 An origin may interleave its streams, so none is complete before the last chunks of the
-delta. The open apply (`spark_loader.open_apply`) then applies each stream a piece at a time
+delta. The open apply (`replica_store.open_apply`) then applies each stream a piece at a time
 (chunks 1..a, then a+1..b, …, each staged alone: the last row per key of that piece), in
 the delta's one transaction. The tables must end as if the stream had been applied whole
 (PROTOCOL.md, "applying delta N": the last row per key by chunk and position), so a piece
@@ -37,8 +37,8 @@ from psycopg import sql
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
-from spark_loader.apply_sql import listed, target_columns
-from spark_loader.store_sql import ident, physical_ident, render
+from replica_store.apply_sql import listed, target_columns
+from replica_store.store_sql import ident, physical_ident, render
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """One table's staged rows applied inside a delta's transaction (step 4 of a load), with
 the planner settings its size wants. Used by the loader's apply and by an apply opened
-while the delta still arrives (`spark_loader.open_apply`)."""
+while the delta still arrives (`replica_store.open_apply`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import psycopg
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
-from spark_loader.apply_sql import table_apply_sql
-from spark_loader.errors import TransientLoadError
-from spark_loader.pieces import (
+from replica_store.apply_sql import table_apply_sql
+from replica_store.errors import TransientLoadError
+from replica_store.pieces import (
     Piece,
     apply_piece_rows,
     flip_to_upsert,
@@ -20,7 +20,7 @@ from spark_loader.pieces import (
     gone_sql,
     plus,
 )
-from spark_loader.store import Datamart
+from replica_store.store import Datamart
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
 #: and with t_actual's lagging behind its growth (autovacuum analyses after 10% changed, at
@@ -34,7 +34,7 @@ KEYED_LOOKUP = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = of
 #: Back to the session's own planner settings for a big (analysed) staging table.
 PLANNER_DEFAULT = "SET LOCAL enable_hashjoin TO DEFAULT; SET LOCAL enable_mergejoin TO DEFAULT"
 #: For the statement that gives back to an upsert the versions earlier pieces of a stream
-#: closed by a delete (`spark_loader.pieces`): it joins the piece's staged rows with the
+#: closed by a delete (`replica_store.pieces`): it joins the piece's staged rows with the
 #: transaction's table of those keys, then `t_history` by primary key. No sequential scan
 #: where an index serves (`t_history` is probed, never scanned), and a hash join of the
 #: piece with that table rather than a scan of one for each row of the other.
@@ -90,7 +90,7 @@ def apply_table_piece(
     staging: str | None = None,
 ) -> tuple[Piece, bool]:
     """`apply_table` for a piece of a stream (its chunks up to `through`; `before`: what
-    the transaction holds of the earlier ones, None for the first), `spark_loader.pieces`:
+    the transaction holds of the earlier ones, None for the first), `replica_store.pieces`:
     the stream's counts so far, and whether `KEYED_LOOKUP` is now set. The keys it shares
     with earlier pieces are found by primary-key lookups, whatever the piece's size."""
     relation = staging or datamart.staging(table.name)

@@ -38,7 +38,7 @@ import psycopg
 import structlog
 
 from podd_runtime.lock_file import Hold, LockFile, holder_text
-from spark_loader.errors import DatamartInUseError, OwnershipLostError
+from replica_store.errors import DatamartInUseError, OwnershipLostError
 
 log = structlog.get_logger("spark_loader")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from protocol.schema import Table
-from spark_loader.store_sql import ident, physical_ident, render
+from replica_store.store_sql import ident, physical_ident, render
 
 
 def listed(table: Table, prefix: str) -> sql.Composable:

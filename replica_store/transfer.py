@@ -25,7 +25,7 @@ from podd_runtime.files import durable_write
 from protocol.body import BodyFormat
 from protocol.chunk_files import ChunkFile
 from protocol.messages import Long, UtcTimestamp
-from spark_loader.errors import StagedTransferError
+from replica_store.errors import StagedTransferError
 
 MANIFEST_NAME = "manifest.json"
 FORMAT_VERSION = 1
@@ -41,7 +41,7 @@ class StreamManifest(BaseModel):
     decoded_bytes: int | None = Field(default=None, ge=0)
     #: A piece of a stream (never in a sealed transfer's manifest): its chunks
     #: `first_chunk`..`chunk_count`, and whether later chunks follow (`partial`: the
-    #: stream's last chunk is not among them). `spark_loader.pieces` applies such pieces.
+    #: stream's last chunk is not among them). `replica_store.pieces` applies such pieces.
     first_chunk: int = Field(default=1, ge=1)
     partial: bool = False
 

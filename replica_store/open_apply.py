@@ -16,7 +16,7 @@ What a load promises holds:
   over from staging, which still holds the prestaged tables);
 * `kill -9` of the agent ends the connection, and PostgreSQL rolls the transaction back.
 
-A stream still arriving may be applied in pieces (`spark_loader.pieces`): `pieces` says how
+A stream still arriving may be applied in pieces (`replica_store.pieces`): `pieces` says how
 far each such stream is applied, and the load stages only the chunks after that.
 
 Its connection is used by one thread at a time: `apply_later` applies in a thread of its
@@ -35,13 +35,13 @@ import structlog
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
-from spark_loader.connections import LoaderConnections, Session
-from spark_loader.errors import TransientLoadError
-from spark_loader.pieces import Piece
-from spark_loader.store import Datamart
-from spark_loader.store_sql import datamart_lock_key
-from spark_loader.table_apply import apply_table, apply_table_piece
-from spark_loader.transfer import TransferManifest
+from replica_store.connections import LoaderConnections, Session
+from replica_store.errors import TransientLoadError
+from replica_store.pieces import Piece
+from replica_store.store import Datamart
+from replica_store.store_sql import datamart_lock_key
+from replica_store.table_apply import apply_table, apply_table_piece
+from replica_store.transfer import TransferManifest
 
 log = structlog.get_logger("spark_loader")
 
@@ -70,7 +70,7 @@ class OpenApply:
         self.session: Session | None = None
         #: Tables applied in the transaction (whole streams), with their counts.
         self.applied: dict[str, TableCounts] = {}
-        #: Tables whose streams are applied in part so far (`spark_loader.pieces`).
+        #: Tables whose streams are applied in part so far (`replica_store.pieces`).
         self.pieces: dict[str, Piece] = {}
         #: Whether `KEYED_LOOKUP` is set in the transaction (`apply_table`).
         self.keyed = False
@@ -188,7 +188,7 @@ class OpenApply:
     ) -> None:
         """Apply these staged tables ((staged, received) rows each) in the transaction; on
         any failure the transaction is rolled back and the error raised. `spans`: the
-        tables staged as pieces (`spark_loader.pieces`), each with the chunk it ends at
+        tables staged as pieces (`replica_store.pieces`), each with the chunk it ends at
         and whether that is its stream's last; the others are whole streams."""
         self.settle()
         self._apply_now(tables, counts, spans or {})

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
-from spark_loader.store_sql import META_SCHEMA, q
-from spark_loader.transfer import TransferManifest
+from replica_store.store_sql import META_SCHEMA, q
+from replica_store.transfer import TransferManifest
 
 _TABLE = f"{q(META_SCHEMA)}.staged_stream"
 

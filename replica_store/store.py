@@ -22,8 +22,8 @@ from podd_runtime.dsn import safe_dsn
 from protocol.apply_model import TableCounts
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, Table
-from spark_loader.errors import StoreMismatchError
-from spark_loader.store_sql import (
+from replica_store.errors import StoreMismatchError
+from replica_store.store_sql import (
     MAX_IDENTIFIER_BYTES,
     META_DDL,
     META_SCHEMA,

