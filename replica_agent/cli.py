@@ -72,7 +72,7 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
     staging = transfers.recover(finished, cleanup=False)
     report: dict[str, Any] = {}
     with replica_for(settings) as dsn:
-        store = ReplicaStore(dsn)
+        store = ReplicaStore(dsn, settings.store_dialect)
         names = list(only) or settings.datamart or store.datamarts()
         for name in names:
             last = store.last_applied(name)

@@ -95,7 +95,7 @@ def run_agent(settings: AgentSettings) -> int:
         from spark_loader.prestage import Prestager  # noqa: PLC0415
         from spark_loader.session import build_session  # noqa: PLC0415
 
-        store = ReplicaStore(dsn)
+        store = ReplicaStore(dsn, settings.store_dialect)
         schemas = read_schemas(settings, store.stored_schema)
         # Before Spark, Kafka or staging: a second writer of these datamarts stops here.
         ownership = DatamartOwnership(

@@ -73,12 +73,10 @@ def remember(
 ) -> None:
     """After every row of the table's stream is staged and committed."""
     stream = next(s for s in manifest.streams if s.table_name == table_name)
+    forget(conn, manifest.datamart, [table_name])  # no ON CONFLICT (docs/REPLICA.md)
     conn.execute(
-        f"INSERT INTO {_TABLE} AS s (datamart, table_name, request_id, stream_number, "
-        "chunk_count, staged, received) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (datamart, table_name) DO UPDATE SET request_id = excluded.request_id, "
-        "stream_number = excluded.stream_number, chunk_count = excluded.chunk_count, "
-        "staged = excluded.staged, received = excluded.received",
+        f"INSERT INTO {_TABLE} (datamart, table_name, request_id, stream_number, "
+        "chunk_count, staged, received) VALUES (%s, %s, %s, %s, %s, %s, %s)",
         (manifest.datamart, table_name, manifest.request_id, stream.stream_number,
          stream.chunk_count, staged, received),
     )  # fmt: skip

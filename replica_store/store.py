@@ -22,16 +22,17 @@ from podd_runtime.dsn import safe_dsn
 from protocol.apply_model import TableCounts
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, Table
+from replica_store.dialect import Dialect, distributes
 from replica_store.errors import StoreMismatchError
 from replica_store.store_sql import (
     MAX_IDENTIFIER_BYTES,
-    META_DDL,
     META_SCHEMA,
     as_of_function_ident,
     create_staging_sql,
     datamart_lock_key,
     format_type,
     ident,
+    meta_ddl,
     q,
     staging_name,
     store_ddl,
@@ -65,6 +66,10 @@ class Datamart:
 
     schema: LogicalSchema
     id: int
+    #: Which statements its loads send (`replica_store.dialect`).
+    dialect: Dialect = Dialect.POSTGRESQL
+    #: Whether the tables it creates are `DISTRIBUTED BY` (a Greenplum server).
+    distributed: bool = False
 
     @property
     def name(self) -> str:
@@ -80,10 +85,11 @@ class Datamart:
 
 
 class ReplicaStore:
-    """Access to the replica database at `dsn`."""
+    """Access to the replica database at `dsn`, whose statements are `dialect`'s."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, dialect: Dialect = Dialect.POSTGRESQL) -> None:
         self.dsn = dsn
+        self.dialect = dialect
 
     def __repr__(self) -> str:
         return f"ReplicaStore({safe_dsn(self.dsn)})"
@@ -97,10 +103,11 @@ class ReplicaStore:
     def ensure(self, schema: LogicalSchema) -> Datamart:
         """Create the datamart's store if needed; refuse if existing tables disagree."""
         with self.connect() as conn, conn.transaction():
+            distributed = self._distributes(conn)
             _lock_datamart(conn, schema.datamart)
-            conn.execute(META_DDL)
+            conn.execute(meta_ddl(distributed))
             _check_existing(conn, schema)
-            for statement in store_ddl(schema):
+            for statement in store_ddl(distributed, schema):
                 conn.execute(statement)
             datamart_id = _register_catalog(conn, schema)
             conn.execute(  # the staging tables are made anew: they hold no stream
@@ -109,8 +116,19 @@ class ReplicaStore:
             )
             for position, table in enumerate(schema.tables):
                 conn.execute(f"DROP TABLE IF EXISTS {staging_name(datamart_id, position)}")
-                conn.execute(create_staging_sql(datamart_id, position, table))
-        return Datamart(schema, datamart_id)
+                conn.execute(create_staging_sql(distributed, datamart_id, position, table))
+        return Datamart(schema, datamart_id, self.dialect, distributed)
+
+    def _distributes(self, conn: psycopg.Connection) -> bool:
+        """Whether this server distributes tables; a Greenplum server with the `postgresql`
+        dialect is refused (it cannot run that dialect's apply)."""
+        row = conn.execute("SELECT version()").fetchone()
+        version = str(row[0]) if row else ""
+        if self.dialect is Dialect.POSTGRESQL and "Greenplum" in version:
+            raise StoreMismatchError(
+                "the replica is a Greenplum (ADB) server: set PODD_STORE_DIALECT=adb"
+            )
+        return distributes(self.dialect, version)
 
     def stored_schema(self, datamart: str) -> LogicalSchema | None:
         """The logical schema the datamart's store was built from, from the catalog."""
@@ -141,7 +159,7 @@ class ReplicaStore:
         renamed: list[str] = []
         with self.connect() as conn, conn.transaction():
             _lock_datamart(conn, datamart)
-            conn.execute(META_DDL)
+            conn.execute(meta_ddl(self._distributes(conn)))
             for kind in ("actual", "history"):
                 old = f"{table}_{kind}"
                 new = f"{table}_dropped_before_{before_delta}_{kind}"
@@ -180,7 +198,7 @@ class ReplicaStore:
         """The datamart's views now: (name, materialized, Prostore SQL, changeNum) each.
         They are recorded, not created: their SQL is Prostore's dialect and holds no data."""
         with self.connect() as conn, conn.transaction():
-            conn.execute(META_DDL)
+            conn.execute(meta_ddl(self._distributes(conn)))
             conn.execute(f"DELETE FROM {q(META_SCHEMA)}.view WHERE datamart = %s", (datamart,))
             with conn.cursor() as cur:
                 cur.executemany(
@@ -293,10 +311,13 @@ def _register_catalog(conn: psycopg.Connection, schema: LogicalSchema) -> int:
         f"SELECT id FROM {meta}.datamart WHERE datamart = %s",
         (schema.datamart,),
     ).fetchone()
-    if row is None:
-        row = conn.execute(
-            f"INSERT INTO {meta}.datamart (datamart, schema_ddl) VALUES (%s, %s) RETURNING id",
+    if row is None:  # no RETURNING: ADB's tables may be append-optimized
+        conn.execute(
+            f"INSERT INTO {meta}.datamart (datamart, schema_ddl) VALUES (%s, %s)",
             (schema.datamart, schema.to_ddl()),
+        )
+        row = conn.execute(
+            f"SELECT id FROM {meta}.datamart WHERE datamart = %s", (schema.datamart,)
         ).fetchone()
     else:
         conn.execute(

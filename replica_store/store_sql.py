@@ -3,8 +3,9 @@ the logical schema's names, each checked (`protocol.schema.check_name`: no `$`, 
 character, at most 63 bytes) and always an `Identifier`, and column types from the closed
 set of Prostore types. No value is ever part of the text: values go as parameters.
 
-Plain SQL that PostgreSQL and Greenplum-family databases share: no MERGE, no ON CONFLICT.
-The apply (`apply_sql`) is one writable CTE per table (docs/REPLICA.md says what that asks).
+Plain SQL that PostgreSQL and Greenplum-family databases share (docs/REPLICA.md,
+"Statements"); on an ADB target every table is created `DISTRIBUTED BY` (`dialect`). The
+apply's statements are `apply_statements`'.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from psycopg import sql
 
 from protocol.schema import LogicalSchema, Table
 from protocol.types import ColumnType, TypeKind
+from replica_store.dialect import distributed_by
 
 #: The replica's own tables live here: catalog, registry, staging.
 META_SCHEMA = "podd_replica"
@@ -85,17 +87,19 @@ def format_type(ctype: ColumnType) -> str:
     return pg
 
 
-META_DDL = render(
-    sql.SQL("""
-CREATE SCHEMA IF NOT EXISTS {meta};
-CREATE TABLE IF NOT EXISTS {meta}.datamart (
-    id serial UNIQUE,
+#: The replica's own tables: (name, columns and constraints, distribution key on ADB).
+_META_TABLES = (
+    (
+        "datamart",
+        """    id serial{id_unique},
     datamart text PRIMARY KEY,
     schema_ddl text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS {meta}.catalog (
-    datamart text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()""",
+        ("datamart",),
+    ),
+    (
+        "catalog",
+        """    datamart text NOT NULL,
     table_name text NOT NULL,
     table_position integer NOT NULL,
     column_position integer NOT NULL,
@@ -103,46 +107,72 @@ CREATE TABLE IF NOT EXISTS {meta}.catalog (
     prostore_type text NOT NULL,
     not_null boolean NOT NULL,
     key_position integer,
-    PRIMARY KEY (datamart, table_name, column_position)
-);
-CREATE TABLE IF NOT EXISTS {meta}.delta_registry (
-    datamart text NOT NULL,
+    PRIMARY KEY (datamart, table_name, column_position)""",
+        ("datamart",),
+    ),
+    (
+        "delta_registry",
+        """    datamart text NOT NULL,
     delta_num bigint NOT NULL,
     delta_date timestamp(6) NOT NULL,
     request_id text NOT NULL,
     table_counts text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (datamart, delta_num)
-);
-CREATE TABLE IF NOT EXISTS {meta}.retired_table (
-    datamart text NOT NULL,
+    PRIMARY KEY (datamart, delta_num)""",
+        ("datamart",),
+    ),
+    (
+        "retired_table",
+        """    datamart text NOT NULL,
     table_name text NOT NULL,
     kind text NOT NULL,
     renamed_to text NOT NULL,
     before_delta bigint NOT NULL,
     retired_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (datamart, renamed_to)
-);
-CREATE TABLE IF NOT EXISTS {meta}.staged_stream (
-    datamart text NOT NULL,
+    PRIMARY KEY (datamart, renamed_to)""",
+        ("datamart",),
+    ),
+    (
+        "staged_stream",
+        """    datamart text NOT NULL,
     table_name text NOT NULL,
     request_id text NOT NULL,
     stream_number integer NOT NULL,
     chunk_count integer NOT NULL,
     staged bigint NOT NULL,
     received bigint NOT NULL,
-    PRIMARY KEY (datamart, table_name)
-);
-CREATE TABLE IF NOT EXISTS {meta}.view (
-    datamart text NOT NULL,
+    PRIMARY KEY (datamart, table_name)""",
+        ("datamart",),
+    ),
+    (
+        "view",
+        """    datamart text NOT NULL,
     view_name text NOT NULL,
     materialized boolean NOT NULL,
     query text NOT NULL,
     change_num bigint NOT NULL,
-    PRIMARY KEY (datamart, view_name)
-);
-""").format(meta=ident(META_SCHEMA))
+    PRIMARY KEY (datamart, view_name)""",
+        ("datamart",),
+    ),
 )
+
+
+def meta_ddl(distributed: bool) -> str:
+    """The replica's own schema and tables (idempotent). `distributed` (a Greenplum server): a
+    unique constraint must hold the distribution key, so the datamart's id is unique by its
+    sequence alone."""
+    id_unique = " NOT NULL" if distributed else " UNIQUE"
+    statements = [sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(META_SCHEMA))]
+    for name, body, key in _META_TABLES:
+        statements.append(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (\n{}\n){}").format(
+                ident(META_SCHEMA, name),
+                sql.SQL(body.replace("{id_unique}", id_unique)),
+                distributed_by(distributed, key),
+            )
+        )
+    return render(sql.SQL(";\n").join(statements))
+
 
 #: PostgreSQL's longest identifier (bytes); longer ones are cut, which could merge names.
 MAX_IDENTIFIER_BYTES = 63
@@ -159,13 +189,20 @@ def _columns_sql(table: Table, *, not_null: bool = True) -> list[sql.Composable]
     ]
 
 
-def create_table_sql(datamart: str, table: Table, kind: str) -> str:
+def distribution_key(table: Table) -> tuple[str, ...]:
+    """The columns an ADB target distributes the table's rows by: the DDL's, else the key."""
+    return table.distributed_by or table.primary_key
+
+
+def create_table_sql(distributed: bool, datamart: str, table: Table, kind: str) -> str:
     pk = _list([ident(k) for k in (*table.primary_key, "sys_from")])
     system = [sql.SQL(column) for column in SYSTEM_COLUMNS_SQL]
     columns = [*_columns_sql(table), *system, sql.SQL("PRIMARY KEY ({})").format(pk)]
     return render(
-        sql.SQL("CREATE TABLE IF NOT EXISTS {} (\n    {}\n)").format(
-            physical_ident(datamart, table.name, kind), _list(columns, ",\n    ")
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} (\n    {}\n){}").format(
+            physical_ident(datamart, table.name, kind),
+            _list(columns, ",\n    "),
+            distributed_by(distributed, distribution_key(table)),
         )
     )
 
@@ -185,16 +222,20 @@ def _staging_columns(table: Table) -> sql.Composable:
     return _list([*columns, sql.SQL("sys_op integer NOT NULL"), slice_column])
 
 
-def create_staging_sql(datamart_id: int, position: int, table: Table) -> str:
+def create_staging_sql(distributed: bool, datamart_id: int, position: int, table: Table) -> str:
     """Unlogged: staging is rewritten for every load and never part of the replica's state."""
     return render(
-        sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} ({})").format(
-            staging_ident(datamart_id, position), _staging_columns(table)
+        sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} ({}){}").format(
+            staging_ident(datamart_id, position),
+            _staging_columns(table),
+            distributed_by(distributed, distribution_key(table)),
         )
     )
 
 
-def temp_staging_sql(datamart_id: int, position: int, table: Table) -> tuple[str, str]:
+def temp_staging_sql(
+    distributed: bool, datamart_id: int, position: int, table: Table
+) -> tuple[str, str]:
     """A session's temporary staging table for the table: (its quoted name, its DDL). Rows
     vanish at every commit; nothing of it is logged. The name carries a checksum of the
     columns, so a changed schema gets a table of its own."""
@@ -202,7 +243,9 @@ def temp_staging_sql(datamart_id: int, position: int, table: Table) -> tuple[str
     name = render(
         ident("pg_temp", f"podd_stg_{datamart_id}_{position}_{zlib.crc32(columns.encode()):08x}")
     )
-    return name, f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DELETE ROWS"
+    clause = render(distributed_by(distributed, distribution_key(table)))
+    ddl = f"CREATE TEMP TABLE IF NOT EXISTS {name} ({columns}) ON COMMIT DELETE ROWS{clause}"
+    return name, ddl
 
 
 def as_of_function_ident(datamart: str, table: str) -> sql.Composable:
@@ -233,12 +276,12 @@ def as_of_function_sql(datamart: str, table: Table) -> str:
     )
 
 
-def store_ddl(schema: LogicalSchema) -> list[str]:
+def store_ddl(distributed: bool, schema: LogicalSchema) -> list[str]:
     """Every statement that creates the datamart's tables and functions (idempotent)."""
     statements = [render(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(schema.datamart)))]
     for table in schema:
-        statements.append(create_table_sql(schema.datamart, table, "actual"))
-        statements.append(create_table_sql(schema.datamart, table, "history"))
+        statements.append(create_table_sql(distributed, schema.datamart, table, "actual"))
+        statements.append(create_table_sql(distributed, schema.datamart, table, "history"))
         statements.append(as_of_function_sql(schema.datamart, table))
     return statements
 

@@ -10,16 +10,9 @@ import psycopg
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
-from replica_store.apply_sql import table_apply_sql
+from replica_store.apply_statements import ApplyStatements, apply_rows, flip_to_upsert
 from replica_store.errors import TransientLoadError
-from replica_store.pieces import (
-    Piece,
-    apply_piece_rows,
-    flip_to_upsert,
-    gone_name,
-    gone_sql,
-    plus,
-)
+from replica_store.pieces import Piece, gone_name, gone_sql, plus
 from replica_store.store import Datamart
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
@@ -68,11 +61,10 @@ def apply_table(
     upserted = deleted = 0
     keyed = _plan_for(conn, relation, staged, keyed)
     if staged:
-        sql = table_apply_sql(datamart.name, table, relation)
-        applied = conn.execute(sql, params).fetchone()
-        assert applied is not None
-        deleted, upserted, found = applied
-        _check_found(table, found, staged)
+        statements = ApplyStatements(datamart.name, table, relation)
+        applied = apply_rows(conn, datamart.dialect, statements, params)
+        _check_found(table, applied.staged, staged)
+        upserted, deleted = applied.opened, applied.deleted
     return TableCounts(table.name, rows, upserted, deleted), keyed
 
 
@@ -96,28 +88,29 @@ def apply_table_piece(
     relation = staging or datamart.staging(table.name)
     gone = gone_name(datamart.id, datamart.position(table.name))
     counts = TableCounts(table.name, rows, 0, 0)
-    if not staged:  # nothing to apply (its `gone` must exist for the next piece)
+    if before is None:  # the first piece: `gone` must exist for the next
+        conn.execute(gone_sql(datamart.distributed, table, gone))
+    if not staged:  # nothing to apply
         if before is None:
-            conn.execute(gone_sql(datamart.name, table, gone))
             return Piece(through, counts), keyed
         return Piece(through, plus(before.counts, counts), before.gone), keyed
     if staged >= ANALYZE_MIN_ROWS:
         _analyze(conn, relation)
+    statements = ApplyStatements(datamart.name, table, relation, gone)
     to_upsert = 0
     if before is not None and before.gone:  # an earlier piece closed keys by a delete
         conn.execute(FLIP_PLANNER)
-        to_upsert = flip_to_upsert(conn, datamart.name, table, relation, gone, params)
+        to_upsert = flip_to_upsert(conn, datamart.dialect, statements, params)
         conn.execute(SEQSCAN_DEFAULT)
         keyed = staged < ANALYZE_MIN_ROWS
         conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
     else:
         keyed = _plan_for(conn, relation, staged, keyed, analyzed=True)
-    deleted, upserted, found, recorded = apply_piece_rows(
-        conn, datamart.name, table, relation, gone, params, first=before is None
-    )
-    _check_found(table, found, staged)
-    counts = TableCounts(table.name, rows, upserted, deleted - to_upsert)
-    gone_now = recorded - to_upsert
+    applied = apply_rows(conn, datamart.dialect, statements, params)
+    _check_found(table, applied.staged, staged)
+    deleted = applied.deleted + applied.flipped - to_upsert
+    counts = TableCounts(table.name, rows, applied.opened - applied.replaced, deleted)
+    gone_now = applied.recorded + applied.flipped - to_upsert
     if before is not None:
         counts, gone_now = plus(before.counts, counts), gone_now + before.gone
     return Piece(through, counts, gone_now), keyed

@@ -54,7 +54,7 @@ def _apply(args: argparse.Namespace) -> int:
     settings = _settings(args)
     transfer = StagedTransfer.open(args.transfer)
     with replica_for(settings) as dsn:
-        store = ReplicaStore(dsn)
+        store = ReplicaStore(dsn, settings.store_dialect)
         if args.schema:
             schema = parse_schema(args.schema.read_text(), transfer.manifest.datamart)
         else:
@@ -89,7 +89,7 @@ def _apply(args: argparse.Namespace) -> int:
 def _registry(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with replica_for(settings) as dsn:
-        entries = ReplicaStore(dsn).registry(args.datamart)
+        entries = ReplicaStore(dsn, settings.store_dialect).registry(args.datamart)
     if args.json:
         print(json.dumps([asdict(e) for e in entries], default=str, indent=1))
         return 0

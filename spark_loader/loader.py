@@ -358,10 +358,10 @@ class DeltaLoader:
                 counts.append(table_counts)
                 if self.between_tables is not None:
                     self.between_tables(conn, table.name)
-            row = conn.execute(
+            conn.execute(  # applied_at: now(), the transaction's start (no RETURNING on ADB)
                 f"INSERT INTO {q(META_SCHEMA)}.delta_registry "
                 "(datamart, delta_num, delta_date, request_id, table_counts) "
-                "VALUES (%s, %s, %s, %s, %s) RETURNING applied_at",
+                "VALUES (%s, %s, %s, %s, %s)",
                 (
                     datamart.name,
                     manifest.delta_num,
@@ -369,7 +369,8 @@ class DeltaLoader:
                     manifest.request_id,
                     encode_counts(counts),
                 ),
-            ).fetchone()
+            )
+            row = conn.execute("SELECT now()").fetchone()
             assert row is not None
             if not self.settings.synchronous_commit:
                 conn.execute("SET LOCAL synchronous_commit = off")

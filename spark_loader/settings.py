@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from podd_runtime.dsn import CLIENT_CHECK_SINCE, server_version, with_session_bounds
 from protocol.ocf import OcfLimits
+from replica_store.dialect import Dialect
 
 log = structlog.get_logger(__name__)
 
@@ -19,6 +20,9 @@ class LoaderSettings(BaseSettings):
 
     #: The replica database; None starts the embedded PostgreSQL in `data_dir/postgres`.
     replica_dsn: SecretStr | None = None
+    #: The statements sent to the replica (`PODD_STORE_DIALECT`): `postgresql`, or `adb`
+    #: for an ADB (Greenplum 6/7) cluster; both give the same tables (docs/REPLICA.md).
+    store_dialect: Dialect = Dialect.POSTGRESQL
     data_dir: Path = Path("var")
     #: Staged chunk bodies (and owed answers); default: `data_dir/staging`. The driver and
     #: every executor read it at the same absolute path: on a cluster, a shared mount.

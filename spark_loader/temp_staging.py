@@ -73,7 +73,7 @@ def stage_in_apply_transaction(
     known = _created.setdefault(conn, set())
     for table in tables:
         position = datamart.position(table.name)
-        name, ddl = temp_staging_sql(datamart.id, position, table)
+        name, ddl = temp_staging_sql(datamart.distributed, datamart.id, position, table)
         if name not in known:  # in autocommit: it outlives a rolled-back load
             conn.execute(ddl)
             known.add(name)

@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from protocol.schema import LogicalSchema
+from replica_store.dialect import Dialect
 from replica_store.store import ReplicaStore
 from spark_loader.loader import BetweenTables, Commit, DeltaLoader
 from spark_loader.session import build_session
@@ -28,7 +29,10 @@ NewLoader = Callable[..., DeltaLoader]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests of a `RUN_ON_CLUSTER` module that use Spark run in local mode and on the cluster."""
+    """Tests of a `RUN_ON_CLUSTER` module that use Spark run in local mode and on the cluster;
+    every test of a loader runs with both dialects' statements (docs/REPLICA.md)."""
+    if "store_dialect" in metafunc.fixturenames:
+        metafunc.parametrize("store_dialect", list(Dialect), indirect=True, scope="module")
     if getattr(metafunc.module, "RUN_ON_CLUSTER", False) and "spark_where" in metafunc.fixturenames:
         metafunc.parametrize(
             "spark_where", ["local", "cluster", "driver"], indirect=True, scope="module"
@@ -68,6 +72,11 @@ def spark_sessions(request: pytest.FixtureRequest) -> Iterator[SparkSessions]:
 
 
 @pytest.fixture(scope="module")
+def store_dialect(request: pytest.FixtureRequest) -> Dialect:
+    return Dialect(getattr(request, "param", Dialect.POSTGRESQL))
+
+
+@pytest.fixture(scope="module")
 def spark_where(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "local"))
 
@@ -84,7 +93,11 @@ def unique(schema: LogicalSchema) -> LogicalSchema:
 
 @pytest.fixture
 def new_loader(
-    replica_dsn: str, spark: SparkSession, spark_where: str, tmp_path: Path
+    replica_dsn: str,
+    spark: SparkSession,
+    spark_where: str,
+    store_dialect: Dialect,
+    tmp_path: Path,
 ) -> NewLoader:
     """Loaders whose staging runs in Spark (local or cluster: every delta, however small),
     or in the driver ("driver": every delta, however large): one slice function, two
@@ -111,7 +124,10 @@ def new_loader(
             staging_jobs=staging_jobs,
         )
         loader = DeltaLoader(
-            ReplicaStore(replica_dsn), spark, settings, between_tables=between_tables
+            ReplicaStore(replica_dsn, store_dialect),
+            spark,
+            settings,
+            between_tables=between_tables,
         )
         if commit is not None:
             loader.commit = commit

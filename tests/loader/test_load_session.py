@@ -14,7 +14,7 @@ from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from replica_store.apply_sql import table_apply_sql
+from replica_store.apply_statements import ApplyStatements
 from replica_store.store_sql import physical
 from replica_store.table_apply import ANALYZE_MIN_ROWS
 from spark_loader.session import JVM_OPTIONS
@@ -74,7 +74,7 @@ def test_big_staging_tables_are_analysed_and_the_session_is_left_clean(
 
 def _plan(conn: psycopg.Connection, schema: LogicalSchema, table: str, staging: str) -> str:
     """The plan `conn` would run for the table's apply statement, with its current settings."""
-    sql = table_apply_sql(schema.datamart, schema.table(table), staging)
+    sql = ApplyStatements(schema.datamart, schema.table(table), staging).one_statement()
     lines = conn.execute(f"EXPLAIN {sql}", {"delta": 1, "prev": 0}).fetchall()
     return "\n".join(line for (line,) in lines)
 
