@@ -1,46 +1,44 @@
-"""A delta's apply transaction, opened while the delta still arrives.
+"""A delta's transaction opened while the delta still arrives, driven by one owning thread.
 
-Prestaging (`spark_loader.prestage`) stages a stream as soon as it is complete. With an open
-apply it also applies that table at once, inside the delta's one transaction, which stays
-open until the last chunk: the load then stages and applies only the tables left, inserts
-the registry row and commits (`DeltaLoader.load(transfer, opened)`). So a delta whose
-tables arrive one after another is mostly applied when its last chunk comes.
+Prestaging (`spark_loader.prestage`) stages a stream as soon as it is complete (or a piece
+of it, `replica_store.pieces`) and hands its tables here: they are applied at once in the
+delta's one transaction (`DeltaTransaction`), which stays open until the last chunk. The
+load then takes the transaction over (`hand_over`), stages and applies only what is left,
+inserts the registry row and commits. So a delta whose tables arrive one after another is
+mostly applied when its last chunk comes.
 
 What a load promises holds:
-* the transaction holds the datamart's lock (a session advisory lock, taken without waiting:
-  a load running means no open apply) from its opening, and the delta it opens for is the
-  one the registry expects next;
+* the transaction holds the datamart's lock (taken without waiting: a load running means no
+  open apply) from its opening, and the delta it opens for is the one the registry expects;
 * nothing of it is visible before its COMMIT, with the registry row;
 * a delta refused later, not completed in time, or loaded under another requestId is rolled
   back (`abort`), and so is the transaction after any failure in it (the load then starts
   over from staging, which still holds the prestaged tables);
 * `kill -9` of the agent ends the connection, and PostgreSQL rolls the transaction back.
 
-A stream still arriving may be applied in pieces (`replica_store.pieces`): `pieces` says how
-far each such stream is applied, and the load stages only the chunks after that.
-
-Its connection is used by one thread at a time: `apply_later` applies in a thread of its
-own, so the next stream stages meanwhile, and every other use waits for that apply first.
+Ownership: from `open` to `hand_over` or `abort`, the transaction belongs to this object's
+thread alone, which runs the commands the others queue (`apply_later`, then the end). They
+learn what it holds from `Progress`, a frozen value the owner replaces after each command,
+and from the commands they queued and it has not finished; nothing else is shared.
 """
 
 from __future__ import annotations
 
-import contextlib
+import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
-import psycopg
 import structlog
 
-from protocol.apply_model import TableCounts
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import Table
-from replica_store.connections import LoaderConnections, Session
+from replica_store.connections import LoaderConnections
+from replica_store.delta_transaction import DeltaTransaction
 from replica_store.errors import TransientLoadError
-from replica_store.pieces import Piece
-from replica_store.store import Datamart
-from replica_store.store_sql import datamart_lock_key
-from replica_store.table_apply import apply_table, apply_table_piece
+from replica_store.store import Datamart, ReplicaStore
 from replica_store.transfer import TransferManifest
 
 log = structlog.get_logger("spark_loader")
@@ -49,209 +47,218 @@ log = structlog.get_logger("spark_loader")
 Span = tuple[int, bool]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What the transaction holds, as its owner last published it."""
+
+    alive: bool = False
+    #: Tables applied whole (or their last piece).
+    done: frozenset[str] = frozenset()
+    #: Streams applied in part: the last chunk applied.
+    through: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class _Apply:
+    """Queued: these staged tables ((staged, received) rows each), some as pieces."""
+
+    tables: tuple[Table, ...]
+    counts: Mapping[str, tuple[int, int]]
+    spans: Mapping[str, Span]
+    finished: Future[None] = field(default_factory=Future, compare=False)
+
+
+@dataclass(frozen=True)
+class _End:
+    """Queued last: give the transaction to the load (`keep`), or roll it back."""
+
+    keep: bool
+    finished: Future[DeltaTransaction | None] = field(default_factory=Future, compare=False)
+
+
 class OpenApply:
     def __init__(
         self,
         connections: LoaderConnections,
+        store: ReplicaStore,
         datamart: Datamart,
         manifest: TransferManifest,
         *,
         idle_seconds: float | None = None,
     ) -> None:
-        self.connections = connections
         #: The server ends the transaction if it stays idle this long (None: never): an
         #: agent stopped or starved between pieces must not pin the datamart's lock and
-        #: the VACUUM horizon. The load that takes the session over lifts it.
+        #: the VACUUM horizon. The load that takes it over lifts the limit.
         self.idle_seconds = idle_seconds
-        self.datamart = datamart
         self.request_id = manifest.request_id
         self.delta_num = manifest.delta_num
-        self.params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
-        self.session: Session | None = None
-        #: Tables applied in the transaction (whole streams), with their counts.
-        self.applied: dict[str, TableCounts] = {}
-        #: Tables whose streams are applied in part so far (`replica_store.pieces`).
-        self.pieces: dict[str, Piece] = {}
-        #: Whether `KEYED_LOOKUP` is set in the transaction (`apply_table`).
-        self.keyed = False
-        #: The apply `apply_later` started, until it is waited for (`settle`), its tables
-        #: and, for pieces, the chunk each ends at and whether that is its stream's last.
-        self._running: Future[None] | None = None
-        self._applying: list[str] = []
-        self._spans: Mapping[str, Span] = {}
+        self._transaction = DeltaTransaction(connections, store, datamart, manifest)
+        self._progress = Progress()
+        self._commands: queue.SimpleQueue[_Apply | _End] = queue.SimpleQueue()
+        self._queued: list[_Apply] = []  # under `_lock`: queued, not finished
+        self._lock = threading.Lock()
+        self._owner: threading.Thread | None = None
+        self.backend: tuple[object, ...] | None = None
 
-    @property
-    def alive(self) -> bool:
-        return self.session is not None and not self.session.conn.closed
-
-    def open(self, verify: Callable[[psycopg.Connection], None]) -> bool:
-        """Take the datamart's lock without waiting and begin the transaction; False when
-        another session holds the lock. `verify` (the sequence check) raises to refuse."""
-        session = self.connections.take()
+    # --- opening, by the caller, before the owner starts ----------------------------------
+    def open(self) -> bool:
+        """Take the datamart's lock without waiting, check the delta is the one expected
+        next and begin the transaction; False when another session holds the lock. Raises
+        (`DELTA_CONFLICT` and the protocol's refusals) when the delta is not expected."""
+        transaction = self._transaction
+        if not transaction.lock(wait=False):
+            return False
         try:
-            conn = session.conn
-            locked = conn.execute(
-                "SELECT pg_try_advisory_lock(%s)", (datamart_lock_key(self.datamart.name),)
-            ).fetchone()
-            if not (locked and locked[0]):
-                self.connections.give_back(session)
-                return False
-            verify(conn)
-            if self.idle_seconds is not None:
-                conn.execute(
-                    "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
-                    (f"{max(1, round(self.idle_seconds * 1000))}ms",),
-                )
-            conn.autocommit = False
+            if transaction.registered() is not None:
+                raise ProtocolError("the delta is applied already", code=ErrorCode.DELTA_CONFLICT)
+            transaction.begin(idle_seconds=self.idle_seconds)
         except BaseException:
-            session.conn.close()
+            transaction.roll_back(failed=True)
             raise
-        self.session = session
+        assert transaction.session is not None
+        #: (pid, backend_start) of the transaction's session.
+        self.backend = transaction.session.backend
+        self._progress = Progress(alive=True)
+        self._owner = threading.Thread(target=self._own, name="podd-open-apply", daemon=True)
+        self._owner.start()
         return True
 
+    # --- what the others may ask ----------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """Whether the transaction was open when its owner last said (after `settle`: now)."""
+        return self._progress.alive
+
+    @property
+    def applied(self) -> frozenset[str]:
+        """The tables applied whole so far (queued ones not yet)."""
+        return self._progress.done
+
+    def _pending(self) -> list[_Apply]:
+        with self._lock:
+            return list(self._queued)
+
+    def applying(self) -> bool:
+        """A queued apply has not finished."""
+        return bool(self._pending())
+
+    def busy(self) -> set[str]:
+        """The tables whose staging a queued apply still reads."""
+        return {t.name for command in self._pending() for t in command.tables}
+
+    def claimed(self) -> set[str]:
+        """The tables applied whole, and those a queued apply completes (applied too once
+        it ends, unless it fails and the transaction is rolled back)."""
+        progress, pending = self._progress, self._pending()
+        claimed = set(progress.done)
+        for command in pending:
+            claimed |= {t.name for t in command.tables if command.spans.get(t.name, (0, True))[1]}
+        return claimed
+
+    def through(self) -> dict[str, int]:
+        """Tables applied in part, with the last chunk applied (or queued to be)."""
+        progress, pending = self._progress, self._pending()
+        out = dict(progress.through)
+        for command in pending:
+            for table in command.tables:
+                last, complete = command.spans.get(table.name, (0, True))
+                if complete:
+                    out.pop(table.name, None)
+                else:
+                    out[table.name] = last
+        return out
+
+    def touched(self) -> set[str]:
+        """Tables whose staging the transaction read (it holds a lock on it till its end):
+        their staging may be emptied by DELETE, never by TRUNCATE, while it is open."""
+        progress = self._progress
+        return {*progress.done, *progress.through, *self.busy()}
+
+    # --- commands -------------------------------------------------------------------------
     def apply_later(
         self,
         tables: list[Table],
         counts: Mapping[str, tuple[int, int]],
         spans: Mapping[str, Span] | None = None,
     ) -> None:
-        """`apply` in a thread, returning at once (after the one before it ended): the
-        caller stages the next tables meanwhile. Raises if the transaction is gone (an
-        earlier apply failed); a failure of this one is logged here: it rolls the
-        transaction back, and whoever uses it next finds it not `alive`."""
-        self.settle()
-        if not self.alive:
-            raise psycopg.OperationalError("the open apply was rolled back")
-        running: Future[None] = Future()
-
-        def work() -> None:
-            try:
-                self._apply_now(tables, counts, spans or {})
-                running.set_result(None)
-            except BaseException as exc:
-                reason = f"{type(exc).__name__}: {exc}"[:300]
-                log.info("open apply rolled back: the load applies its tables",
-                         deltaNum=self.delta_num, reason=reason)  # fmt: skip
-                running.set_exception(exc)
-
-        self._running, self._applying = running, [t.name for t in tables]
-        self._spans = spans or {}
-        threading.Thread(target=work, name="podd-open-apply", daemon=True).start()
-
-    def _running_tables(self) -> list[str]:
-        return self._applying if self._running is not None else []
-
-    def applying(self) -> bool:
-        """An apply `apply_later` started still runs."""
-        running = self._running
-        return running is not None and not running.done()
-
-    def busy(self) -> set[str]:
-        """The tables the apply still running (`apply_later`) reads the staging of."""
-        return set(self._running_tables())
-
-    def claimed(self) -> set[str]:
-        """The tables applied whole, and those the apply still running (`apply_later`)
-        completes: applied too once it ends, unless it fails and the transaction is rolled
-        back."""
-        running = self._running_tables()
-        return {*self.applied, *(n for n in running if self._spans.get(n, (0, True))[1])}
-
-    def through(self) -> dict[str, int]:
-        """Tables applied in part, with the last chunk applied (or being applied)."""
-        out = {name: piece.through for name, piece in dict(self.pieces).items()}
-        for name in self._running_tables():
-            through, complete = self._spans.get(name, (0, True))
-            if complete:
-                out.pop(name, None)
-            else:
-                out[name] = through
-        return out
-
-    def touched(self) -> set[str]:
-        """Tables whose staging the transaction read (it holds a lock on it till its end):
-        their staging may be emptied by DELETE, never by TRUNCATE, while it is open."""
-        return {*self.applied, *self.pieces, *self._running_tables()}
+        """Queue the apply of these staged tables and return at once: the caller stages the
+        next ones meanwhile. `spans`: the tables staged as pieces, each with the chunk it
+        ends at and whether that is its stream's last; the others are whole streams. A
+        failure rolls the transaction back (logged here): whoever asks next finds it not
+        `alive`. Raises `TransientLoadError` if it is gone already."""
+        if not self._progress.alive or self._owner is None:
+            raise TransientLoadError("the open apply was rolled back")
+        command = _Apply(tuple(tables), MappingProxyType(dict(counts)),
+                         MappingProxyType(dict(spans or {})))  # fmt: skip
+        with self._lock:
+            self._queued.append(command)
+        self._commands.put(command)
 
     def settle(self) -> None:
-        """Wait for the apply `apply_later` started, if any (its failure rolled back)."""
-        running, self._running, self._applying = self._running, None, []
-        if running is not None:
-            with contextlib.suppress(Exception):
-                running.result()
+        """Wait for every queued apply (a failure of one rolled the transaction back)."""
+        for command in self._pending():
+            command.finished.exception()
 
-    def apply(
-        self,
-        tables: list[Table],
-        counts: Mapping[str, tuple[int, int]],
-        spans: Mapping[str, Span] | None = None,
-    ) -> None:
-        """Apply these staged tables ((staged, received) rows each) in the transaction; on
-        any failure the transaction is rolled back and the error raised. `spans`: the
-        tables staged as pieces (`replica_store.pieces`), each with the chunk it ends at
-        and whether that is its stream's last; the others are whole streams."""
-        self.settle()
-        self._apply_now(tables, counts, spans or {})
-
-    def _apply_now(
-        self,
-        tables: list[Table],
-        counts: Mapping[str, tuple[int, int]],
-        spans: Mapping[str, Span],
-    ) -> None:
-        assert self.session is not None, "the apply is not open"
-        conn = self.session.conn
-        try:
-            for table in tables:
-                name = table.name
-                if name in self.applied:
-                    continue
-                staged, rows = counts[name]
-                if name not in spans:
-                    done, self.keyed = apply_table(
-                        conn, self.datamart, table, staged, rows, self.params, self.keyed
-                    )
-                    self.applied[name] = done
-                    continue
-                through, complete = spans[name]
-                piece, self.keyed = apply_table_piece(
-                    conn, self.datamart, table, staged, rows, self.params, self.keyed,
-                    before=self.pieces.get(name), through=through,
-                )  # fmt: skip
-                self.pieces[name] = piece
-                if complete:
-                    self.applied[name] = self.pieces.pop(name).counts
-        except BaseException:
-            self._roll_back()
-            raise
-
-    def hand_over(self) -> Session:
-        """The session, its transaction open, for the load that finishes the delta."""
-        self.settle()
-        assert self.session is not None, "the apply is not open"
-        if self.idle_seconds is not None:  # the load is at work: no server-side limit
-            try:
-                self.session.conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
-            except psycopg.Error as exc:  # the server ended it (idle too long), or it broke
-                self._roll_back()
-                raise TransientLoadError(f"the open apply was rolled back: {exc}") from exc
-        session, self.session = self.session, None
-        return session
+    def hand_over(self) -> DeltaTransaction:
+        """The transaction, open, for the load that finishes the delta; its idle limit
+        lifted. `TransientLoadError` if it is gone."""
+        transaction = self._end(keep=True)
+        if transaction is None or not transaction.alive:
+            raise TransientLoadError("the open apply was rolled back")
+        if self.idle_seconds is not None:
+            transaction.lift_idle_limit()
+        return transaction
 
     def abort(self) -> None:
         """Roll the transaction back and release the datamart's lock."""
-        self.settle()
-        self._roll_back()
+        self._end(keep=False)
 
-    def _roll_back(self) -> None:
-        session, self.session = self.session, None
-        self.applied, self.pieces = {}, {}
-        if session is None:
-            return
+    def _end(self, *, keep: bool) -> DeltaTransaction | None:
+        owner = self._owner
+        if owner is None or not owner.is_alive():
+            return None
+        command = _End(keep)
+        self._commands.put(command)
+        transaction = command.finished.result()
+        owner.join()
+        return transaction
+
+    # --- the owner ------------------------------------------------------------------------
+    def _own(self) -> None:
+        transaction = self._transaction
+        while True:
+            command = self._commands.get()
+            if isinstance(command, _End):
+                if not command.keep:
+                    transaction.roll_back()
+                self._progress = Progress()
+                command.finished.set_result(transaction if command.keep else None)
+                return
+            try:
+                self._apply(transaction, command)
+                command.finished.set_result(None)
+            except BaseException as exc:
+                command.finished.set_exception(exc)
+            finally:
+                with self._lock:
+                    self._queued.remove(command)
+
+    def _apply(self, transaction: DeltaTransaction, command: _Apply) -> None:
+        if not transaction.alive:
+            raise TransientLoadError("the open apply was rolled back")
         try:
-            if not session.conn.closed:
-                session.conn.rollback()
-                session.conn.autocommit = True
-        except psycopg.Error:
-            session.conn.close()
-        self.connections.give_back(session)
+            for table in command.tables:
+                staged, received = command.counts[table.name]
+                transaction.apply(table, staged, received, span=command.spans.get(table.name))
+        except BaseException as exc:
+            transaction.roll_back(failed=True)
+            self._progress = Progress()
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            log.info("open apply rolled back: the load applies its tables",
+                     deltaNum=self.delta_num, reason=reason)  # fmt: skip
+            raise
+        self._progress = Progress(
+            alive=True,
+            done=frozenset(transaction.done),
+            through=MappingProxyType({n: p.through for n, p in transaction.pieces.items()}),
+        )

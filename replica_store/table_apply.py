@@ -1,6 +1,5 @@
 """One table's staged rows applied inside a delta's transaction (step 4 of a load), with
-the planner settings its size wants. Used by the loader's apply and by an apply opened
-while the delta still arrives (`replica_store.open_apply`)."""
+the planner settings its size wants, for `DeltaTransaction.apply`."""
 
 from __future__ import annotations
 
@@ -114,30 +113,6 @@ def apply_table_piece(
     if before is not None:
         counts, gone_now = plus(before.counts, counts), gone_now + before.gone
     return Piece(through, counts, gone_now), keyed
-
-
-def apply_rest(
-    conn: psycopg.Connection,
-    datamart: Datamart,
-    table: Table,
-    staged: int,
-    rows: int,
-    params: dict[str, Any],
-    keyed: bool,
-    *,
-    staging: str,
-    pieces: Piece | None,
-) -> tuple[TableCounts, bool]:
-    """What is left of a table at the end of a load: its whole stream, or, after the
-    `pieces` an open apply applied, the chunks after them. Its counts (the stream's), and
-    whether `KEYED_LOOKUP` is now set."""
-    if pieces is None:
-        return apply_table(conn, datamart, table, staged, rows, params, keyed, staging=staging)
-    piece, keyed = apply_table_piece(
-        conn, datamart, table, staged, rows, params, keyed,
-        before=pieces, through=pieces.through, staging=staging,
-    )  # fmt: skip
-    return piece.counts, keyed
 
 
 def _analyze(conn: psycopg.Connection, relation: str) -> None:

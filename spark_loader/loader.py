@@ -17,35 +17,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC
 
 import psycopg
 import structlog
 from pyspark.sql import SparkSession
 
 from podd_runtime.dsn import with_passfile
-from protocol.apply_model import TableCounts
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
-from protocol.sequence import AppliedDelta, check_sequence
-from replica_store.connections import LoaderConnections, Session
+from replica_store.connections import LoaderConnections
+from replica_store.delta_transaction import Commit, DeltaTransaction, plain_commit
 from replica_store.errors import (
     LoaderError,
     LoadFailedError,
     TransientLoadError,
 )
-from replica_store.lost_commit import LoadResult, settle_lost_commit
+from replica_store.lost_commit import LoadResult
 from replica_store.open_apply import OpenApply
-from replica_store.pieces import Piece
-from replica_store.store import (
-    Datamart,
-    RegistryEntry,
-    ReplicaStore,
-    encode_counts,
-    registry_entry,
-)
-from replica_store.store_sql import META_SCHEMA, datamart_lock_key, q
-from replica_store.table_apply import apply_rest
+from replica_store.store import Datamart, ReplicaStore
 from replica_store.transfer import StagedTransfer
 from spark_loader.executor_probe import probe_executors
 from spark_loader.run_ahead import run_ahead
@@ -57,14 +46,11 @@ from spark_loader.temp_staging import decode_ahead
 
 log = structlog.get_logger("spark_loader")
 
+#: Failures of the database worth another attempt of the load: a lost connection, and a
+#: serialisation failure or deadlock (psycopg's `TransactionRollback`s are among them).
+TRANSIENT = psycopg.OperationalError
 #: Called inside the apply transaction after each table: a seam for failure-injection tests.
 BetweenTables = Callable[[psycopg.Connection, str], None]
-#: Commits the apply transaction (a seam for tests of a connection lost during COMMIT).
-Commit = Callable[[psycopg.Connection], None]
-
-
-def _commit(conn: psycopg.Connection) -> None:
-    conn.commit()
 
 
 class DeltaLoader:
@@ -77,7 +63,7 @@ class DeltaLoader:
         settings: LoaderSettings | None = None,
         *,
         between_tables: BetweenTables | None = None,
-        commit: Commit = _commit,
+        commit: Commit = plain_commit,
     ) -> None:
         self.store = store
         self._spark = spark
@@ -189,25 +175,6 @@ class DeltaLoader:
             session.conn.execute("SELECT pg_current_xact_id()")
 
     # --- steps ---------------------------------------------------------------------------
-    def verify_sequence(
-        self, conn: psycopg.Connection, transfer: StagedTransfer
-    ) -> RegistryEntry | None:
-        """Steps 1-2: the stored entry of an applied delta, None for the expected one."""
-        manifest = transfer.manifest
-        name, number = manifest.datamart, manifest.delta_num
-        stored = registry_entry(conn, name, number, exists=True)
-        entry = None if stored is not None else registry_entry(conn, name, None, exists=True)
-        last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
-        refusal = check_sequence(
-            manifest.delta_num,
-            manifest.delta_date,
-            applied_date=None if stored is None else stored.delta_date,
-            last=last,
-        )
-        if refusal is not None:
-            raise refusal.error()
-        return stored
-
     def _attempt(
         self,
         datamart: Datamart,
@@ -216,41 +183,39 @@ class DeltaLoader:
         bound: structlog.typing.FilteringBoundLogger,
         ahead: Mapping[TableSlice, EncodedSlice] | None = None,
     ) -> LoadResult:
-        """One connection for the whole load, kept for the next (`LoaderConnections`): the
-        datamart's lock (held by the session), the sequence checks, staging, the apply."""
+        """One delta transaction, on one session for the whole load (kept for the next):
+        the datamart's lock, the sequence checks, staging, the apply, the commit."""
         started = time.perf_counter()
+        transaction = DeltaTransaction(self.connections, self.store, datamart, transfer.manifest)
         try:
-            with self.connections.session() as session:
-                conn = session.conn
-                # Under the datamart's lock: another loader (or our own retry) may have
-                # applied it meanwhile.
-                conn.execute("SELECT pg_advisory_lock(%s)", (datamart_lock_key(datamart.name),))
-                stored = self.verify_sequence(conn, transfer)  # steps 1-2
-                if stored is not None:
-                    bound.info("delta already applied", step=1)
-                    return LoadResult.from_registry(stored, already_applied=True)
-                staging = staging_steps(
-                    conn, datamart, transfer, tables, self.settings, self.spark,
-                    self.executor_dsn, in_apply_transaction=True, ahead=ahead,
-                )  # fmt: skip
-                steps = staging.steps
-                if steps:
-                    steps[-1] = logged_when_done(steps[-1], bound, started)
-                with run_ahead(steps, "podd-staging") as staged:
-                    result = self._apply(
-                        session, datamart, transfer, tables, staged, staging.relations
-                    )
-                bound.info(
-                    "applied",
-                    step=4,
-                    seconds=round(time.perf_counter() - self._apply_started, 3),
-                    rows=sum(c.rows_received for c in result.tables),
-                )
-                return result
-        except (psycopg.OperationalError, psycopg.errors.SerializationFailure) as exc:
-            raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
-        except psycopg.errors.DeadlockDetected as exc:
-            raise TransientLoadError(f"deadlock: {exc}") from exc
+            transaction.lock(wait=True)
+            # Under the datamart's lock: another loader (or our own retry) may have applied
+            # it meanwhile.
+            stored = transaction.registered()  # steps 1-2
+            if stored is not None:
+                bound.info("delta already applied", step=1)
+                transaction.roll_back()
+                return LoadResult.from_registry(stored, already_applied=True)
+            staging = staging_steps(
+                transaction.conn, datamart, transfer, tables, self.settings, self.spark,
+                self.executor_dsn, in_apply_transaction=True, ahead=ahead,
+            )  # fmt: skip
+            steps = staging.steps
+            if steps:
+                steps[-1] = logged_when_done(steps[-1], bound, started)
+            with run_ahead(steps, "podd-staging") as staged:
+                transaction.begin()
+                result = self._apply(transaction, transfer, tables, staged, staging.relations)
+        except BaseException as exc:
+            transaction.roll_back(failed=True)
+            if isinstance(exc, TRANSIENT):
+                raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
+            raise
+        bound.info(
+            "applied", step=4, seconds=round(time.perf_counter() - self._apply_started, 3),
+            rows=sum(c.rows_received for c in result.tables),
+        )  # fmt: skip
+        return result
 
     def _finish(
         self,
@@ -263,7 +228,8 @@ class DeltaLoader:
         """Step 3-4 in the transaction `opened` holds (it holds the lock and checked the
         sequence): the tables it has not applied are staged (on another connection: the
         transaction holds staging locks), while the last prestage's apply may still run in
-        it, then applied, then the registry row, COMMIT."""
+        it; then the load takes the transaction over, applies them, inserts the registry
+        row and commits."""
         started = time.perf_counter()
         claimed, through = opened.claimed(), opened.through()
         left = [t for t in tables if t.name not in claimed]
@@ -272,7 +238,7 @@ class DeltaLoader:
         # The streams applied in part: only the chunks after those (`replica_store.pieces`).
         numbers = {s.table_name: s.stream_number for s in transfer.manifest.streams}
         rest = transfer.rebased({numbers[name]: last + 1 for name, last in through.items()})
-        session: Session | None = None
+        transaction: DeltaTransaction | None = None
         try:
             with self.connections.session() as staging_session:
                 if busy and not opened.alive:
@@ -286,31 +252,20 @@ class DeltaLoader:
                     steps[-1] = logged_when_done(steps[-1], bound, started)
                 with run_ahead(steps, "podd-staging") as staged:
                     opened.settle()
-                    done, pieces, keyed = dict(opened.applied), dict(opened.pieces), opened.keyed
-                    if (
-                        not opened.alive
-                        or set(done) != claimed
-                        or {n: p.through for n, p in pieces.items()} != through
-                    ):
+                    if set(opened.applied) != claimed or opened.through() != through:
                         raise TransientLoadError("the open apply was rolled back")
-                    session = opened.hand_over()
-                    result = self._apply(
-                        session, datamart, transfer, tables, staged, staging.relations,
-                        done=done, pieces=pieces, keyed=keyed,
-                    )  # fmt: skip
+                    transaction = opened.hand_over()
+                    result = self._apply(transaction, transfer, tables, staged, staging.relations)
         except BaseException as exc:
-            if session is None:
+            if transaction is None:
                 opened.abort()
             else:
-                session.conn.close()  # rolled back (`_apply`), and its lock released
-            if isinstance(exc, psycopg.OperationalError | psycopg.errors.SerializationFailure):
+                transaction.roll_back(failed=True)
+            if isinstance(exc, TRANSIENT):
                 raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
             raise
-        finally:
-            if session is not None:
-                self.connections.give_back(session)
         bound.info(
-            "applied", step=4, opened_before=sorted(done),
+            "applied", step=4, opened_before=sorted(claimed),
             seconds=round(time.perf_counter() - self._apply_started, 3),
             rows=sum(c.rows_received for c in result.tables),
         )  # fmt: skip
@@ -318,82 +273,29 @@ class DeltaLoader:
 
     def _apply(
         self,
-        session: Session,
-        datamart: Datamart,
+        transaction: DeltaTransaction,
         transfer: StagedTransfer,
         tables: list[Table],
         received: Iterator[tuple[int, int]],
         relations: Mapping[str, str],
-        *,
-        done: Mapping[str, TableCounts] | None = None,
-        pieces: Mapping[str, Piece] | None = None,
-        keyed: bool = False,
     ) -> LoadResult:
-        """Step 4: every table and the registry row, in one transaction, each table as soon
-        as `received` hands over its (staged, received) rows, in table order. A table with
-        no staged row is left alone (its statement would change nothing); one with many is
-        analysed first (`ANALYZE_MIN_ROWS`); one with few is applied by primary-key lookups
-        (`KEYED_LOOKUP`). `done`: tables an open apply applied; `pieces`: those it applied
-        in part, whose staged rows are the chunks after (`replica_store.pieces`)."""
-        manifest = transfer.manifest
-        params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
-        counts: list[TableCounts] = []
-        conn = session.conn
-        if conn.autocommit:  # (an opened apply's transaction is already open)
-            conn.autocommit = False  # the session's advisory lock outlives the transaction
-        done, pieces = done or {}, pieces or {}
+        """Step 4: every table the transaction has not applied, each as soon as `received`
+        hands over its (staged, received) rows, in table order; then the registry row and
+        COMMIT (`DeltaTransaction.commit`)."""
         self._apply_started = time.perf_counter()
-        try:
-            for index, table in enumerate(tables):
-                if table.name in done:  # applied while the delta arrived
-                    counts.append(done[table.name])
-                    continue
-                staged, rows = next(received)
-                if index == 0:
-                    self._apply_started = time.perf_counter()
-                table_counts, keyed = apply_rest(
-                    conn, datamart, table, staged, rows, params, keyed,
-                    staging=relations[table.name], pieces=pieces.get(table.name),
-                )  # fmt: skip
-                counts.append(table_counts)
-                if self.between_tables is not None:
-                    self.between_tables(conn, table.name)
-            conn.execute(  # applied_at: now(), the transaction's start (no RETURNING on ADB)
-                f"INSERT INTO {q(META_SCHEMA)}.delta_registry "
-                "(datamart, delta_num, delta_date, request_id, table_counts) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                (
-                    datamart.name,
-                    manifest.delta_num,
-                    manifest.delta_date.astimezone(UTC).replace(tzinfo=None),
-                    manifest.request_id,
-                    encode_counts(counts),
-                ),
-            )
-            row = conn.execute("SELECT now()").fetchone()
-            assert row is not None
-            if not self.settings.synchronous_commit:
-                conn.execute("SET LOCAL synchronous_commit = off")
-            try:
-                self.commit(conn)
-            except psycopg.OperationalError as exc:
-                conn.close()
-                return settle_lost_commit(
-                    self.store, self.settings.commit_settle_seconds, transfer, exc, session.backend
-                )
-            conn.autocommit = True
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
-        return LoadResult(
-            datamart.name,
-            manifest.delta_num,
-            manifest.delta_date,
-            manifest.request_id,
-            tuple(counts),
-            row[0],
-        )
+        for index, table in enumerate(tables):
+            if table.name in transaction.done:  # applied while the delta arrived
+                continue
+            staged, rows = next(received)
+            if index == 0:
+                self._apply_started = time.perf_counter()
+            transaction.apply(table, staged, rows, staging=relations[table.name])
+            if self.between_tables is not None:
+                self.between_tables(transaction.conn, table.name)
+        return transaction.commit(
+            transfer, tables, synchronous=self.settings.synchronous_commit,
+            settle_seconds=self.settings.commit_settle_seconds, commit=self.commit,
+        )  # fmt: skip
 
 
 __all__ = ["BetweenTables", "DeltaLoader", "LoadResult", "LoaderError"]

@@ -22,13 +22,13 @@ It changes nothing a load promises:
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import psycopg
 import structlog
 
-from protocol.errors import ErrorCode, PoddError, ProtocolError
+from protocol.errors import PoddError
 from protocol.schema import Table
+from replica_store.errors import TransientLoadError
 from replica_store.open_apply import OpenApply, Span
 from replica_store.prestaged import remember
 from replica_store.store import Datamart
@@ -42,15 +42,10 @@ log = structlog.get_logger("spark_loader")
 class Prestager:
     """Prestages with a loader's connections, settings and Spark session."""
 
-    def __init__(
-        self, loader: DeltaLoader, *, apply: bool = True, idle_seconds: float | None = None
-    ) -> None:
+    def __init__(self, loader: DeltaLoader, *, idle_seconds: float | None = None) -> None:
         self.loader = loader
         #: An open apply's transaction idle this long is ended by the server (`OpenApply`).
         self.idle_seconds = idle_seconds
-        #: Also apply each prestaged table in the delta's transaction, opened at the first
-        #: prestage (`replica_store.open_apply`).
-        self.apply = apply
 
     def prestage(
         self, transfer: StagedTransfer, opened: OpenApply | None = None
@@ -70,9 +65,10 @@ class Prestager:
         try:
             if opened is None or not opened.alive:
                 opened = OpenApply(
-                    self.loader.connections, datamart, manifest, idle_seconds=self.idle_seconds
-                )
-                if not opened.open(partial(self._expected, transfer)):
+                    self.loader.connections, self.loader.store, datamart, manifest,
+                    idle_seconds=self.idle_seconds,
+                )  # fmt: skip
+                if not opened.open():
                     return [], None  # a load holds the datamart
             transfer, spans = self._pieces(transfer, opened)
             tables = [datamart.schema.table(s.table_name) for s in transfer.manifest.streams]
@@ -81,10 +77,10 @@ class Prestager:
             if opened.busy() & {t.name for t in tables}:  # its staging is being applied
                 opened.settle()
                 if not opened.alive:
-                    raise psycopg.OperationalError("the open apply was rolled back")
+                    raise TransientLoadError("the open apply was rolled back")
             counts = self._stage(transfer, datamart, tables, opened.touched())
-            if self.apply:  # in a thread: the next prestage stages while this applies
-                opened.apply_later(tables, counts, spans)
+            # by the open apply's owner: the next prestage stages while this applies
+            opened.apply_later(tables, counts, spans)
         except Exception as exc:  # the load stages these tables itself, and says what failed
             if opened is not None:
                 opened.abort()
@@ -93,7 +89,7 @@ class Prestager:
                   reason=f"{type(exc).__name__}: {str(exc)[:300]}")  # fmt: skip
             return [], None
         names = [t.name for t in tables]
-        log.info("prestaged", **ids, tables=names, applied=self.apply,
+        log.info("prestaged", **ids, tables=names,
                  pieces={n: f"{s.first_chunk}-{s.chunk_count}"
                          for n, s in _streams(transfer).items() if n in spans},
                  seconds=round(time.perf_counter() - started, 3))  # fmt: skip
@@ -108,8 +104,6 @@ class Prestager:
         whether that is its stream's last (`replica_store.pieces`)."""
         applied, through = opened.claimed(), opened.through()
         kept = [s for s in transfer.manifest.streams if s.table_name not in applied]
-        if not self.apply:  # staged only: whole streams, as the load would take them
-            kept = [s for s in kept if s.whole]
         manifest = transfer.manifest.model_copy(update={"streams": tuple(kept)})
         rebased = StagedTransfer(transfer.directory, manifest).rebased(
             {s.stream_number: through.get(s.table_name, 0) + 1 for s in kept}
@@ -120,11 +114,6 @@ class Prestager:
             if not s.whole
         }
         return rebased, spans
-
-    def _expected(self, transfer: StagedTransfer, conn: psycopg.Connection) -> None:
-        """Refuses (raises) unless the transfer's delta is the one the registry expects."""
-        if self.loader.verify_sequence(conn, transfer) is not None:
-            raise ProtocolError("the delta is applied already", code=ErrorCode.DELTA_CONFLICT)
 
     def _stage(
         self,

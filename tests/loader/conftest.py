@@ -19,9 +19,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from protocol.schema import LogicalSchema
+from replica_store.delta_transaction import Commit
 from replica_store.dialect import Dialect
 from replica_store.store import ReplicaStore
-from spark_loader.loader import BetweenTables, Commit, DeltaLoader
+from spark_loader.loader import BetweenTables, DeltaLoader
 from spark_loader.session import build_session
 from spark_loader.settings import LoaderSettings
 

@@ -172,7 +172,10 @@ def test_the_ddl_for_a_greenplum_server_distributes_every_table_by_its_key() -> 
         assert match, f"not distributed: {statement[:80]}"
         key = re.search(r"PRIMARY KEY \(([^()]*)\)", statement)
         if key:  # Greenplum: the distribution key is part of every unique constraint
-            names = lambda text: {n.strip('"') for n in text.split(", ")}  # noqa: E731
-            assert names(match.group(1)) <= names(key.group(1)), statement
+            assert _names(match.group(1)) <= _names(key.group(1)), statement
         assert "UNIQUE" not in statement
     assert "DISTRIBUTED" not in " ".join([meta_ddl(False), *store_ddl(False, schema)])
+
+
+def _names(listed: str) -> set[str]:
+    return {n.strip('"') for n in listed.split(", ")}

@@ -201,9 +201,9 @@ def test_a_lost_connection_after_pieces_is_loaded_anew(
     opened = prestage_in_pieces(Prestager(loader), transfer, (2, 3))
     assert opened is not None
     opened.settle()
-    assert opened.session is not None
+    assert opened.backend is not None
     with psycopg.connect(replica_dsn, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (opened.session.backend[0],))
+        admin.execute("SELECT pg_terminate_backend(%s)", (opened.backend[0],))
     loader.load(transfer, opened)
     model, _ = apply_delta(ReplicaModel(schema), 0, delta_date(0), first)
     model, _ = apply_delta(model, 1, delta_date(1), second)

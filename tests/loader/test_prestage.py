@@ -65,10 +65,10 @@ def first_stream_staged(
     transfer = stage(staging_root, schema, 0, rows, chunk_rows=60)
     loader = new_loader(schema)
     first = transfer.manifest.streams[0]
-    names, opened = Prestager(loader, apply=False).prestage(streams_of(transfer, 1))
+    names, opened = Prestager(loader).prestage(streams_of(transfer, 1))
     assert names == [first.table_name]
     assert opened is not None
-    opened.abort()  # staged only
+    opened.abort()  # its apply rolled back: staged only
     assert markers(replica_dsn, schema.datamart) == {first.table_name: transfer.manifest.request_id}
     return loader, transfer, rows, first.table_name
 
@@ -216,9 +216,9 @@ def test_a_lost_connection_of_the_open_apply_is_loaded_anew(
     names, opened = Prestager(loader).prestage(streams_of(transfer, 2))
     assert names
     assert opened is not None
-    assert opened.session is not None
+    assert opened.backend is not None
     with psycopg.connect(replica_dsn, autocommit=True) as admin:
-        pid = opened.session.backend[0]
+        pid = opened.backend[0]
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
     loader.load(transfer, opened)
