@@ -11,7 +11,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState, TableResult
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer, TransferFraming
-from replica_store.store import RegistryEntry
+from replica_store.registry import RegistryEntry
 
 
 @dataclass(frozen=True)

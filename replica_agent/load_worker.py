@@ -37,7 +37,7 @@ from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
 from replica_store.errors import CommitStateUnknownError
 from replica_store.open_apply import OpenApply
-from replica_store.store import RegistryEntry
+from replica_store.registry import RegistryEntry
 from replica_store.transfer import StagedTransfer
 
 log = structlog.get_logger("replica_agent")

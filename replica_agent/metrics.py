@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from replica_store.store import RegistryEntry
+from replica_store.registry import RegistryEntry
 
 __all__ = ["CONTENT_TYPE_LATEST", "AgentMetrics"]
 

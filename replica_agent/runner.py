@@ -85,7 +85,9 @@ def run_agent(settings: AgentSettings) -> int:
             )
         bootstrap = settings.bootstrap_servers(embedded)
         dsn = stack.enter_context(replica_for(settings))
-        log.info("replica", dsn=safe_dsn(dsn), bootstrap=bootstrap)
+        log.info(
+            "replica", dsn=safe_dsn(dsn), bootstrap=bootstrap, dialect=settings.store_dialect.value
+        )
         asyncio.run(ensure_topics(settings, bootstrap))
 
         # Spark and the loader are imported here: `status` and tests of the app stay light.

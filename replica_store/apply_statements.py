@@ -42,8 +42,15 @@ from replica_store.store_sql import ident, physical_ident, render
 OLDER = "{}.sys_from <> %(delta)s"
 #: A version this delta opened (an earlier piece's).
 THIS_DELTA = "{}.sys_from = %(delta)s"
-#: In `t_history`: the version this delta closed.
-CLOSED_BY_THIS_DELTA = "{}.sys_to = %(prev)s"
+#: In `t_history` (first alias): the version closed when the second alias's version (one
+#: this delta opened) was. Relative to that row, never a constant: the planner's statistics
+#: do not know the rows this transaction wrote, and a constant filter on `t_history` lets
+#: it start from `t_history` and scan staging once per row (`replica_store.pieces`).
+CLOSED_BY_THIS_DELTA = "{0}.sys_to = {1}.sys_from - 1"
+#: Around the ADB dialect's flips: `t_actual` and `t_history` probed by primary key from
+#: the piece's rows, never scanned (staging has no index: it is scanned all the same).
+INDEX_PROBES = "SET LOCAL enable_seqscan = off"
+SEQSCAN_DEFAULT = "SET LOCAL enable_seqscan TO DEFAULT"
 
 
 @dataclass(frozen=True)
@@ -92,8 +99,8 @@ class ApplyStatements:
         """What a version row holds: the logical columns, then the system ones."""
         return sql.SQL("{}, sys_from, sys_to, sys_op").format(self.columns())
 
-    def rule(self, text: str, alias: str) -> sql.Composable:
-        return sql.SQL(text.format(alias))
+    def rule(self, text: str, *aliases: str) -> sql.Composable:
+        return sql.SQL(text.format(*aliases))
 
     def opened_sql(self) -> sql.Composable:
         """Rule "opened": a new version for every staged upsert."""
@@ -158,7 +165,7 @@ class ApplyStatements:
                 older=sql.SQL(" WHERE ") + self.rule(OLDER, "c") if piece else sql.SQL(""),
                 c_older=self.rule(OLDER, "c"),
                 c_this=self.rule(THIS_DELTA, "c"),
-                h_closed=self.rule(CLOSED_BY_THIS_DELTA, "h"),
+                h_closed=self.rule(CLOSED_BY_THIS_DELTA, "h", "c"),
                 opened=self.opened_sql(),
                 staged=self.staged_sql(),
             )
@@ -203,7 +210,7 @@ class ApplyStatements:
         return sql.SQL("s.sys_op = 1 AND {this} AND {h_a} AND {closed}").format(
             this=self.rule(THIS_DELTA, "a"),
             h_a=self.on("h", "a"),
-            closed=self.rule(CLOSED_BY_THIS_DELTA, "h"),
+            closed=self.rule(CLOSED_BY_THIS_DELTA, "h", "a"),
         )
 
     def flipped_gone_sql(self) -> sql.Composable:
@@ -241,14 +248,19 @@ class ApplyStatements:
             actual=self.actual, staging=self.staging, a_s=self.on("a", "s")
         )
 
-    def sequence(self) -> list[tuple[str, str]]:
-        """The ADB dialect's statements, in order, each named by what its row count is."""
+    def sequence(self, *, first_piece: bool = False) -> list[tuple[str, str]]:
+        """The ADB dialect's statements, in order, each named by what its row count is (a
+        planner setting by "setting"). A stream's first piece flips nothing: no earlier
+        piece opened or closed a version of this delta."""
         steps: list[tuple[str, sql.Composable]] = []
         if self.gone is not None:
+            steps.append(("recorded", self.recorded_sql()))
+        if self.gone is not None and not first_piece:
             steps += [
-                ("recorded", self.recorded_sql()),
+                ("setting", sql.SQL(INDEX_PROBES)),
                 ("flipped_gone", self.flipped_gone_sql()),
                 ("flipped", self.flipped_sql()),
+                ("setting", sql.SQL(SEQSCAN_DEFAULT)),
             ]
         steps += [
             ("deleted", self.closing(1)),
@@ -289,15 +301,23 @@ class ApplyStatements:
 
 
 def apply_rows(
-    conn: psycopg.Connection, dialect: Dialect, statements: ApplyStatements, params: dict[str, Any]
+    conn: psycopg.Connection,
+    dialect: Dialect,
+    statements: ApplyStatements,
+    params: dict[str, Any],
+    *,
+    first_piece: bool = False,
 ) -> Applied:
-    """Run the apply's rules in the open transaction."""
+    """Run the apply's rules in the open transaction (`first_piece`: a stream's first)."""
     if dialect is Dialect.POSTGRESQL:
         row = conn.execute(statements.one_statement(), params).fetchone()
         assert row is not None
         return Applied(*(int(v) for v in row))
     counts: dict[str, int] = {}
-    for name, text in statements.sequence():
+    for name, text in statements.sequence(first_piece=first_piece):
+        if name == "setting":
+            conn.execute(text)
+            continue
         cursor = conn.execute(text, params)
         counts[name] = _first(cursor) if name == "staged" else cursor.rowcount
     if counts.get("flipped", 0) != counts.get("flipped_gone", 0):

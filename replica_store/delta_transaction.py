@@ -18,20 +18,29 @@ apply's owning thread (`replica_store.open_apply`), which hands it to the load.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC
 
 import psycopg
+import pyarrow as pa
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
 from protocol.sequence import AppliedDelta, check_sequence
 from replica_store.connections import LoaderConnections, Session
 from replica_store.errors import TransientLoadError
+from replica_store.layout import Datamart
 from replica_store.lost_commit import LoadResult, settle_lost_commit
+from replica_store.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
 from replica_store.pieces import Piece
-from replica_store.store import Datamart, RegistryEntry, ReplicaStore, encode_counts, registry_entry
-from replica_store.store_sql import META_SCHEMA, datamart_lock_key, q
+from replica_store.registry import RegistryEntry, encode_counts, registry_entry
+from replica_store.store_sql import (
+    META_SCHEMA,
+    copy_statement,
+    datamart_lock_key,
+    q,
+    temp_staging_sql,
+)
 from replica_store.table_apply import apply_table, apply_table_piece
 from replica_store.transfer import StagedTransfer, TransferManifest
 
@@ -45,14 +54,9 @@ def plain_commit(conn: psycopg.Connection) -> None:
 
 class DeltaTransaction:
     def __init__(
-        self,
-        connections: LoaderConnections,
-        store: ReplicaStore,
-        datamart: Datamart,
-        manifest: TransferManifest,
+        self, connections: LoaderConnections, datamart: Datamart, manifest: TransferManifest
     ) -> None:
         self.connections = connections
-        self.store = store
         self.datamart = datamart
         self.manifest = manifest
         self.params = {"delta": manifest.delta_num, "prev": manifest.delta_num - 1}
@@ -132,7 +136,29 @@ class DeltaTransaction:
             self.roll_back(failed=True)
             raise TransientLoadError(f"the open apply was rolled back: {exc}") from exc
 
-    # --- applying ------------------------------------------------------------------------
+    # --- staging and applying ----------------------------------------------------------
+    def stage(self, table: Table, rows: Iterable[pa.RecordBatch]) -> tuple[str, int]:
+        """Copy a table's rows (its logical columns, then `sys_op`; one row per key, the last
+        of the delta) into a temporary staging table of this open transaction: the relation
+        to `apply` from, and how many rows. The loader's paths stage by COPY from Spark
+        executors or the driver instead (`spark_loader`); this is the store's own way, for a
+        caller that holds its rows already."""
+        position = self.datamart.position(table.name)
+        relation, ddl = temp_staging_sql(
+            self.datamart.distributed, self.datamart.id, position, table
+        )
+        conn, kinds, count = self.conn, copy_kinds(table), 0
+        conn.execute(ddl)
+        conn.execute(f"DELETE FROM {relation}")
+        conn.execute("SET LOCAL podd.slice = 0")
+        with conn.cursor().copy(copy_statement(relation, table)) as copy:
+            copy.write(HEADER)
+            for batch in rows:
+                copy.write(encode_batch(kinds, batch))
+                count += batch.num_rows
+            copy.write(TRAILER)
+        return relation, count
+
     def apply(
         self,
         table: Table,
@@ -151,16 +177,30 @@ class DeltaTransaction:
         before = self.pieces.get(name)
         if span is None and before is None:
             counts, self.keyed = apply_table(
-                self.conn, self.datamart, table, staged, received, self.params, self.keyed,
+                self.conn,
+                self.datamart,
+                table,
+                staged,
+                received,
+                self.params,
+                self.keyed,
                 staging=staging,
-            )  # fmt: skip
+            )
             self.done[name] = counts
             return
         through, last = span if span is not None else (before.through if before else 0, True)
         piece, self.keyed = apply_table_piece(
-            self.conn, self.datamart, table, staged, received, self.params, self.keyed,
-            before=before, through=through, staging=staging,
-        )  # fmt: skip
+            self.conn,
+            self.datamart,
+            table,
+            staged,
+            received,
+            self.params,
+            self.keyed,
+            before=before,
+            through=through,
+            staging=staging,
+        )
         if last:
             self.pieces.pop(name, None)
             self.done[name] = piece.counts
@@ -189,10 +229,14 @@ class DeltaTransaction:
                 f"INSERT INTO {q(META_SCHEMA)}.delta_registry "
                 "(datamart, delta_num, delta_date, request_id, table_counts) "
                 "VALUES (%s, %s, %s, %s, %s)",
-                (self.datamart.name, manifest.delta_num,
-                 manifest.delta_date.astimezone(UTC).replace(tzinfo=None),
-                 manifest.request_id, encode_counts(counts)),
-            )  # fmt: skip
+                (
+                    self.datamart.name,
+                    manifest.delta_num,
+                    manifest.delta_date.astimezone(UTC).replace(tzinfo=None),
+                    manifest.request_id,
+                    encode_counts(counts),
+                ),
+            )
             row = conn.execute("SELECT now()").fetchone()
             assert row is not None
             if not synchronous:
@@ -203,7 +247,7 @@ class DeltaTransaction:
                 conn.close()
                 self._end()
                 return settle_lost_commit(
-                    self.store, settle_seconds, transfer, exc, session.backend
+                    self.connections.dsn, settle_seconds, transfer, exc, session.backend
                 )
             conn.autocommit = True
         except BaseException:
@@ -211,9 +255,13 @@ class DeltaTransaction:
             raise
         self._end()
         return LoadResult(
-            self.datamart.name, manifest.delta_num, manifest.delta_date, manifest.request_id,
-            tuple(counts), row[0],
-        )  # fmt: skip
+            self.datamart.name,
+            manifest.delta_num,
+            manifest.delta_date,
+            manifest.request_id,
+            tuple(counts),
+            row[0],
+        )
 
     def roll_back(self, *, failed: bool = False) -> None:
         """Roll back (if open) and give the session back: its lock goes with it. After a

@@ -27,8 +27,12 @@ ORDER BY array_position(i.indkey::int2[], a.attnum)
 
 def _expected_columns(table: Table) -> list[tuple[str, str, bool]]:
     logical = [(c.name, format_type(c.type), c.not_null) for c in table.columns]
-    return [*logical, ("sys_from", "bigint", True), ("sys_to", "bigint", False),
-            ("sys_op", "integer", False)]  # fmt: skip
+    return [
+        *logical,
+        ("sys_from", "bigint", True),
+        ("sys_to", "bigint", False),
+        ("sys_op", "integer", False),
+    ]
 
 
 def check_live_tables(conn: psycopg.Connection, schema: LogicalSchema) -> None:

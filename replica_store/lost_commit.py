@@ -15,7 +15,7 @@ import psycopg
 import structlog
 
 from replica_store.errors import CommitStateUnknownError, TransientLoadError
-from replica_store.store import RegistryEntry, ReplicaStore
+from replica_store.registry import RegistryEntry, registry_entry
 from replica_store.transfer import StagedTransfer
 
 log = structlog.get_logger("spark_loader")
@@ -34,7 +34,7 @@ class LoadResult(RegistryEntry):
 
 
 def settle_lost_commit(
-    store: ReplicaStore,
+    dsn: str,
     settle_seconds: float,
     transfer: StagedTransfer,
     exc: Exception,
@@ -51,7 +51,7 @@ def settle_lost_commit(
     delay = 0.1
     while True:
         try:
-            stored = _registry_after(store, backend, manifest.datamart, manifest.delta_num)
+            stored = _registry_after(dsn, backend, manifest.datamart, manifest.delta_num)
             if stored is not None:
                 # Ours only if it carries our requestId: another writer's row for this
                 # delta means our COMMIT did not land (the delta is applied all the same).
@@ -77,10 +77,10 @@ def settle_lost_commit(
 
 
 def _registry_after(
-    store: ReplicaStore, backend: tuple[Any, ...] | None, datamart: str, delta_num: int
+    dsn: str, backend: tuple[Any, ...] | None, datamart: str, delta_num: int
 ) -> RegistryEntry | None:
     """The registry entry once `backend` has ended; `_PendingCommit` while it runs."""
-    with store.connect(autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         if backend is not None:
             running = conn.execute(
                 "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
@@ -88,7 +88,7 @@ def _registry_after(
             ).fetchone()
             if running is not None:
                 raise _PendingCommit
-    return store.applied(datamart, delta_num)
+        return registry_entry(conn, datamart, delta_num)
 
 
 class _PendingCommit(Exception):

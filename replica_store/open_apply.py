@@ -35,10 +35,10 @@ import structlog
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import Table
-from replica_store.connections import LoaderConnections
 from replica_store.delta_transaction import DeltaTransaction
 from replica_store.errors import TransientLoadError
-from replica_store.store import Datamart, ReplicaStore
+from replica_store.layout import Datamart
+from replica_store.store import ReplicaStore
 from replica_store.transfer import TransferManifest
 
 log = structlog.get_logger("spark_loader")
@@ -79,7 +79,6 @@ class _End:
 class OpenApply:
     def __init__(
         self,
-        connections: LoaderConnections,
         store: ReplicaStore,
         datamart: Datamart,
         manifest: TransferManifest,
@@ -92,7 +91,7 @@ class OpenApply:
         self.idle_seconds = idle_seconds
         self.request_id = manifest.request_id
         self.delta_num = manifest.delta_num
-        self._transaction = DeltaTransaction(connections, store, datamart, manifest)
+        self._transaction = store.begin_delta(datamart, manifest)
         self._progress = Progress()
         self._commands: queue.SimpleQueue[_Apply | _End] = queue.SimpleQueue()
         self._queued: list[_Apply] = []  # under `_lock`: queued, not finished
@@ -188,8 +187,9 @@ class OpenApply:
         `alive`. Raises `TransientLoadError` if it is gone already."""
         if not self._progress.alive or self._owner is None:
             raise TransientLoadError("the open apply was rolled back")
-        command = _Apply(tuple(tables), MappingProxyType(dict(counts)),
-                         MappingProxyType(dict(spans or {})))  # fmt: skip
+        command = _Apply(
+            tuple(tables), MappingProxyType(dict(counts)), MappingProxyType(dict(spans or {}))
+        )
         with self._lock:
             self._queued.append(command)
         self._commands.put(command)
@@ -254,8 +254,11 @@ class OpenApply:
             transaction.roll_back(failed=True)
             self._progress = Progress()
             reason = f"{type(exc).__name__}: {exc}"[:300]
-            log.info("open apply rolled back: the load applies its tables",
-                     deltaNum=self.delta_num, reason=reason)  # fmt: skip
+            log.info(
+                "open apply rolled back: the load applies its tables",
+                deltaNum=self.delta_num,
+                reason=reason,
+            )
             raise
         self._progress = Progress(
             alive=True,

@@ -9,22 +9,27 @@ the same transaction as the tables it describes.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from podd_runtime.dsn import safe_dsn
-from protocol.apply_model import TableCounts
+from podd_runtime.lock_file import Hold
 from protocol.ddl import parse_schema
-from protocol.schema import LogicalSchema
+from protocol.schema import LogicalSchema, Table
+from replica_store.connections import LoaderConnections
+from replica_store.delta_transaction import DeltaTransaction
 from replica_store.dialect import Dialect, distributes
 from replica_store.errors import StoreMismatchError
+from replica_store.layout import Datamart
 from replica_store.live_tables import check_live_tables
+from replica_store.ownership import DatamartOwnership
+from replica_store.registry import RegistryEntry, read_registry, registry_entry
+from replica_store.replica_reader import read_as_of
 from replica_store.store_sql import (
     MAX_IDENTIFIER_BYTES,
     META_SCHEMA,
@@ -37,6 +42,7 @@ from replica_store.store_sql import (
     staging_name,
     store_ddl,
 )
+from replica_store.transfer import TransferManifest
 
 _STORE_LOCK = 0x5_0DD_5702  # advisory lock serialising store creation (the catalog)
 
@@ -48,48 +54,14 @@ def _lock_datamart(conn: psycopg.Connection, datamart: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_STORE_LOCK,))
 
 
-@dataclass(frozen=True)
-class RegistryEntry:
-    """One applied delta, as the replica recorded it."""
-
-    datamart: str
-    delta_num: int
-    delta_date: datetime
-    request_id: str
-    tables: tuple[TableCounts, ...]
-    applied_at: datetime
-
-
-@dataclass(frozen=True)
-class Datamart:
-    """A datamart whose store exists: its logical schema and its catalog id."""
-
-    schema: LogicalSchema
-    id: int
-    #: Which statements its loads send (`replica_store.dialect`).
-    dialect: Dialect = Dialect.POSTGRESQL
-    #: Whether the tables it creates are `DISTRIBUTED BY` (a Greenplum server).
-    distributed: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.schema.datamart
-
-    def position(self, table_name: str) -> int:
-        """The table's place in the schema, which numbers its staging table."""
-        return [t.name for t in self.schema.tables].index(table_name)
-
-    def staging(self, table_name: str) -> str:
-        """The quoted name of the table's staging table."""
-        return staging_name(self.id, self.position(table_name))
-
-
 class ReplicaStore:
     """Access to the replica database at `dsn`, whose statements are `dialect`'s."""
 
     def __init__(self, dsn: str, dialect: Dialect = Dialect.POSTGRESQL) -> None:
         self.dsn = dsn
         self.dialect = dialect
+        #: The sessions loads take and give back (kept between loads).
+        self.sessions = LoaderConnections(dsn)
 
     def __repr__(self) -> str:
         return f"ReplicaStore({safe_dsn(self.dsn)})"
@@ -118,6 +90,22 @@ class ReplicaStore:
                 conn.execute(f"DROP TABLE IF EXISTS {staging_name(datamart_id, position)}")
                 conn.execute(create_staging_sql(distributed, datamart_id, position, table))
         return Datamart(schema, datamart_id, self.dialect, distributed)
+
+    def begin_delta(self, datamart: Datamart, manifest: TransferManifest) -> DeltaTransaction:
+        """Delta N's transaction, not yet locked (`DeltaTransaction.lock`)."""
+        return DeltaTransaction(self.sessions, datamart, manifest)
+
+    def read_as_of(self, datamart: str, table: Table, delta_num: int) -> list[tuple[Any, ...]]:
+        """The table's rows as of delta `delta_num` (REPLICA.md's query)."""
+        return read_as_of(self.dsn, datamart, table, delta_num)
+
+    def hold(self, datamarts: Sequence[str], role: str, lock_file: Path | None = None) -> Hold:
+        """This process's hold on the datamarts (one writer each): `acquire` it, or `with`."""
+        return DatamartOwnership(self.dsn, datamarts, lock_file, role)
+
+    def close(self) -> None:
+        """Close the sessions kept between loads."""
+        self.sessions.close()
 
     def _distributes(self, conn: psycopg.Connection) -> bool:
         """Whether this server distributes tables; a Greenplum server with the `postgresql`
@@ -232,17 +220,6 @@ class ReplicaStore:
             return registry_entry(conn, datamart, None)
 
 
-def registry_entry(
-    conn: psycopg.Connection, datamart: str, delta_num: int | None, *, exists: bool = False
-) -> RegistryEntry | None:
-    """The registry's entry of `delta_num`, or with None its last entry (`exists`: the
-    caller knows the registry table exists, as after `ensure`)."""
-    entries = read_registry(
-        conn, datamart, delta_num=delta_num, last=delta_num is None, exists=exists
-    )
-    return entries[0] if entries else None
-
-
 def empty_staging(
     conn: psycopg.Connection, tables: list[str], *, deleting: Collection[str] = ()
 ) -> None:
@@ -260,49 +237,6 @@ def empty_staging(
         conn.execute(f"DELETE FROM {table}")
     if truncated := [t for t in dirty if t not in deleting]:
         conn.execute(f"TRUNCATE {', '.join(truncated)}")
-
-
-def read_registry(
-    conn: psycopg.Connection,
-    datamart: str,
-    *,
-    delta_num: int | None = None,
-    last: bool = False,
-    exists: bool = False,
-) -> list[RegistryEntry]:
-    query = (
-        f"SELECT datamart, delta_num, delta_date, request_id, table_counts, applied_at "
-        f"FROM {q(META_SCHEMA)}.delta_registry WHERE datamart = %s"
-    )
-    params: list[object] = [datamart]
-    if delta_num is not None:
-        query += " AND delta_num = %s"
-        params.append(delta_num)
-    query += " ORDER BY delta_num DESC LIMIT 1" if last else " ORDER BY delta_num"
-    if not exists:
-        found = conn.execute(
-            "SELECT to_regclass(%s)", (f"{META_SCHEMA}.delta_registry",)
-        ).fetchone()
-        if not found or found[0] is None:
-            return []
-    rows = conn.execute(query, params).fetchall()
-    return [
-        RegistryEntry(
-            datamart=row[0],
-            delta_num=row[1],
-            delta_date=row[2].replace(tzinfo=UTC),
-            request_id=row[3],
-            tables=tuple(TableCounts(*t) for t in json.loads(row[4])),
-            applied_at=row[5],
-        )
-        for row in rows
-    ]
-
-
-def encode_counts(counts: list[TableCounts]) -> str:
-    return json.dumps(
-        [[c.table_name, c.rows_received, c.rows_upserted, c.rows_deleted] for c in counts]
-    )
 
 
 def _register_catalog(conn: psycopg.Connection, schema: LogicalSchema) -> int:

@@ -9,10 +9,15 @@ import psycopg
 
 from protocol.apply_model import TableCounts
 from protocol.schema import Table
-from replica_store.apply_statements import ApplyStatements, apply_rows, flip_to_upsert
+from replica_store.apply_statements import (
+    SEQSCAN_DEFAULT,
+    ApplyStatements,
+    apply_rows,
+    flip_to_upsert,
+)
 from replica_store.errors import TransientLoadError
+from replica_store.layout import Datamart
 from replica_store.pieces import Piece, gone_name, gone_sql, plus
-from replica_store.store import Datamart
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
 #: and with t_actual's lagging behind its growth (autovacuum analyses after 10% changed, at
@@ -34,7 +39,6 @@ FLIP_PLANNER = (
     "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = on; "
     "SET LOCAL enable_mergejoin = off"
 )
-SEQSCAN_DEFAULT = "SET LOCAL enable_seqscan TO DEFAULT"
 #: ANALYZE samples 300 rows per unit of target (PostgreSQL's default target, 100: 30,000
 #: rows). The apply's plans need little more than the size and that keys are distinct.
 ANALYZE_STATISTICS_TARGET = 10
@@ -105,7 +109,7 @@ def apply_table_piece(
         conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
     else:
         keyed = _plan_for(conn, relation, staged, keyed, analyzed=True)
-    applied = apply_rows(conn, datamart.dialect, statements, params)
+    applied = apply_rows(conn, datamart.dialect, statements, params, first_piece=before is None)
     _check_found(table, applied.staged, staged)
     deleted = applied.deleted + applied.flipped - to_upsert
     counts = TableCounts(table.name, rows, applied.opened - applied.replaced, deleted)

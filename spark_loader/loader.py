@@ -25,23 +25,23 @@ from pyspark.sql import SparkSession
 from podd_runtime.dsn import with_passfile
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
-from replica_store.connections import LoaderConnections
 from replica_store.delta_transaction import Commit, DeltaTransaction, plain_commit
 from replica_store.errors import (
     LoaderError,
     LoadFailedError,
     TransientLoadError,
 )
+from replica_store.layout import Datamart
 from replica_store.lost_commit import LoadResult
 from replica_store.open_apply import OpenApply
-from replica_store.store import Datamart, ReplicaStore
+from replica_store.store import ReplicaStore
 from replica_store.transfer import StagedTransfer
 from spark_loader.executor_probe import probe_executors
 from spark_loader.run_ahead import run_ahead
 from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
 from spark_loader.slice_encode import EncodedSlice, TableSlice
-from spark_loader.staging_steps import logged_when_done, staging_steps
+from spark_loader.staging_steps import Staging, logged_when_done, staging_steps
 from spark_loader.temp_staging import decode_ahead
 
 log = structlog.get_logger("spark_loader")
@@ -71,7 +71,7 @@ class DeltaLoader:
         self.between_tables = between_tables
         self.commit = commit
         self._executor_dsn_cache: str | None = None
-        self.connections = LoaderConnections(store.dsn)
+        self.connections = store.sessions
         self._datamarts: dict[str, Datamart] = {}
         self._apply_started = 0.0  # when the last load's apply transaction began
 
@@ -186,7 +186,7 @@ class DeltaLoader:
         """One delta transaction, on one session for the whole load (kept for the next):
         the datamart's lock, the sequence checks, staging, the apply, the commit."""
         started = time.perf_counter()
-        transaction = DeltaTransaction(self.connections, self.store, datamart, transfer.manifest)
+        transaction = self.store.begin_delta(datamart, transfer.manifest)
         try:
             transaction.lock(wait=True)
             # Under the datamart's lock: another loader (or our own retry) may have applied
@@ -197,24 +197,24 @@ class DeltaLoader:
                 transaction.roll_back()
                 return LoadResult.from_registry(stored, already_applied=True)
             staging = staging_steps(
-                transaction.conn, datamart, transfer, tables, self.settings, self.spark,
-                self.executor_dsn, in_apply_transaction=True, ahead=ahead,
-            )  # fmt: skip
-            steps = staging.steps
-            if steps:
-                steps[-1] = logged_when_done(steps[-1], bound, started)
-            with run_ahead(steps, "podd-staging") as staged:
-                transaction.begin()
-                result = self._apply(transaction, transfer, tables, staged, staging.relations)
+                transaction.conn,
+                datamart,
+                transfer,
+                tables,
+                self.settings,
+                self.spark,
+                self.executor_dsn,
+                in_apply_transaction=True,
+                ahead=ahead,
+            )
+            result = self._stage_and_apply(
+                staging, transfer, tables, bound, started, take=lambda: _begun(transaction)
+            )
         except BaseException as exc:
             transaction.roll_back(failed=True)
-            if isinstance(exc, TRANSIENT):
-                raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
+            _raise_transient(exc)
             raise
-        bound.info(
-            "applied", step=4, seconds=round(time.perf_counter() - self._apply_started, 3),
-            rows=sum(c.rows_received for c in result.tables),
-        )  # fmt: skip
+        self._log_applied(bound, result)
         return result
 
     def _finish(
@@ -238,38 +238,62 @@ class DeltaLoader:
         # The streams applied in part: only the chunks after those (`replica_store.pieces`).
         numbers = {s.table_name: s.stream_number for s in transfer.manifest.streams}
         rest = transfer.rebased({numbers[name]: last + 1 for name, last in through.items()})
-        transaction: DeltaTransaction | None = None
+        taken: list[DeltaTransaction] = []
+
+        def take() -> DeltaTransaction:
+            opened.settle()
+            if set(opened.applied) != claimed or opened.through() != through:
+                raise TransientLoadError("the open apply was rolled back")
+            taken.append(opened.hand_over())
+            return taken[0]
+
         try:
             with self.connections.session() as staging_session:
                 if busy and not opened.alive:
                     raise TransientLoadError("the open apply was rolled back")
                 staging = staging_steps(
-                    staging_session.conn, datamart, rest, left, self.settings, self.spark,
-                    self.executor_dsn, read_by_open_apply=opened.touched(),
-                )  # fmt: skip
-                steps = staging.steps
-                if steps:
-                    steps[-1] = logged_when_done(steps[-1], bound, started)
-                with run_ahead(steps, "podd-staging") as staged:
-                    opened.settle()
-                    if set(opened.applied) != claimed or opened.through() != through:
-                        raise TransientLoadError("the open apply was rolled back")
-                    transaction = opened.hand_over()
-                    result = self._apply(transaction, transfer, tables, staged, staging.relations)
+                    staging_session.conn,
+                    datamart,
+                    rest,
+                    left,
+                    self.settings,
+                    self.spark,
+                    self.executor_dsn,
+                    read_by_open_apply=opened.touched(),
+                )
+                result = self._stage_and_apply(staging, transfer, tables, bound, started, take)
         except BaseException as exc:
-            if transaction is None:
-                opened.abort()
-            else:
+            opened.abort()  # (nothing left to roll back once it was handed over)
+            for transaction in taken:
                 transaction.roll_back(failed=True)
-            if isinstance(exc, TRANSIENT):
-                raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
+            _raise_transient(exc)
             raise
-        bound.info(
-            "applied", step=4, opened_before=sorted(claimed),
-            seconds=round(time.perf_counter() - self._apply_started, 3),
-            rows=sum(c.rows_received for c in result.tables),
-        )  # fmt: skip
+        self._log_applied(bound, result, opened_before=sorted(claimed))
         return result
+
+    def _stage_and_apply(
+        self,
+        staging: Staging,
+        transfer: StagedTransfer,
+        tables: list[Table],
+        bound: structlog.typing.FilteringBoundLogger,
+        started: float,
+        take: Callable[[], DeltaTransaction],
+    ) -> LoadResult:
+        """Stage ahead (`run_ahead`) while the transaction `take` gives applies each table
+        as soon as it is staged; the registry row; COMMIT."""
+        steps = staging.steps
+        if steps:
+            steps[-1] = logged_when_done(steps[-1], bound, started)
+        with run_ahead(steps, "podd-staging") as staged:
+            return self._apply(take(), transfer, tables, staged, staging.relations)
+
+    def _log_applied(
+        self, bound: structlog.typing.FilteringBoundLogger, result: LoadResult, **extra: object
+    ) -> None:
+        seconds = round(time.perf_counter() - self._apply_started, 3)
+        rows = sum(c.rows_received for c in result.tables)
+        bound.info("applied", step=4, **extra, seconds=seconds, rows=rows)
 
     def _apply(
         self,
@@ -293,9 +317,23 @@ class DeltaLoader:
             if self.between_tables is not None:
                 self.between_tables(transaction.conn, table.name)
         return transaction.commit(
-            transfer, tables, synchronous=self.settings.synchronous_commit,
-            settle_seconds=self.settings.commit_settle_seconds, commit=self.commit,
-        )  # fmt: skip
+            transfer,
+            tables,
+            synchronous=self.settings.synchronous_commit,
+            settle_seconds=self.settings.commit_settle_seconds,
+            commit=self.commit,
+        )
+
+
+def _begun(transaction: DeltaTransaction) -> DeltaTransaction:
+    transaction.begin()
+    return transaction
+
+
+def _raise_transient(exc: BaseException) -> None:
+    """A failure of the database worth another attempt of the load, as one."""
+    if isinstance(exc, TRANSIENT):
+        raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
 
 
 __all__ = ["BetweenTables", "DeltaLoader", "LoadResult", "LoaderError"]

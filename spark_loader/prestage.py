@@ -29,9 +29,9 @@ import structlog
 from protocol.errors import PoddError
 from protocol.schema import Table
 from replica_store.errors import TransientLoadError
+from replica_store.layout import Datamart
 from replica_store.open_apply import OpenApply, Span
 from replica_store.prestaged import remember
-from replica_store.store import Datamart
 from replica_store.transfer import StagedTransfer, StreamManifest
 from spark_loader.loader import DeltaLoader
 from spark_loader.staging_steps import staging_steps
@@ -59,15 +59,17 @@ class Prestager:
         datamart = self.loader.datamart(manifest.datamart)
         if datamart is None or not manifest.streams:
             return [], opened
-        ids = {"datamart": manifest.datamart, "deltaNum": manifest.delta_num,
-               "requestId": manifest.request_id}  # fmt: skip
+        ids = {
+            "datamart": manifest.datamart,
+            "deltaNum": manifest.delta_num,
+            "requestId": manifest.request_id,
+        }
         started = time.perf_counter()
         try:
             if opened is None or not opened.alive:
                 opened = OpenApply(
-                    self.loader.connections, self.loader.store, datamart, manifest,
-                    idle_seconds=self.idle_seconds,
-                )  # fmt: skip
+                    self.loader.store, datamart, manifest, idle_seconds=self.idle_seconds
+                )
                 if not opened.open():
                     return [], None  # a load holds the datamart
             transfer, spans = self._pieces(transfer, opened)
@@ -85,14 +87,24 @@ class Prestager:
             if opened is not None:
                 opened.abort()
             level = log.info if isinstance(exc, PoddError | psycopg.Error) else log.warning
-            level("prestage dropped: the load stages these tables", **ids,
-                  reason=f"{type(exc).__name__}: {str(exc)[:300]}")  # fmt: skip
+            level(
+                "prestage dropped: the load stages these tables",
+                **ids,
+                reason=f"{type(exc).__name__}: {str(exc)[:300]}",
+            )
             return [], None
         names = [t.name for t in tables]
-        log.info("prestaged", **ids, tables=names,
-                 pieces={n: f"{s.first_chunk}-{s.chunk_count}"
-                         for n, s in _streams(transfer).items() if n in spans},
-                 seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        log.info(
+            "prestaged",
+            **ids,
+            tables=names,
+            pieces={
+                n: f"{s.first_chunk}-{s.chunk_count}"
+                for n, s in _streams(transfer).items()
+                if n in spans
+            },
+            seconds=round(time.perf_counter() - started, 3),
+        )
         return names, opened
 
     def _pieces(
@@ -133,9 +145,15 @@ class Prestager:
         with self.loader.connections.session() as session:
             conn = session.conn
             staging = staging_steps(
-                conn, datamart, transfer, tables, settings, self.loader.spark,
-                self.loader.executor_dsn, read_by_open_apply=read_by_open_apply,
-            )  # fmt: skip
+                conn,
+                datamart,
+                transfer,
+                tables,
+                settings,
+                self.loader.spark,
+                self.loader.executor_dsn,
+                read_by_open_apply=read_by_open_apply,
+            )
             whole = {s.table_name for s in transfer.manifest.streams if s.whole}
             for table, step in zip(tables, staging.steps, strict=True):
                 counts[table.name] = step()

@@ -33,8 +33,9 @@ from pyspark.sql import SparkSession
 
 from protocol.schema import Table
 from replica_store.errors import LoadFailedError, TransientLoadError
+from replica_store.layout import Datamart
 from replica_store.prestaged import forget, prestaged
-from replica_store.store import Datamart, empty_staging
+from replica_store.store import empty_staging
 from replica_store.store_sql import copy_statement
 from replica_store.transfer import StagedTransfer
 from spark_loader.settings import LoaderSettings

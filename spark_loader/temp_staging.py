@@ -27,7 +27,7 @@ import psycopg
 
 from protocol.errors import ProtocolError
 from protocol.schema import Table
-from replica_store.store import Datamart
+from replica_store.layout import Datamart
 from replica_store.store_sql import copy_statement, temp_staging_sql
 from replica_store.transfer import StagedTransfer
 from spark_loader.settings import LoaderSettings

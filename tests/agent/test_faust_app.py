@@ -25,7 +25,7 @@ from replica_agent.service import ReplicaService, SendResult
 from replica_agent.settings import AgentSettings
 from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
-from replica_store.store import RegistryEntry
+from replica_store.registry import RegistryEntry
 from replica_store.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
 

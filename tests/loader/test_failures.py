@@ -20,7 +20,8 @@ from protocol.errors import ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_store.errors import LoadFailedError
-from replica_store.store import ReplicaStore, encode_counts
+from replica_store.registry import encode_counts
+from replica_store.store import ReplicaStore
 from replica_store.transfer import StagedTransfer
 from spark_loader import loader as loader_module
 from spark_loader import slice_jobs
