@@ -35,7 +35,7 @@ import psycopg
 from psycopg import sql
 
 from protocol.schema import Table
-from replica_store.dialect import Dialect
+from replica_store.dialect import Dialect, distributed_by
 from replica_store.store_sql import ident, physical_ident, render
 
 #: An older version, moved to `t_history` (a version this delta opened is replaced instead).
@@ -47,9 +47,6 @@ THIS_DELTA = "{}.sys_from = %(delta)s"
 #: do not know the rows this transaction wrote, and a constant filter on `t_history` lets
 #: it start from `t_history` and scan staging once per row (`replica_store.pieces`).
 CLOSED_BY_THIS_DELTA = "{0}.sys_to = {1}.sys_from - 1"
-#: Around the ADB dialect's flips: `t_actual` and `t_history` probed by primary key from
-#: the piece's rows, never scanned (staging has no index: it is scanned all the same).
-INDEX_PROBES = "SET LOCAL enable_seqscan = off"
 SEQSCAN_DEFAULT = "SET LOCAL enable_seqscan TO DEFAULT"
 
 
@@ -206,40 +203,53 @@ class ApplyStatements:
             older=self.rule(OLDER, "a"),
         )
 
+    def _closing(self) -> sql.Composable:
+        """The piece's matched versions, kept for the flips (`closing_sql`)."""
+        return sql.SQL(self._gone().as_string(None).replace("podd_gone_", "podd_closing_"))
+
+    def closing_sql(self, distributed: bool) -> sql.Composable:
+        """The current versions this piece closes, with the `sys_op` that closes them, from
+        staging by key: the flips then filter these rows (a bounded few) by this delta's
+        number, never `t_actual` or `t_history` by a constant, which the planner, not
+        knowing the rows this transaction wrote, drives a scan from."""
+        return sql.SQL(
+            "CREATE TEMP TABLE {closing} ON COMMIT DROP AS SELECT {a_keys}, a.sys_from, "
+            "s.sys_op AS podd_closed_by FROM {actual} a JOIN {staging} s ON {a_s}{distributed}"
+        ).format(
+            closing=self._closing(),
+            a_keys=self.keys("a."),
+            actual=self.actual,
+            staging=self.staging,
+            a_s=self.on("a", "s"),
+            distributed=distributed_by(distributed, self.table.primary_key),
+        )
+
     def _flip_to_delete_where(self) -> sql.Composable:
-        return sql.SQL("s.sys_op = 1 AND {this} AND {h_a} AND {closed}").format(
-            this=self.rule(THIS_DELTA, "a"),
-            h_a=self.on("h", "a"),
-            closed=self.rule(CLOSED_BY_THIS_DELTA, "h", "a"),
+        return sql.SQL("c.podd_closed_by = 1 AND {this} AND {h_c} AND {closed}").format(
+            this=self.rule(THIS_DELTA, "c"),
+            h_c=self.on("h", "c"),
+            closed=self.rule(CLOSED_BY_THIS_DELTA, "h", "c"),
         )
 
     def flipped_gone_sql(self) -> sql.Composable:
         """Rule "flipped to a delete", its keys into `gone` (before the flip itself)."""
         return sql.SQL(
             "INSERT INTO {gone} ({keys}, sys_from) SELECT {h_keys}, h.sys_from "
-            "FROM {history} h, {actual} a JOIN {staging} s ON {a_s} WHERE {where}"
+            "FROM {closing} c JOIN {history} h ON {h_c} WHERE {where}"
         ).format(
             gone=self._gone(),
             keys=self.keys(),
             h_keys=self.keys("h."),
+            closing=self._closing(),
             history=self.history,
-            actual=self.actual,
-            staging=self.staging,
-            a_s=self.on("a", "s"),
+            h_c=self.on("h", "c"),
             where=self._flip_to_delete_where(),
         )
 
     def flipped_sql(self) -> sql.Composable:
         """Rule "flipped to a delete"."""
-        return sql.SQL(
-            "UPDATE {history} h SET sys_op = 1 FROM {actual} a JOIN {staging} s ON {a_s} "
-            "WHERE {where}"
-        ).format(
-            history=self.history,
-            actual=self.actual,
-            staging=self.staging,
-            a_s=self.on("a", "s"),
-            where=self._flip_to_delete_where(),
+        return sql.SQL("UPDATE {history} h SET sys_op = 1 FROM {closing} c WHERE {where}").format(
+            history=self.history, closing=self._closing(), where=self._flip_to_delete_where()
         )
 
     def removed_sql(self) -> sql.Composable:
@@ -248,19 +258,21 @@ class ApplyStatements:
             actual=self.actual, staging=self.staging, a_s=self.on("a", "s")
         )
 
-    def sequence(self, *, first_piece: bool = False) -> list[tuple[str, str]]:
-        """The ADB dialect's statements, in order, each named by what its row count is (a
-        planner setting by "setting"). A stream's first piece flips nothing: no earlier
+    def sequence(
+        self, *, first_piece: bool = False, distributed: bool = False
+    ) -> list[tuple[str, str]]:
+        """The ADB dialect's statements, in order, each named by what its row count is (one
+        whose count means nothing by "setting"). A stream's first piece flips nothing: no earlier
         piece opened or closed a version of this delta."""
         steps: list[tuple[str, sql.Composable]] = []
         if self.gone is not None:
             steps.append(("recorded", self.recorded_sql()))
         if self.gone is not None and not first_piece:
             steps += [
-                ("setting", sql.SQL(INDEX_PROBES)),
+                ("setting", self.closing_sql(distributed)),
                 ("flipped_gone", self.flipped_gone_sql()),
                 ("flipped", self.flipped_sql()),
-                ("setting", sql.SQL(SEQSCAN_DEFAULT)),
+                ("setting", sql.SQL("DROP TABLE {}").format(self._closing())),
             ]
         steps += [
             ("deleted", self.closing(1)),
@@ -307,14 +319,16 @@ def apply_rows(
     params: dict[str, Any],
     *,
     first_piece: bool = False,
+    distributed: bool = False,
 ) -> Applied:
-    """Run the apply's rules in the open transaction (`first_piece`: a stream's first)."""
+    """Run the apply's rules in the open transaction (`first_piece`: a stream's first;
+    `distributed`: tables it creates are `DISTRIBUTED BY`, a Greenplum server)."""
     if dialect is Dialect.POSTGRESQL:
         row = conn.execute(statements.one_statement(), params).fetchone()
         assert row is not None
         return Applied(*(int(v) for v in row))
     counts: dict[str, int] = {}
-    for name, text in statements.sequence(first_piece=first_piece):
+    for name, text in statements.sequence(first_piece=first_piece, distributed=distributed):
         if name == "setting":
             conn.execute(text)
             continue

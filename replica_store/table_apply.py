@@ -109,7 +109,14 @@ def apply_table_piece(
         conn.execute(KEYED_LOOKUP if keyed else PLANNER_DEFAULT)
     else:
         keyed = _plan_for(conn, relation, staged, keyed, analyzed=True)
-    applied = apply_rows(conn, datamart.dialect, statements, params, first_piece=before is None)
+    applied = apply_rows(
+        conn,
+        datamart.dialect,
+        statements,
+        params,
+        first_piece=before is None,
+        distributed=datamart.distributed,
+    )
     _check_found(table, applied.staged, staged)
     deleted = applied.deleted + applied.flipped - to_upsert
     counts = TableCounts(table.name, rows, applied.opened - applied.replaced, deleted)
