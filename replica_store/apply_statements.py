@@ -47,6 +47,8 @@ THIS_DELTA = "{}.sys_from = %(delta)s"
 #: do not know the rows this transaction wrote, and a constant filter on `t_history` lets
 #: it start from `t_history` and scan staging once per row (`replica_store.pieces`).
 CLOSED_BY_THIS_DELTA = "{0}.sys_to = {1}.sys_from - 1"
+#: The name of a step of the ADB sequence whose row count means nothing.
+UNCOUNTED = "uncounted"
 SEQSCAN_DEFAULT = "SET LOCAL enable_seqscan TO DEFAULT"
 
 
@@ -69,15 +71,25 @@ class Applied:
 
 
 class ApplyStatements:
-    """The statements of one table's apply from one staging relation (`staging`, quoted);
-    `gone` (quoted), the transaction's table of keys closed by a delete, for a piece."""
+    """The statements of one table's apply from one staging relation (`staging`, quoted).
+    For a piece (`pieces.gone_name`, `pieces.closing_name`, quoted): `gone`, the
+    transaction's table of keys closed by a delete, and `closing`, the ADB dialect's table
+    of the versions the piece closes."""
 
-    def __init__(self, datamart: str, table: Table, staging: str, gone: str | None = None):
+    def __init__(
+        self,
+        datamart: str,
+        table: Table,
+        staging: str,
+        gone: str | None = None,
+        closing: str | None = None,
+    ):
         self.table = table
         self.actual = physical_ident(datamart, table.name, "actual")
         self.history = physical_ident(datamart, table.name, "history")
         self.staging = sql.SQL(staging)
         self.gone = sql.SQL(gone) if gone is not None else None
+        self.closing = sql.SQL(closing) if closing is not None else None
 
     # --- fragments -----------------------------------------------------------------------
     def on(self, left: str, right: str) -> sql.Composable:
@@ -169,7 +181,7 @@ class ApplyStatements:
         )
 
     # --- the ADB dialect: a sequence -------------------------------------------------------
-    def closing(self, sys_op: int) -> sql.Composable:
+    def moved_sql(self, sys_op: int) -> sql.Composable:
         """Rule "moved", for the staged rows with this `sys_op`: its row count is the
         versions it closed."""
         older = sql.SQL(" AND ") + self.rule(OLDER, "a") if self.gone is not None else sql.SQL("")
@@ -204,8 +216,8 @@ class ApplyStatements:
         )
 
     def _closing(self) -> sql.Composable:
-        """The piece's matched versions, kept for the flips (`closing_sql`)."""
-        return sql.SQL(self._gone().as_string(None).replace("podd_gone_", "podd_closing_"))
+        assert self.closing is not None, "only a piece keeps the versions it closes"
+        return self.closing
 
     def closing_sql(self, distributed: bool) -> sql.Composable:
         """The current versions this piece closes, with the `sys_op` that closes them, from
@@ -262,21 +274,21 @@ class ApplyStatements:
         self, *, first_piece: bool = False, distributed: bool = False
     ) -> list[tuple[str, str]]:
         """The ADB dialect's statements, in order, each named by what its row count is (one
-        whose count means nothing by "setting"). A stream's first piece flips nothing: no earlier
+        whose count means nothing by `UNCOUNTED`). A stream's first piece flips nothing: no earlier
         piece opened or closed a version of this delta."""
         steps: list[tuple[str, sql.Composable]] = []
         if self.gone is not None:
             steps.append(("recorded", self.recorded_sql()))
         if self.gone is not None and not first_piece:
             steps += [
-                ("setting", self.closing_sql(distributed)),
+                (UNCOUNTED, self.closing_sql(distributed)),
                 ("flipped_gone", self.flipped_gone_sql()),
                 ("flipped", self.flipped_sql()),
-                ("setting", sql.SQL("DROP TABLE {}").format(self._closing())),
+                (UNCOUNTED, sql.SQL("DROP TABLE {}").format(self._closing())),
             ]
         steps += [
-            ("deleted", self.closing(1)),
-            ("moved_by_upsert", self.closing(0)),
+            ("deleted", self.moved_sql(1)),
+            ("moved_by_upsert", self.moved_sql(0)),
             ("removed", self.removed_sql()),
             ("opened", self.opened_sql()),
             ("staged", self.staged_sql()),
@@ -329,7 +341,7 @@ def apply_rows(
         return Applied(*(int(v) for v in row))
     counts: dict[str, int] = {}
     for name, text in statements.sequence(first_piece=first_piece, distributed=distributed):
-        if name == "setting":
+        if name == UNCOUNTED:
             conn.execute(text)
             continue
         cursor = conn.execute(text, params)

@@ -137,6 +137,13 @@ class OpenApply:
         with self._lock:
             return list(self._queued)
 
+    def _seen(self) -> tuple[list[_Apply], Progress]:
+        """The queued commands, then the progress: read in this order, a command that ends
+        in between is in the progress (its owner publishes before it unqueues), never in
+        neither."""
+        pending = self._pending()
+        return pending, self._progress
+
     def applying(self) -> bool:
         """A queued apply has not finished."""
         return bool(self._pending())
@@ -148,7 +155,7 @@ class OpenApply:
     def claimed(self) -> set[str]:
         """The tables applied whole, and those a queued apply completes (applied too once
         it ends, unless it fails and the transaction is rolled back)."""
-        progress, pending = self._progress, self._pending()
+        pending, progress = self._seen()
         claimed = set(progress.done)
         for command in pending:
             claimed |= {t.name for t in command.tables if command.spans.get(t.name, (0, True))[1]}
@@ -156,7 +163,7 @@ class OpenApply:
 
     def through(self) -> dict[str, int]:
         """Tables applied in part, with the last chunk applied (or queued to be)."""
-        progress, pending = self._progress, self._pending()
+        pending, progress = self._seen()
         out = dict(progress.through)
         for command in pending:
             for table in command.tables:
@@ -170,8 +177,9 @@ class OpenApply:
     def touched(self) -> set[str]:
         """Tables whose staging the transaction read (it holds a lock on it till its end):
         their staging may be emptied by DELETE, never by TRUNCATE, while it is open."""
-        progress = self._progress
-        return {*progress.done, *progress.through, *self.busy()}
+        pending, progress = self._seen()
+        busy = {t.name for command in pending for t in command.tables}
+        return {*progress.done, *progress.through, *busy}
 
     # --- commands -------------------------------------------------------------------------
     def apply_later(

@@ -66,6 +66,11 @@ def gone_name(datamart_id: int, position: int) -> str:
     return render(ident("pg_temp", f"podd_gone_{datamart_id}_{position}"))
 
 
+def closing_name(datamart_id: int, position: int) -> str:
+    """The piece's temporary table of the versions it closes, for the flips (quoted)."""
+    return render(ident("pg_temp", f"podd_closing_{datamart_id}_{position}"))
+
+
 def gone_sql(distributed: bool, table: Table, gone: str) -> str:
     """Create `gone` for the transaction, if absent: the keys, then the `sys_from` of the
     version closed (its primary key in `t_history`); primary key on the keys."""

@@ -17,7 +17,7 @@ from replica_store.apply_statements import (
 )
 from replica_store.errors import TransientLoadError
 from replica_store.layout import Datamart
-from replica_store.pieces import Piece, gone_name, gone_sql, plus
+from replica_store.pieces import Piece, closing_name, gone_name, gone_sql, plus
 
 #: Staging tables with fewer rows are not analysed (2 ms each). Without their statistics,
 #: and with t_actual's lagging behind its growth (autovacuum analyses after 10% changed, at
@@ -99,7 +99,8 @@ def apply_table_piece(
         return Piece(through, plus(before.counts, counts), before.gone), keyed
     if staged >= ANALYZE_MIN_ROWS:
         _analyze(conn, relation)
-    statements = ApplyStatements(datamart.name, table, relation, gone)
+    closing = closing_name(datamart.id, datamart.position(table.name))
+    statements = ApplyStatements(datamart.name, table, relation, gone, closing)
     to_upsert = 0
     if before is not None and before.gone:  # an earlier piece closed keys by a delete
         conn.execute(FLIP_PLANNER)
