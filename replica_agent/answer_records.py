@@ -21,9 +21,9 @@ from pydantic import ValidationError
 
 from podd_runtime.files import durable_write, fsync_directory
 from protocol.messages import DeltaInResult
-from replica_agent.errors import StagingError
+from replica_agent.chunk_spool import transfer_id
+from replica_agent.errors import SpoolError
 from replica_agent.quarantine import Quarantine
-from replica_agent.staging import transfer_id
 
 OWED = ".owed.json"
 SENT = ".sent.json"
@@ -55,7 +55,7 @@ class AnswerRecords:
             if earlier.exists():
                 try:
                     return _read_result(earlier)
-                except StagingError as exc:
+                except SpoolError as exc:
                     self.quarantine.move(earlier, str(exc))
         data = result.model_dump_json(by_alias=True).encode()
         durable_write(self.directory / f"{ident}{OWED}", data)
@@ -91,7 +91,7 @@ class AnswerRecords:
         for path in [*sent, *owed]:
             try:
                 result = _read_result(path)
-            except (StagingError, FileNotFoundError) as exc:
+            except (SpoolError, FileNotFoundError) as exc:
                 if cleanup and path.exists():
                     found.quarantined.append((self.quarantine.move(path, str(exc)), str(exc)))
                 continue
@@ -112,4 +112,4 @@ def _read_result(path: Path) -> DeltaInResult:
     try:
         return DeltaInResult.model_validate_json(path.read_bytes())
     except (OSError, ValidationError) as exc:
-        raise StagingError(f"{path} is not a readable answer: {exc}") from None
+        raise SpoolError(f"{path} is not a readable answer: {exc}") from None

@@ -236,7 +236,7 @@ def build_app(
         """On its own timer, so an answer or a registry read that waits never delays the
         rollback of an open apply whose transfer is no longer receiving."""
         try:
-            await service.worker.prestaging.sweep()
+            await service.worker.prestage_queue.sweep()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.warning("the open applies' sweep failed; retrying", error=error)

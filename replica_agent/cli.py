@@ -25,9 +25,9 @@ from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
 from protocol.sequence import expected_next
 from replica_agent.answer_records import AnswerRecords
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
-from replica_agent.staging import TransferStaging
 from replica_store.embedded_pg import replica_for
 
 #: flag → settings field, for the flags that map one to one.
@@ -66,10 +66,10 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
 
     status_path = settings.data_dir / STATUS_FILE
     agent = json.loads(status_path.read_text()) if status_path.exists() else {}
-    transfers = TransferStaging(settings.staging_path)
+    transfers = ChunkSpool(settings.staging_path)
     answers = AnswerRecords(transfers.outbox, transfers.quarantine, keep_finished=0)
     finished = answers.recover(cleanup=False).finished
-    staging = transfers.recover(finished, cleanup=False)
+    spool_state = transfers.recover(finished, cleanup=False)
     report: dict[str, Any] = {}
     with replica_for(settings) as dsn:
         store = ReplicaStore(dsn, settings.store_dialect)
@@ -83,7 +83,7 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
                 "expectedDeltaNum": expected_next(None if last is None else last.delta_num),
                 "inProgress": [
                     t.progress().model_dump(mode="json", by_alias=True)
-                    for t in staging.open
+                    for t in spool_state.open
                     if t.datamart == name
                 ],
                 "lastError": agent.get(name, {}).get("last_error"),

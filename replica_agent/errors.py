@@ -9,7 +9,7 @@ class AgentError(PoddError):
     """The agent cannot run as configured."""
 
 
-class StagingError(AgentError):
+class SpoolError(AgentError):
     """The staging directory holds something the agent cannot read back."""
 
 

@@ -9,7 +9,7 @@ module only chooses them, from what the transfers show:
   kept over transfers that have barely begun (junk, or a flood of new ones), and the delta
   the replica waits for over anything else. Transfers handed to the loader count toward
   the slots (their files are still staged) but are never chosen. Replays take neither.
-* the staging disk: its free room (`TransferStaging.room`) caps the budget too, but never
+* the staging disk: its free room (`ChunkSpool.room`) caps the budget too, but never
   evicts the transfer whose chunk arrives; when a write fails on a full disk, the transfer
   least far along other than the refused chunks' own is evicted (`for_full_disk`).
 * replays (transfers of applied deltas, which stage nothing) have a bound of their own:

@@ -4,7 +4,7 @@ The intake owns "chunks in → files durable → verdicts", and never answers. T
 `ChunkIntake.receive` every `delta.in` message already waiting (a group). The tracker admits
 each in Kafka's order, exactly as if it came alone. What a chunk needs on disk (its body;
 its stream's file when the stream changed) is collected, and the group's files are written
-together by `TransferStaging.write_group`: each file as durable as before, their fsyncs side
+together by `ChunkSpool.write_group`: each file as durable as before, their fsyncs side
 by side, one directory fsync per transfer, where one chunk at a time paid two fsyncs.
 
 A chunk that completes its transfer first flushes what is pending, so the seal sees the disk
@@ -33,9 +33,9 @@ from protocol.codec import decode_delta_in_key
 from protocol.errors import ErrorCode, MessageDecodeError
 from protocol.messages import DeltaInKey
 from replica_agent.admission import Accepted, Dropped, Rejected
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.errors import FatalAgentError
 from replica_agent.metrics import AgentMetrics
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer, TransferFraming
 from replica_store.transfer import StagedTransfer
@@ -145,7 +145,7 @@ class ChunkIntake:
     def __init__(
         self,
         tracker: TransferTracker,
-        staging: TransferStaging,
+        spool: ChunkSpool,
         metrics: AgentMetrics,
         *,
         incomplete_timeout: float,
@@ -167,7 +167,7 @@ class ChunkIntake:
         #: bigger pieces, fewer of them, as the chunks pile up while it works.
         self.prestage_eager_bytes = prestage_eager_bytes
         self.prestage_idle = prestage_idle
-        self.staging = staging
+        self.spool = spool
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
         self.clock = clock
@@ -180,7 +180,7 @@ class ChunkIntake:
         done = Received([None] * len(messages))
         pending = _Pending()
         with contextlib.suppress(OSError):  # the disk's room caps the staging budget
-            self.tracker.disk_room(self.staging.room())
+            self.tracker.disk_room(self.spool.room())
         for index, (raw_key, raw_value) in enumerate(messages):
             try:
                 await self._one(index, raw_key, raw_value, pending, done)
@@ -196,7 +196,7 @@ class ChunkIntake:
                 transfer, self.prestage_min_bytes, self._piece_bytes()
             )
             if offers:
-                staged = await asyncio.to_thread(self.staging.complete_streams, transfer, offers)
+                staged = await asyncio.to_thread(self.spool.complete_streams, transfer, offers)
                 done.outcomes.append(StreamsReady(transfer, staged))
         return done
 
@@ -277,7 +277,7 @@ class ChunkIntake:
         try:
             if accepted.opened:
                 first_seen = time.perf_counter()
-                await asyncio.to_thread(self.staging.open_transfer, transfer.framing)
+                await asyncio.to_thread(self.spool.open_transfer, transfer.framing)
                 self.tracker.opened(transfer, self._deadline(), first_seen)
                 self.metrics.open_transfers.set(len(self.tracker.open))
                 log.info(
@@ -286,7 +286,7 @@ class ChunkIntake:
                 )  # fmt: skip
             stream = transfer.streams[key.stream_number]
             if accepted.new:
-                path = self.staging.chunk_path(rid, key.stream_number, key.chunk_number)
+                path = self.spool.chunk_path(rid, key.stream_number, key.chunk_number)
                 pending.add_body(_Owner(index, transfer), key.stream_number, (path, body or b""))
                 self.metrics.chunks.labels(transfer.datamart).inc()
                 self.tracker.chunk_staged(transfer, self._deadline())
@@ -294,7 +294,7 @@ class ChunkIntake:
             else:
                 self.metrics.duplicates.labels(transfer.datamart).inc()
             if accepted.stream_changed:
-                file = self.staging.stream_file(rid, key.stream_number, stream)
+                file = self.spool.stream_file(rid, key.stream_number, stream)
                 pending.add_stream(_Owner(index, transfer), file)
         except Exception:
             await self._flush(pending, done)  # what is pending is on disk before reading
@@ -312,7 +312,7 @@ class ChunkIntake:
 
     async def seal(self, transfer: Transfer) -> Completed:
         """A complete transfer, its files durable: its manifest written, the loader's."""
-        staged = await asyncio.to_thread(self.staging.seal, transfer)
+        staged = await asyncio.to_thread(self.spool.seal, transfer)
         sizes = {s.stream_number: s.decoded_bytes for s in staged.manifest.streams}
         self.tracker.sealed(transfer, sizes)
         log.info(
@@ -329,7 +329,7 @@ class ChunkIntake:
         if not group.bodies and not group.streams:
             return
         written = await asyncio.to_thread(
-            self.staging.write_group,
+            self.spool.write_group,
             [(path, data) for path, (data, _, _) in group.bodies.items()],
             [(path, data) for path, (data, _) in group.streams.items()],
         )
@@ -353,5 +353,5 @@ class ChunkIntake:
         """After a failed write: what memory holds of the transfer is replaced by the disk's."""
         on_disk: Transfer | None = None
         with contextlib.suppress(Exception):
-            on_disk = await asyncio.to_thread(self.staging.read_transfer, transfer.request_id)
+            on_disk = await asyncio.to_thread(self.spool.read_transfer, transfer.request_id)
         self.tracker.reloaded(transfer.request_id, on_disk, transfer.deadline)

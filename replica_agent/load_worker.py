@@ -32,7 +32,7 @@ from replica_agent.applied_window import AppliedWindow
 from replica_agent.errors import FatalAgentError
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox
-from replica_agent.prestaging import Prestage, Prestaging
+from replica_agent.prestage_queue import PrestageQueue, Prestager
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
 from replica_store.errors import CommitStateUnknownError
@@ -74,10 +74,10 @@ class LoadWorker:
         metrics: AgentMetrics,
         crash_after_commit_of: int | None = None,
         registry_tail: RegistryReads | None = None,
-        prestage: Prestage | None = None,
+        prestager: Prestager | None = None,
     ) -> None:
         self.tracker = tracker
-        self.prestaging = Prestaging(tracker, prestage, self.idle)
+        self.prestage_queue = PrestageQueue(tracker, prestager, self.idle)
         #: Re-read when the loader's sequence check (the authority) disagrees with memory,
         #: and before a `delta.rs`.
         self.registry_tail = registry_tail
@@ -109,7 +109,7 @@ class LoadWorker:
         self._task.add_done_callback(self._ended)
 
     async def stop(self) -> None:
-        await self.prestaging.stop()
+        await self.prestage_queue.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -152,7 +152,7 @@ class LoadWorker:
             self._handling = True
             try:
                 # Its tables are the load's now; an apply opened for it is finished there.
-                opened = await self.prestaging.settle(transfer)
+                opened = await self.prestage_queue.settle(transfer)
                 if self.tracker.open.get(transfer.request_id) is transfer and (
                     await self._answer_unless_load(transfer)
                 ):

@@ -22,8 +22,8 @@ from protocol.messages import DeltaInResult
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.answers import LastError, error_result
 from replica_agent.backpressure import Backpressure
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.metrics import AgentMetrics
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer, TransferFraming
 
@@ -39,7 +39,7 @@ class Outbox:
         records: AnswerRecords,
         send_result: SendResult,
         tracker: TransferTracker,
-        staging: TransferStaging,
+        spool: ChunkSpool,
         metrics: AgentMetrics,
         pause: Backpressure | None = None,
     ) -> None:
@@ -48,7 +48,7 @@ class Outbox:
         self.pause = pause or Backpressure()
         self.send_result = send_result
         self.tracker = tracker
-        self.staging = staging
+        self.spool = spool
         self.metrics = metrics
         #: Each served datamart's latest ERROR answer.
         self.last_errors: dict[str, LastError] = {}
@@ -101,7 +101,7 @@ class Outbox:
 
     def _settle(self, request_id: str) -> None:
         self.records.sent(request_id)
-        self.staging.remove(request_id)
+        self.spool.remove(request_id)
 
     async def refuse(
         self, framing: TransferFraming, code: ErrorCode, message: str, *, event: str = "rejected"
@@ -114,7 +114,7 @@ class Outbox:
         """Answer a transfer removed to keep a budget. Its files go first: on a full disk
         the answer's record needs the room they free (nothing of an evicted transfer is
         kept anyway; a crash before the answer leaves the origin to ask `delta.rq`)."""
-        await asyncio.to_thread(self.staging.remove, transfer.request_id)
+        await asyncio.to_thread(self.spool.remove, transfer.request_id)
         message = removed_message(transfer.gaps(), self.tracker.limits.max_missing_items)
         await self.refuse(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message, event="evicted")
 

@@ -7,6 +7,7 @@ the tracker's behalf.
 
 from __future__ import annotations
 
+from protocol.chunk_range import ChunkRange
 from replica_agent.transfers import Offer, Transfer
 
 
@@ -30,9 +31,9 @@ def take_offers(transfer: Transfer, min_bytes: int = 1, piece_bytes: int = 0) ->
             assert stream.last is not None
             if after:  # the chunks after its last piece
                 tail = None if size is None else size * (stream.last - after) // stream.last
-                offers[number] = Offer(after + 1, stream.last, False, tail)
+                offers[number] = Offer(ChunkRange(after + 1, stream.last, True), tail)
             elif size is None or size >= min_bytes:
-                offers[number] = Offer(1, stream.last, False, size)
+                offers[number] = Offer(ChunkRange.whole(stream.last), size)
             continue
         if not piece_bytes or size is None or not stream.chunks:
             continue  # (a recovered stream is not measured: no pieces)
@@ -43,5 +44,5 @@ def take_offers(transfer: Transfer, min_bytes: int = 1, piece_bytes: int = 0) ->
         share = size * (prefix - after) // len(stream.chunks)
         if share >= piece_bytes:
             transfer.pieces_offered[number] = prefix
-            offers[number] = Offer(after + 1, prefix, True, share)
+            offers[number] = Offer(ChunkRange(after + 1, prefix, False), share)
     return offers

@@ -18,11 +18,11 @@ from pathlib import Path
 import structlog
 
 from replica_agent.answer_records import AnswerRecords
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.intake import ChunkIntake
 from replica_agent.load_worker import LoadWorker
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 
 log = structlog.get_logger("replica_agent")
@@ -31,7 +31,7 @@ log = structlog.get_logger("replica_agent")
 async def recover(
     *,
     records: AnswerRecords,
-    staging: TransferStaging,
+    spool: ChunkSpool,
     tracker: TransferTracker,
     intake: ChunkIntake,
     outbox: Outbox,
@@ -42,7 +42,7 @@ async def recover(
     """Steps 1-5 above; `deadline` is when a recovered, still incomplete transfer is
     answered INCOMPLETE_DELTA."""
     answers = await asyncio.to_thread(records.recover)
-    found = await asyncio.to_thread(staging.recover, answers.finished)
+    found = await asyncio.to_thread(spool.recover, answers.finished)
     for where, why in [*answers.quarantined, *found.quarantined]:
         _quarantined(metrics, where, why)
     tracker.remember_finished(answers.finished)
@@ -52,9 +52,9 @@ async def recover(
     for transfer in found.open:
         if transfer.datamart not in tracker.schemas:
             why = f"transfer of datamart {transfer.datamart!r}, which is no longer served"
-            directory = staging.directory(transfer.request_id)
+            directory = spool.directory(transfer.request_id)
             _quarantined(
-                metrics, await asyncio.to_thread(staging.quarantine.move, directory, why), why
+                metrics, await asyncio.to_thread(spool.quarantine.move, directory, why), why
             )
             continue
         tracker.restore(transfer, deadline)

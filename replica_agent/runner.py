@@ -1,4 +1,4 @@
-"""Assemble and run the agent: broker, replica, Spark, loader, staging, tracker, Faust.
+"""Assemble and run the agent: broker, replica, Spark, loader, spool, tracker, Faust.
 
 Order matters: the replica store is checked (or created) and the topics exist before Faust
 consumes anything; inside Faust, recovery from staging finishes before the first chunk.
@@ -22,12 +22,12 @@ from protocol.ddl import parse_schema
 from protocol.messages import DeltaInResult
 from protocol.schema import LogicalSchema
 from replica_agent import app as agent_app
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.errors import AgentError
 from replica_agent.logs import configure_logging
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
 from replica_agent.settings import AgentSettings
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_store.embedded_pg import replica_for
 from replica_store.registry_tail import RegistryTail
@@ -122,7 +122,7 @@ def run_agent(settings: AgentSettings) -> int:
             s.datamart: registry_tail.tail(s.datamart, limits.applied_window) for s in schemas
         }
         metrics = AgentMetrics()
-        staging = TransferStaging(
+        spool = ChunkSpool(
             settings.staging_path,
             quarantine=settings.data_dir / "quarantine",
             body_limits=limits.body,
@@ -131,7 +131,7 @@ def run_agent(settings: AgentSettings) -> int:
         def make_service(send: Callable[[DeltaInResult], Any]) -> ReplicaService:
             return ReplicaService(
                 tracker=TransferTracker({s.datamart: s for s in schemas}, applied, limits=limits),
-                staging=staging,
+                spool=spool,
                 loader=loader,
                 registry=store.applied,
                 send_result=send,
@@ -139,9 +139,9 @@ def run_agent(settings: AgentSettings) -> int:
                 incomplete_timeout=settings.incomplete_timeout_seconds,
                 crash_after_commit_of=settings.fault_crash_after_commit_of,
                 registry_tail=registry_tail,
-                prestage=Prestager(
+                prestager=Prestager(
                     loader, idle_seconds=settings.incomplete_timeout_seconds + OPEN_APPLY_MARGIN
-                ).prestage
+                )
                 if settings.prestage
                 else None,
                 prestage_min_bytes=round(settings.prestage_min_kib * 1024),

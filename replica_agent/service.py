@@ -1,7 +1,7 @@
 """The replica service: the agent's rooms wired together. Asyncio, but no Faust.
 
     delta.in  → ChunkIntake (chunks → durable files → outcomes)
-              → Prestaging (complete streams of a transfer still arriving → staging)
+              → PrestageQueue (complete streams of a transfer still arriving → spool)
               → LoadWorker (sealed transfers → the loader, one at a time)
     every delta.in.rs → Outbox (recorded, sent, settled)
     delta.rq  → StateDesk (→ delta.rs)
@@ -27,6 +27,7 @@ from protocol.errors import MessageDecodeError
 from protocol.messages import DeltaState
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.backpressure import Backpressure, is_disk_fault
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.intake import (
     ChunkIntake,
     Completed,
@@ -40,9 +41,8 @@ from replica_agent.intake import (
 from replica_agent.load_worker import Loader, LoadWorker, Registry, RegistryReads
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox, SendResult
-from replica_agent.prestaging import Prestage
+from replica_agent.prestage_queue import Prestager
 from replica_agent.recovery import recover
-from replica_agent.staging import TransferStaging
 from replica_agent.state_desk import StateDesk
 from replica_agent.tracker import TransferTracker
 
@@ -61,7 +61,7 @@ class ReplicaService:
         self,
         *,
         tracker: TransferTracker,
-        staging: TransferStaging,
+        spool: ChunkSpool,
         loader: Loader,
         registry: Registry,
         send_result: SendResult,
@@ -70,36 +70,36 @@ class ReplicaService:
         clock: Callable[[], float] = time.monotonic,
         crash_after_commit_of: int | None = None,
         registry_tail: RegistryReads | None = None,
-        prestage: Prestage | None = None,
+        prestager: Prestager | None = None,
         prestage_min_bytes: int = 1,
         prestage_piece_bytes: int = 0,
         prestage_eager_bytes: int = 0,
         state_answers_per_second: float = 100.0,
     ) -> None:
         self.tracker = tracker
-        self.staging = staging
+        self.spool = spool
         self.metrics = metrics
         self.incomplete_timeout = incomplete_timeout
         self.clock = clock
         self.records = AnswerRecords(
-            staging.outbox, staging.quarantine, keep_finished=tracker.limits.max_finished
+            spool.outbox, spool.quarantine, keep_finished=tracker.limits.max_finished
         )
         #: Whether the agent waits for its disk (intake and answers alike).
         self.pause = Backpressure()
         self.outbox = Outbox(
-            records=self.records, send_result=send_result, tracker=tracker, staging=staging,
+            records=self.records, send_result=send_result, tracker=tracker, spool=spool,
             metrics=metrics, pause=self.pause,
         )  # fmt: skip
         self.worker = LoadWorker(
             tracker=tracker, loader=loader, registry=registry, outbox=self.outbox,
             metrics=metrics, crash_after_commit_of=crash_after_commit_of,
-            registry_tail=registry_tail, prestage=prestage,
+            registry_tail=registry_tail, prestager=prestager,
         )  # fmt: skip
         self.intake = ChunkIntake(
-            tracker, staging, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
+            tracker, spool, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
             prestage_min_bytes=prestage_min_bytes, prestage_piece_bytes=prestage_piece_bytes,
             prestage_eager_bytes=prestage_eager_bytes,
-            prestage_idle=self.worker.prestaging.idle,
+            prestage_idle=self.worker.prestage_queue.idle,
         )  # fmt: skip
         self.desk = StateDesk(tracker, self.worker, self.outbox, metrics, state_answers_per_second)
         #: Set once `start` has recovered; chunks are not consumed before.
@@ -113,7 +113,7 @@ class ReplicaService:
     async def start(self) -> None:
         """Recover (`replica_agent.recovery`), then start the load worker."""
         await recover(
-            records=self.records, staging=self.staging, tracker=self.tracker,
+            records=self.records, spool=self.spool, tracker=self.tracker,
             intake=self.intake, outbox=self.outbox, worker=self.worker, metrics=self.metrics,
             deadline=self.clock() + self.incomplete_timeout,
         )  # fmt: skip
@@ -195,7 +195,7 @@ class ReplicaService:
             elif isinstance(outcome, Evicted):
                 await self.outbox.evicted(outcome.transfer)
             elif isinstance(outcome, StreamsReady):
-                self.worker.prestaging.offer(outcome.transfer, outcome.staged)
+                self.worker.prestage_queue.offer(outcome.transfer, outcome.staged)
             elif isinstance(outcome, Replayed):
                 await self.worker.answer_replayed(outcome.transfer)
 

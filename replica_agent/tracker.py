@@ -191,7 +191,7 @@ class TransferTracker:
         return request_id in self._finished
 
     def remember_finished(self, request_ids: Iterable[str]) -> None:
-        """Remember `request_ids` as finished (recovered from staging), oldest first."""
+        """Remember `request_ids` as finished (recovered from spool), oldest first."""
         for request_id in request_ids:
             self.finish(request_id)
 

@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from protocol.chunk_range import ChunkRange
 from protocol.gaps import Gap, cap_items, stream_gaps
 from protocol.messages import DeltaInKey, TransferProgress
 
@@ -72,13 +73,10 @@ class StreamState:
 
 @dataclass(frozen=True)
 class Offer:
-    """Chunks `first`..`last` of a stream, handed to prestaging; `partial`: the stream's
-    last chunk is not among them; `decoded`: about what they decompress to (None: not
-    measured)."""
+    """Chunks of a stream handed to prestaging, and about what they decompress to (None:
+    not measured)."""
 
-    first: int
-    last: int
-    partial: bool
+    chunks: ChunkRange
     decoded: int | None
 
 
@@ -100,7 +98,7 @@ class Transfer:
     phase: Phase = Phase.RECEIVING
     #: When a still receiving transfer is answered INCOMPLETE_DELTA (the caller's clock).
     deadline: float = math.inf
-    #: When its first chunk arrived in this run (None: it was recovered from staging).
+    #: When its first chunk arrived in this run (None: it was recovered from spool).
     first_seen: float | None = None
     #: Bytes of its chunk bodies as staged (what it takes of the staging budget).
     staged_bytes: int = 0
@@ -145,7 +143,7 @@ class Transfer:
         return self.framing.log_ids()
 
     def seconds_since_first(self) -> float | None:
-        """Seconds since its first chunk in this run (None: it was recovered from staging)."""
+        """Seconds since its first chunk in this run (None: it was recovered from spool)."""
         first = self.first_seen
         return None if first is None else round(time.perf_counter() - first, 3)
 

@@ -25,6 +25,7 @@ import psycopg
 import pyarrow as pa
 
 from protocol.apply_model import TableCounts
+from protocol.chunk_range import ChunkRange
 from protocol.schema import Table
 from protocol.sequence import AppliedDelta, check_sequence
 from replica_store.connections import LoaderConnections, Session
@@ -166,16 +167,16 @@ class DeltaTransaction:
         received: int,
         *,
         staging: str | None = None,
-        span: tuple[int, bool] | None = None,
+        piece: ChunkRange | None = None,
     ) -> None:
         """Apply the table's (`staged`, `received`) rows, staged in `staging` (else its
-        staging table): its whole stream; with `span` (last chunk, whether the stream's
-        last), a piece of it; after pieces and without `span`, the rest of its stream."""
+        staging table): its whole stream; with `piece`, those chunks of it; after pieces
+        and without `piece`, the rest of its stream."""
         name = table.name
         if name in self.done:
             return
         before = self.pieces.get(name)
-        if span is None and before is None:
+        if piece is None and before is None:
             counts, self.keyed = apply_table(
                 self.conn,
                 self.datamart,
@@ -188,8 +189,12 @@ class DeltaTransaction:
             )
             self.done[name] = counts
             return
-        through, last = span if span is not None else (before.through if before else 0, True)
-        piece, self.keyed = apply_table_piece(
+        if piece is None:  # the rest: the chunks after the last piece, to the stream's end
+            assert before is not None
+            through, ends_stream = before.through, True  # (its last chunk's number unneeded)
+        else:
+            through, ends_stream = piece.last, piece.ends_stream
+        applied, self.keyed = apply_table_piece(
             self.conn,
             self.datamart,
             table,
@@ -201,11 +206,11 @@ class DeltaTransaction:
             through=through,
             staging=staging,
         )
-        if last:
+        if ends_stream:
             self.pieces.pop(name, None)
-            self.done[name] = piece.counts
+            self.done[name] = applied.counts
         else:
-            self.pieces[name] = piece
+            self.pieces[name] = applied
 
     # --- ending --------------------------------------------------------------------------
     def commit(

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from podd_runtime.lock_file import Hold
 from protocol.apply_model import TableCounts
+from protocol.chunk_range import ChunkRange
 from protocol.schema import LogicalSchema, Table
 from replica_store.delta_transaction import Commit
 from replica_store.layout import Datamart
@@ -46,7 +47,7 @@ class DeltaWrite(Protocol):
         received: int,
         *,
         staging: str | None = None,
-        span: tuple[int, bool] | None = None,
+        piece: ChunkRange | None = None,
     ) -> None: ...
 
     def commit(

@@ -33,6 +33,7 @@ from types import MappingProxyType
 
 import structlog
 
+from protocol.chunk_range import ChunkRange
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import Table
 from replica_store.delta_transaction import DeltaTransaction
@@ -42,9 +43,6 @@ from replica_store.store import ReplicaStore
 from replica_store.transfer import TransferManifest
 
 log = structlog.get_logger("spark_loader")
-
-#: A piece of a stream: the last chunk it holds, and whether that is the stream's last.
-Span = tuple[int, bool]
 
 
 @dataclass(frozen=True)
@@ -64,8 +62,14 @@ class _Apply:
 
     tables: tuple[Table, ...]
     counts: Mapping[str, tuple[int, int]]
-    spans: Mapping[str, Span]
+    #: The tables staged as pieces: their chunks (the others are whole streams).
+    pieces: Mapping[str, ChunkRange]
     finished: Future[None] = field(default_factory=Future, compare=False)
+
+    def ends_stream(self, table_name: str) -> bool:
+        """Whether the table is applied whole or to its stream's last chunk once this ends."""
+        piece = self.pieces.get(table_name)
+        return piece is None or piece.ends_stream
 
 
 @dataclass(frozen=True)
@@ -158,7 +162,7 @@ class OpenApply:
         pending, progress = self._seen()
         claimed = set(progress.done)
         for command in pending:
-            claimed |= {t.name for t in command.tables if command.spans.get(t.name, (0, True))[1]}
+            claimed |= {t.name for t in command.tables if command.ends_stream(t.name)}
         return claimed
 
     def through(self) -> dict[str, int]:
@@ -167,11 +171,11 @@ class OpenApply:
         out = dict(progress.through)
         for command in pending:
             for table in command.tables:
-                last, complete = command.spans.get(table.name, (0, True))
-                if complete:
+                piece = command.pieces.get(table.name)
+                if piece is None or piece.ends_stream:
                     out.pop(table.name, None)
                 else:
-                    out[table.name] = last
+                    out[table.name] = piece.last
         return out
 
     def touched(self) -> set[str]:
@@ -186,17 +190,17 @@ class OpenApply:
         self,
         tables: list[Table],
         counts: Mapping[str, tuple[int, int]],
-        spans: Mapping[str, Span] | None = None,
+        pieces: Mapping[str, ChunkRange] | None = None,
     ) -> None:
         """Queue the apply of these staged tables and return at once: the caller stages the
-        next ones meanwhile. `spans`: the tables staged as pieces, each with the chunk it
-        ends at and whether that is its stream's last; the others are whole streams. A
+        next ones meanwhile. `pieces`: the tables staged as pieces, with their chunks; the
+        others are whole streams. A
         failure rolls the transaction back (logged here): whoever asks next finds it not
         `alive`. Raises `TransientLoadError` if it is gone already."""
         if not self._progress.alive or self._owner is None:
             raise TransientLoadError("the open apply was rolled back")
         command = _Apply(
-            tuple(tables), MappingProxyType(dict(counts)), MappingProxyType(dict(spans or {}))
+            tuple(tables), MappingProxyType(dict(counts)), MappingProxyType(dict(pieces or {}))
         )
         with self._lock:
             self._queued.append(command)
@@ -257,7 +261,7 @@ class OpenApply:
         try:
             for table in command.tables:
                 staged, received = command.counts[table.name]
-                transaction.apply(table, staged, received, span=command.spans.get(table.name))
+                transaction.apply(table, staged, received, piece=command.pieces.get(table.name))
         except BaseException as exc:
             transaction.roll_back(failed=True)
             self._progress = Progress()

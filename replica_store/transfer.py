@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from podd_runtime.files import durable_write
 from protocol.body import BodyFormat
 from protocol.chunk_files import ChunkFile
+from protocol.chunk_range import ChunkRange
 from protocol.messages import Long, UtcTimestamp
 from replica_store.errors import StagedTransferError
 
@@ -42,6 +43,7 @@ class StreamManifest(BaseModel):
     #: A piece of a stream (never in a sealed transfer's manifest): its chunks
     #: `first_chunk`..`chunk_count`, and whether later chunks follow (`partial`: the
     #: stream's last chunk is not among them). `replica_store.pieces` applies such pieces.
+    #: `chunks` reads the three fields as one `ChunkRange`; the file keeps them for its format.
     first_chunk: int = Field(default=1, ge=1)
     partial: bool = False
 
@@ -51,10 +53,28 @@ class StreamManifest(BaseModel):
             raise ValueError("first_chunk is past chunk_count")
         return self
 
+    @classmethod
+    def of(
+        cls, stream_number: int, table_name: str, chunks: ChunkRange, decoded_bytes: int | None
+    ) -> StreamManifest:
+        return cls(
+            stream_number=stream_number,
+            table_name=table_name,
+            first_chunk=chunks.first,
+            chunk_count=chunks.last,
+            partial=not chunks.ends_stream,
+            decoded_bytes=decoded_bytes,
+        )
+
+    @property
+    def chunks(self) -> ChunkRange:
+        """The chunks it hands over (the on-disk fields' reading of them)."""
+        return ChunkRange(self.first_chunk, self.chunk_count, not self.partial)
+
     @property
     def whole(self) -> bool:
         """Every chunk of the stream, from its first to its last."""
-        return self.first_chunk == 1 and not self.partial
+        return self.chunks.is_whole
 
 
 class TransferManifest(BaseModel):
@@ -85,8 +105,7 @@ class StagedTransfer:
         for stream in self.manifest.streams:
             if stream.table_name == table_name:
                 return [
-                    (n, self.chunk_path(stream.stream_number, n))
-                    for n in range(stream.first_chunk, stream.chunk_count + 1)
+                    (n, self.chunk_path(stream.stream_number, n)) for n in stream.chunks.numbers
                 ]
         return []
 
@@ -104,29 +123,29 @@ class StagedTransfer:
 
     def rebased(self, first: Mapping[int, int]) -> StagedTransfer:
         """The transfer with these streams (by number) starting at these chunks, as pieces
-        (`first_chunk`; their decoded size cut to the share of their files kept). A stream
-        left with no chunk is dropped."""
+        (their decoded size cut to the share of their files kept). A stream left with no
+        chunk is dropped."""
         streams = []
         for stream in self.manifest.streams:
-            start = first.get(stream.stream_number, stream.first_chunk)
-            if start > stream.chunk_count:
+            had = stream.chunks
+            chunks = had.from_chunk(first.get(stream.stream_number, had.first))
+            if chunks is None:
                 continue
-            if start != stream.first_chunk:
-                decoded = stream.decoded_bytes
-                if decoded is not None:  # in proportion to the files' sizes
-                    number = stream.stream_number
-                    sizes = {
-                        n: self.chunk_path(number, n).stat().st_size
-                        for n in range(min(start, stream.first_chunk), stream.chunk_count + 1)
-                    }
-                    kept = sum(size for n, size in sizes.items() if n >= start)
-                    had = sum(size for n, size in sizes.items() if n >= stream.first_chunk)
-                    decoded = decoded * kept // max(1, had)
-                streams.append(
-                    stream.model_copy(update={"first_chunk": start, "decoded_bytes": decoded})
-                )
-            else:
+            if chunks == had:
                 streams.append(stream)
+                continue
+            decoded = stream.decoded_bytes
+            if decoded is not None:  # in proportion to the files' sizes
+                sizes = {
+                    n: self.chunk_path(stream.stream_number, n).stat().st_size
+                    for n in range(min(chunks.first, had.first), had.last + 1)
+                }
+                kept = sum(size for n, size in sizes.items() if n >= chunks.first)
+                before = sum(size for n, size in sizes.items() if n >= had.first)
+                decoded = decoded * kept // max(1, before)
+            streams.append(
+                StreamManifest.of(stream.stream_number, stream.table_name, chunks, decoded)
+            )
         manifest = self.manifest.model_copy(update={"streams": tuple(streams)})
         return StagedTransfer(self.directory, manifest)
 

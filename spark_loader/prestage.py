@@ -7,7 +7,7 @@ key, COPY into the staging table) is most of a load's work. `Prestager.prestage`
 work for the streams complete so far, while later chunks still arrive, and applies them in
 the delta's transaction opened at its first prestage (`replica_store.open_apply`); the load
 then finishes that transaction, or, if it was rolled back, applies those tables without
-staging them again (`replica_store.prestaged`).
+staging them again (`replica_store.staged_streams`).
 
 It changes nothing a load promises:
 * it takes the datamart's lock without waiting (a load runs: nothing is prestaged) and
@@ -26,13 +26,14 @@ import time
 import psycopg
 import structlog
 
+from protocol.chunk_range import ChunkRange
 from protocol.errors import PoddError
 from protocol.schema import Table
 from replica_store.errors import TransientLoadError
 from replica_store.layout import Datamart
-from replica_store.open_apply import OpenApply, Span
-from replica_store.prestaged import remember
-from replica_store.transfer import StagedTransfer, StreamManifest
+from replica_store.open_apply import OpenApply
+from replica_store.staged_streams import record_staged_stream
+from replica_store.transfer import StagedTransfer
 from spark_loader.loader import DeltaLoader
 from spark_loader.staging_steps import staging_steps
 
@@ -46,6 +47,12 @@ class Prestager:
         self.loader = loader
         #: An open apply's transaction idle this long is ended by the server (`OpenApply`).
         self.idle_seconds = idle_seconds
+
+    @property
+    def merge_max_bytes(self) -> int:
+        """What the agent merges into one prestage at most: what this stages in the driver
+        (`prestage_in_driver_max_mib`), so a merged prestage never becomes a Spark job."""
+        return int(self.loader.settings.prestage_in_driver_max_mib * 2**20)
 
     def prestage(
         self, transfer: StagedTransfer, opened: OpenApply | None = None
@@ -72,7 +79,7 @@ class Prestager:
                 )
                 if not opened.open():
                     return [], None  # a load holds the datamart
-            transfer, spans = self._pieces(transfer, opened)
+            transfer, pieces = self._pieces(transfer, opened)
             tables = [datamart.schema.table(s.table_name) for s in transfer.manifest.streams]
             if not tables:
                 return [], opened
@@ -82,7 +89,7 @@ class Prestager:
                     raise TransientLoadError("the open apply was rolled back")
             counts = self._stage(transfer, datamart, tables, opened.touched())
             # by the open apply's owner: the next prestage stages while this applies
-            opened.apply_later(tables, counts, spans)
+            opened.apply_later(tables, counts, pieces)
         except Exception as exc:  # the load stages these tables itself, and says what failed
             if opened is not None:
                 opened.abort()
@@ -98,18 +105,14 @@ class Prestager:
             "prestaged",
             **ids,
             tables=names,
-            pieces={
-                n: f"{s.first_chunk}-{s.chunk_count}"
-                for n, s in _streams(transfer).items()
-                if n in spans
-            },
+            pieces={name: str(chunks) for name, chunks in pieces.items()},
             seconds=round(time.perf_counter() - started, 3),
         )
         return names, opened
 
     def _pieces(
         self, transfer: StagedTransfer, opened: OpenApply
-    ) -> tuple[StagedTransfer, dict[str, Span]]:
+    ) -> tuple[StagedTransfer, dict[str, ChunkRange]]:
         """What to stage of the hand-over: its streams less those `opened` applied whole,
         each starting after the chunks `opened` applied of it; and, for those staged as
         pieces (a stream not complete, or one applied in part), the chunk each ends at and
@@ -120,12 +123,8 @@ class Prestager:
         rebased = StagedTransfer(transfer.directory, manifest).rebased(
             {s.stream_number: through.get(s.table_name, 0) + 1 for s in kept}
         )
-        spans = {
-            s.table_name: (s.chunk_count, not s.partial)
-            for s in rebased.manifest.streams
-            if not s.whole
-        }
-        return rebased, spans
+        pieces = {s.table_name: s.chunks for s in rebased.manifest.streams if not s.whole}
+        return rebased, pieces
 
     def _stage(
         self,
@@ -158,9 +157,5 @@ class Prestager:
             for table, step in zip(tables, staging.steps, strict=True):
                 counts[table.name] = step()
                 if table.name in whole:
-                    remember(conn, transfer.manifest, table.name, *counts[table.name])
+                    record_staged_stream(conn, transfer.manifest, table.name, *counts[table.name])
         return counts
-
-
-def _streams(transfer: StagedTransfer) -> dict[str, StreamManifest]:
-    return {s.table_name: s for s in transfer.manifest.streams}

@@ -43,10 +43,13 @@ class LoaderSettings(BaseSettings):
     #: measured yet.
     in_driver_max_mib: float = Field(default=1.0, ge=0)
     #: The same bound for a prestage (streams, or pieces of streams, staged while their
-    #: delta arrives: `spark_loader.prestage`), which the agent merges up to 4 MiB. A
-    #: piece's Spark job cost about as much as its rows (three 21,000-row pieces: 0.46-0.62 s
-    #: in a job, 0.29-0.47 s in the driver), and an interleaved delta's pieces come faster
-    #: than jobs could stage them.
+    #: delta arrives: `spark_loader.prestage`), and what the agent merges hand-overs
+    #: waiting together into one prestage up to (`Prestager.merge_max_bytes`). A piece's
+    #: Spark job cost about as much as its rows (three 21,000-row pieces: 0.46-0.62 s in a
+    #: job, 0.29-0.47 s in the driver), and an interleaved delta's pieces come faster than
+    #: jobs could stage them. Not more: the load after the last chunk first waits for the
+    #: prestage in flight, and unbounded merges (an unpaced 1M-row delta, a 5 MiB stream
+    #: completing every 0.3 s) made it wait 2.5-6.0 s.
     prestage_in_driver_max_mib: float = Field(default=4.0, ge=0)
     #: Whether a load's COMMIT waits for its WAL to reach the disk. Off, a crash of
     #: PostgreSQL itself (not of this process) can lose the last deltas committed, each

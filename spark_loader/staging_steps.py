@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 from protocol.schema import Table
 from replica_store.errors import LoadFailedError, TransientLoadError
 from replica_store.layout import Datamart
-from replica_store.prestaged import forget, prestaged
+from replica_store.staged_streams import forget_staged_streams, staged_streams
 from replica_store.store import empty_staging
 from replica_store.store_sql import copy_statement
 from replica_store.transfer import StagedTransfer
@@ -76,12 +76,12 @@ def staging_steps(
 ) -> Staging:
     """One step per table of `tables`, in that order (`spark`: the session, asked for only
     when a Spark job is needed). A table whose staging already holds this transfer's
-    stream (`prestaged`) only hands its counts over; the others' staging is emptied, then
+    stream (`staged_streams`) only hands its counts over; the others' staging is emptied, then
     staged. `in_apply_transaction`: the caller applies on `conn`, so a small delta with no
     stream prestaged is staged at once in the transaction it opens there (`temp_staging`),
     with the slices `ahead` holds already encoded (`decode_ahead`). `read_by_open_apply`:
     tables whose staging an open apply's transaction has read (`OpenApply.touched`)."""
-    ready = prestaged(conn, transfer.manifest, datamart.staging)
+    ready = staged_streams(conn, transfer.manifest, datamart.staging)
     to_stage = [t for t in tables if t.name not in ready]
     chunks = chunk_entries(datamart, transfer, to_stage)
     if in_apply_transaction and not ready and is_small(chunks, settings):
@@ -89,7 +89,7 @@ def staging_steps(
             conn, datamart, transfer, tables, chunks, settings, ahead
         )
         return Staging([partial(_given, counts[t.name]) for t in tables], relations)
-    forget(conn, datamart.name, [t.name for t in to_stage])
+    forget_staged_streams(conn, datamart.name, [t.name for t in to_stage])
     deleting = {datamart.staging(name) for name in read_by_open_apply}
     steps = iter(
         _staging(

@@ -3,7 +3,7 @@
 The loader stages a small delta in the driver (`LoaderSettings.in_driver_max_mib`). Staged
 into the datamart's staging tables, that cost, per delta: finding which hold rows,
 TRUNCATE (a new file per table, dropped at commit), the staging transaction's own commit
-(a WAL flush), and the prestage markers read and cleared (`prestaged`). Staged here
+(a WAL flush), and the prestage markers read and cleared (`staged_streams`). Staged here
 instead, on the loader's connection, in the transaction the apply then continues:
 
 * each table goes into the session's temporary table of its shape (`temp_staging_sql`):

@@ -12,12 +12,12 @@ import pytest
 from pydantic import ValidationError
 
 from protocol.schema import LogicalSchema
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.cli import status_report
 from replica_agent.settings import AgentSettings
-from replica_agent.staging import TransferStaging
 from replica_agent.transfers import StreamState
 from tests.agent.conftest import renamed
-from tests.agent.staging_writes import transfer_of, write_chunk, write_stream
+from tests.agent.spool_writes import transfer_of, write_chunk, write_stream
 from tests.loader.staging_helpers import delta_date
 
 
@@ -62,11 +62,11 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     schema = renamed(marketing)
     ReplicaStore(replica_dsn).ensure(schema)
     settings = AgentSettings(data_dir=tmp_path, replica_dsn=replica_dsn)
-    staging = TransferStaging(settings.staging_path)
+    spool = ChunkSpool(settings.staging_path)
     transfer = transfer_of("rq-7", schema.datamart, 0, delta_date(0), "SELECT 1", 3)
-    staging.open_transfer(transfer.framing)
-    write_chunk(staging, "rq-7", 1, 1, b"")
-    write_stream(staging, "rq-7", 1, StreamState("sales", {1}, None))
+    spool.open_transfer(transfer.framing)
+    write_chunk(spool, "rq-7", 1, 1, b"")
+    write_stream(spool, "rq-7", 1, StreamState("sales", {1}, None))
     (tmp_path / "agent-status.json").write_text(
         json.dumps(
             {schema.datamart: {"loading": None, "last_error": {"code": "BAD_CHUNK",

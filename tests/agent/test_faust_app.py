@@ -20,10 +20,10 @@ from protocol.messages import DeltaInResult, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_agent.app import build_app
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService, SendResult
 from replica_agent.settings import AgentSettings
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_store.registry import RegistryEntry
 from replica_store.transfer import StagedTransfer
@@ -55,7 +55,7 @@ class RecordingLoader:
 
 def faust_app(
     schema: LogicalSchema,
-    staging: TransferStaging,
+    spool: ChunkSpool,
     loader: RecordingLoader,
     send: SendResult,
     metrics: AgentMetrics,
@@ -65,7 +65,7 @@ def faust_app(
     def make_service(_: SendResult) -> ReplicaService:
         return ReplicaService(
             tracker=TransferTracker({schema.datamart: schema}, {schema.datamart: {}}),
-            staging=staging,
+            spool=spool,
             loader=loader,
             registry=lambda datamart, n: None,
             send_result=send,
@@ -88,13 +88,13 @@ async def test_the_chunk_agent_stages_dedups_loads_and_answers(
     # The load waits for every duplicate: they all meet a transfer the loader holds.
     gate = threading.Event()
     loader = RecordingLoader(gate)
-    staging = TransferStaging(tmp_path / "staging")
+    spool = ChunkSpool(tmp_path / "staging")
     metrics = AgentMetrics()
 
     async def record(result: DeltaInResult) -> None:
         sent.append(result)
 
-    app, service = faust_app(marketing, staging, loader, record, metrics)
+    app, service = faust_app(marketing, spool, loader, record, metrics)
     receive = chunk_agent(app)
     rows = Workload(marketing, WorkloadSpec(rows_per_delta=20, seed=2)).next_delta()
     chunks = chunks_of(marketing, 0, rows, chunk_rows=3)
@@ -120,8 +120,8 @@ async def test_the_chunk_agent_stages_dedups_loads_and_answers(
         sum(c.key.stream_number == n for c in chunks) for n in (1, 2, 3)
     ]
     # Settled: the transfer's files are gone, its answer is recorded as sent.
-    assert list(staging.transfers.iterdir()) == []
-    assert [p.name.endswith(".sent.json") for p in staging.outbox.iterdir()] == [True]
+    assert list(spool.transfers.iterdir()) == []
+    assert [p.name.endswith(".sent.json") for p in spool.outbox.iterdir()] == [True]
     assert service.tracker.expected("marketing") == 1
     text = metrics.render().decode()
     assert f'podd_chunk_duplicates_total{{datamart="marketing"}} {len(chunks)}.0' in text
@@ -134,9 +134,7 @@ async def test_an_undecodable_key_is_skipped(tmp_path: Path, marketing: LogicalS
     async def record(result: DeltaInResult) -> None:
         raise AssertionError("nothing to answer")
 
-    app, service = faust_app(
-        marketing, TransferStaging(tmp_path), RecordingLoader(), record, metrics
-    )
+    app, service = faust_app(marketing, ChunkSpool(tmp_path), RecordingLoader(), record, metrics)
     receive = chunk_agent(app)
     service.ready.set()
     async with receive.test_context() as agent:
@@ -154,7 +152,7 @@ async def test_the_chunk_consumer_fetches_with_the_configured_wait(
     def make_service(send: SendResult) -> ReplicaService:
         return ReplicaService(
             tracker=TransferTracker({marketing.datamart: marketing}, {marketing.datamart: {}}),
-            staging=TransferStaging(tmp_path / "staging"),
+            spool=ChunkSpool(tmp_path / "staging"),
             loader=loader,
             registry=lambda datamart, n: None,
             send_result=send,

@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import DeltaStatus, ReplicaState
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
-from replica_agent.staging import transfer_id
+from replica_agent.chunk_spool import transfer_id
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of, wait_consumed
 from tests.agent.test_integration import outcome

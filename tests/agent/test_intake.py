@@ -1,7 +1,7 @@
 """Chunks in groups (`ChunkIntake`), on its own: admitted one by one, staged together, on
 real files, and its outcomes returned (it answers nothing, loads nothing).
 
-Staging is the real `TransferStaging` on a temporary directory; no service, Faust or Kafka.
+Staging is the real `ChunkSpool` on a temporary directory; no service, Faust or Kafka.
 The grouped path must decide exactly what the one-chunk-at-a-time path decides; what differs
 is how many fsync rounds the disk sees, which a recording subclass of the real staging counts.
 """
@@ -17,11 +17,13 @@ import pytest
 from conformance.ocf_forge import SYNC, header, zigzag
 from podd_runtime.files import FileWrite, temporary_path
 from protocol.body_writer import body_schema
+from protocol.chunk_range import ChunkRange
 from protocol.codec import decode_delta_in_key, encode_delta_in_key
 from protocol.errors import ErrorCode
 from protocol.ocf import OcfLimits, decoded_size
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from replica_agent.chunk_spool import ChunkSpool, GroupWrite
 from replica_agent.intake import (
     ChunkIntake,
     Completed,
@@ -31,7 +33,6 @@ from replica_agent.intake import (
     StreamsReady,
 )
 from replica_agent.metrics import AgentMetrics
-from replica_agent.staging import GroupWrite, TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_store.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
@@ -39,8 +40,8 @@ from tests.agent.kafka_io import chunks_of
 MiB = 2**20
 
 
-class CountingStaging(TransferStaging):
-    """The real staging, counting the group writes and the bodies in each."""
+class CountingSpool(ChunkSpool):
+    """The real spool, counting the group writes and the bodies in each."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
@@ -54,11 +55,11 @@ class CountingStaging(TransferStaging):
 class Harness:
     def __init__(self, schema: LogicalSchema, root: Path) -> None:
         self.schema = schema
-        self.staging = CountingStaging(root / "staging")
+        self.spool = CountingSpool(root / "staging")
         self.metrics = AgentMetrics()
         self.tracker = TransferTracker({schema.datamart: schema}, {schema.datamart: {}})
         self.intake = ChunkIntake(
-            self.tracker, self.staging, self.metrics, incomplete_timeout=600, clock=lambda: 0.0
+            self.tracker, self.spool, self.metrics, incomplete_timeout=600, clock=lambda: 0.0
         )
 
     async def receive(self, messages: list[RawMessage]) -> Received:
@@ -88,7 +89,7 @@ async def test_a_whole_delta_in_one_group_is_staged_in_one_write_and_sealed_once
     (completed,) = received.outcomes  # the one outcome: the transfer, sealed for the loader
     assert isinstance(completed, Completed)
     # One group write for every body (the duplicates write nothing).
-    assert harness.staging.groups == [len(messages)]
+    assert harness.spool.groups == [len(messages)]
     loaded = completed.staged
     assert loaded == StagedTransfer.open(loaded.directory)  # the manifest on disk
     assert sum(s.chunk_count for s in loaded.manifest.streams) == len(messages)
@@ -115,9 +116,7 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     rid = transfer.request_id
     # Something in the way of the third chunk's body: it cannot be written.
     third = decode_delta_in_key(messages[2][0])
-    blocker = temporary_path(
-        harness.staging.chunk_path(rid, third.stream_number, third.chunk_number)
-    )
+    blocker = temporary_path(harness.spool.chunk_path(rid, third.stream_number, third.chunk_number))
     blocker.mkdir()
     (blocker / "in-the-way").write_text("x")
 
@@ -139,7 +138,7 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     # The tracker was read again from disk: what it holds is what the files hold.
     reread = harness.tracker.open[rid]
     assert third.chunk_number not in reread.streams[third.stream_number].chunks
-    on_disk = harness.staging.read_transfer(rid)
+    on_disk = harness.spool.read_transfer(rid)
     assert {n: s.chunks for n, s in reread.streams.items()} == {
         n: s.chunks for n, s in on_disk.streams.items()
     }
@@ -179,7 +178,7 @@ async def test_a_body_beyond_its_bounds_refuses_its_transfer_within_the_group(
     assert refused.code is ErrorCode.BAD_CHUNK
     assert "decompresses to more than" in refused.message
     assert harness.tracker.is_finished(key.request_id)
-    bomb_file = harness.staging.chunk_path(key.request_id, key.stream_number, key.chunk_number)
+    bomb_file = harness.spool.chunk_path(key.request_id, key.stream_number, key.chunk_number)
     assert not bomb_file.exists()
 
     good = harness.messages(0)  # delta 0 again, under a new requestId
@@ -214,4 +213,4 @@ async def test_a_stream_arriving_is_offered_at_the_eager_size_only_while_nothing
     pieces = {s.stream_number: s for s in offered.staged.manifest.streams}
     assert set(pieces) == set(highest)
     for number, piece in pieces.items():
-        assert (piece.first_chunk, piece.chunk_count, piece.partial) == (1, highest[number], True)
+        assert piece.chunks == ChunkRange(1, highest[number], False)

@@ -116,11 +116,11 @@ def test_a_worker_without_the_staging_mount_is_refused_at_start(
     # The worker sees an empty directory where the agent's staging directory is: a worker
     # started without the shared volume.
     data_dir = tmp_path / "var"
-    staging = data_dir / "staging"
-    staging.mkdir(parents=True)
-    hide = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"', str(staging)]
+    spool = data_dir / "staging"
+    spool.mkdir(parents=True)
+    hide = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"', str(spool)]
     with StandaloneCluster(tmp_path / "unshared", worker_wrapper=hide) as master:
         # Executors do start here: a slow machine must not turn this into a probe timeout.
         log = _refused_start(master, broker, replica_dsn, marketing, data_dir, 120)
-    assert f"cannot read the staging directory {staging}" in log
+    assert f"cannot read the staging directory {spool}" in log
     assert "mount it at the same absolute path" in log

@@ -15,14 +15,14 @@ from protocol.workload import Workload, WorkloadSpec
 from replica_agent.admission import TransferLimits
 from replica_agent.answer_records import AnswerRecords
 from replica_agent.answers import error_result
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.metrics import AgentMetrics
 from replica_agent.outbox import Outbox
 from replica_agent.service import ReplicaService
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_agent.transfers import Transfer
 from tests.agent.kafka_io import chunks_of
-from tests.agent.staging_writes import transfer_of
+from tests.agent.spool_writes import transfer_of
 from tests.agent.test_faust_app import RecordingLoader
 from tests.agent.test_intake import bomb_body
 
@@ -33,65 +33,65 @@ def transfer(request_id: str = "r/1 with any characters") -> Transfer:
     return transfer_of(request_id, "marketing", 0, DATE, "SELECT 1", 2)
 
 
-def records_of(staging: TransferStaging, keep_finished: int = 10_000) -> AnswerRecords:
-    return AnswerRecords(staging.outbox, staging.quarantine, keep_finished=keep_finished)
+def records_of(spool: ChunkSpool, keep_finished: int = 10_000) -> AnswerRecords:
+    return AnswerRecords(spool.outbox, spool.quarantine, keep_finished=keep_finished)
 
 
-def settle(records: AnswerRecords, staging: TransferStaging, request_id: str) -> None:
+def settle(records: AnswerRecords, spool: ChunkSpool, request_id: str) -> None:
     """What `Outbox` does once an answer is delivered."""
     records.sent(request_id)
-    staging.remove(request_id)
+    spool.remove(request_id)
 
 
 def test_owed_answers_survive_and_settled_ones_finish_the_transfer(tmp_path: Path) -> None:
-    staging = TransferStaging(tmp_path)
-    records = records_of(staging)
+    spool = ChunkSpool(tmp_path)
+    records = records_of(spool)
     owed, settled = transfer("owed"), transfer("settled")
     for t in (owed, settled):
-        staging.open_transfer(t.framing)
+        spool.open_transfer(t.framing)
         result = DeltaInResult(
             request_id=t.request_id, datamart="marketing", delta_num=0, delta_date=DATE,
             status=DeltaStatus.ERROR, error_code="BAD_CHUNK", error_message="x",
         )  # fmt: skip
         records.owe(result)
-    settle(records, staging, "settled")
-    answers = records_of(TransferStaging(tmp_path)).recover()
+    settle(records, spool, "settled")
+    answers = records_of(ChunkSpool(tmp_path)).recover()
     assert [r.request_id for r in answers.owed] == ["owed"]
     assert set(answers.finished) == {"owed", "settled"}
     # The owed transfer's files are cleaned up too.
-    assert TransferStaging(tmp_path).recover(answers.finished).open == []
-    assert list(staging.transfers.iterdir()) == []
+    assert ChunkSpool(tmp_path).recover(answers.finished).open == []
+    assert list(spool.transfers.iterdir()) == []
 
 
 def test_an_unreadable_answer_is_quarantined(tmp_path: Path) -> None:
-    staging = TransferStaging(tmp_path / "staging")
-    records = records_of(staging)
-    (staging.outbox / "x.owed.json").write_text("not json")
+    spool = ChunkSpool(tmp_path / "staging")
+    records = records_of(spool)
+    (spool.outbox / "x.owed.json").write_text("not json")
     found = records.recover()
     assert found.owed == []
     assert [w.parent for w, _ in found.quarantined] == [tmp_path / "quarantine"]
 
 
 def test_an_answer_is_recorded_once(tmp_path: Path) -> None:
-    staging = TransferStaging(tmp_path)
-    records = records_of(staging)
+    spool = ChunkSpool(tmp_path)
+    records = records_of(spool)
     t = transfer()
     first = error_result(t, ErrorCode.BAD_CHUNK, "first")
     second = error_result(t, ErrorCode.LOAD_FAILED, "second")
     assert records.owe(first) == first
     assert records.owe(second) == first  # never a second, different answer
-    settle(records, staging, t.request_id)
+    settle(records, spool, t.request_id)
     assert records.owe(second) == first  # also after it was sent
 
 
 def test_sent_answers_beyond_the_budget_are_pruned_as_they_settle(tmp_path: Path) -> None:
-    staging = TransferStaging(tmp_path)
-    records = records_of(staging, keep_finished=3)
+    spool = ChunkSpool(tmp_path)
+    records = records_of(spool, keep_finished=3)
     for n in range(6):
         rid = f"r{n}"
         records.owe(error_result(transfer(rid), ErrorCode.BAD_CHUNK, "x"))
-        settle(records, staging, rid)
-    assert len(list(staging.outbox.glob("*.sent.json"))) == 3
+        settle(records, spool, rid)
+    assert len(list(spool.outbox.glob("*.sent.json"))) == 3
 
 
 def service_of(schema: LogicalSchema, root: Path, max_finished: int) -> ReplicaService:
@@ -103,7 +103,7 @@ def service_of(schema: LogicalSchema, root: Path, max_finished: int) -> ReplicaS
             {schema.datamart: schema}, {schema.datamart: {}},
             limits=TransferLimits(max_finished=max_finished),
         ),
-        staging=TransferStaging(root),
+        spool=ChunkSpool(root),
         loader=RecordingLoader(),
         registry=lambda datamart, n: None,
         send_result=record,
@@ -150,7 +150,7 @@ async def test_a_refused_transfer_is_answered_once_and_its_files_removed(
     loader = RecordingLoader()
     service = ReplicaService(
         tracker=TransferTracker({marketing.datamart: marketing}, {marketing.datamart: {}}),
-        staging=TransferStaging(tmp_path / "staging"), loader=loader,
+        spool=ChunkSpool(tmp_path / "staging"), loader=loader,
         registry=lambda datamart, n: None, send_result=record, metrics=AgentMetrics(),
         incomplete_timeout=600,
     )  # fmt: skip
@@ -163,7 +163,7 @@ async def test_a_refused_transfer_is_answered_once_and_its_files_removed(
     (refused,) = sent
     assert refused.request_id == key.request_id
     assert refused.error_code == ErrorCode.BAD_CHUNK.value
-    assert not service.staging.directory(key.request_id).exists()
+    assert not service.spool.directory(key.request_id).exists()
 
     good = [
         (encode_delta_in_key(c.key), c.body) for c in chunks_of(marketing, 0, rows)
@@ -188,12 +188,12 @@ async def test_two_paths_answering_one_transfer_at_once_send_one_answer(tmp_path
         sent.append(result)
         await release.wait()  # the broker takes its time: the other path arrives meanwhile
 
-    staging = TransferStaging(tmp_path)
+    spool = ChunkSpool(tmp_path)
     t = transfer("raced")
-    staging.open_transfer(t.framing)
+    spool.open_transfer(t.framing)
     tracker = TransferTracker({}, {})
-    outbox = Outbox(records=records_of(staging), send_result=slow_send, tracker=tracker,
-                    staging=staging, metrics=AgentMetrics())  # fmt: skip
+    outbox = Outbox(records=records_of(spool), send_result=slow_send, tracker=tracker,
+                    spool=spool, metrics=AgentMetrics())  # fmt: skip
     first = asyncio.create_task(outbox.answer(error_result(t, ErrorCode.BAD_CHUNK, "first")))
     await asyncio.sleep(0.05)
     second = asyncio.create_task(outbox.answer(error_result(t, ErrorCode.LOAD_FAILED, "2nd")))
@@ -201,8 +201,8 @@ async def test_two_paths_answering_one_transfer_at_once_send_one_answer(tmp_path
     release.set()
     await asyncio.gather(first, second)
     assert [r.error_message for r in sent] == ["first"]
-    found = records_of(TransferStaging(tmp_path)).recover()
+    found = records_of(ChunkSpool(tmp_path)).recover()
     assert found.owed == []
     assert set(found.finished) == {"raced"}
-    assert not staging.directory("raced").exists()
-    records_of(staging).sent("raced")  # settling again is a no-op, not an error
+    assert not spool.directory("raced").exists()
+    records_of(spool).sent("raced")  # settling again is a no-op, not an error

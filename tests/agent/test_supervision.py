@@ -17,15 +17,15 @@ from protocol.messages import DeltaInResult, DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_agent.answers import MAX_ERROR_CHARS, error_result
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.metrics import AgentMetrics
 from replica_agent.service import ReplicaService
-from replica_agent.staging import TransferStaging
 from replica_agent.tracker import TransferTracker
 from replica_store.errors import LoadFailedError
 from replica_store.registry import RegistryEntry
 from replica_store.transfer import StagedTransfer
 from tests.agent.kafka_io import chunks_of
-from tests.agent.staging_writes import transfer_of
+from tests.agent.spool_writes import transfer_of
 from tests.loader.staging_helpers import delta_date
 
 SECRET = "password=hunter2 host=db.internal"
@@ -60,7 +60,7 @@ async def drive(
 
     service = ReplicaService(
         tracker=TransferTracker({schema.datamart: schema}, {schema.datamart: {}}),
-        staging=TransferStaging(tmp_path / "staging"),
+        spool=ChunkSpool(tmp_path / "staging"),
         loader=loader,
         registry=lambda datamart, n: loader.applied.get(n),
         send_result=record,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from protocol.body_writer import encode_body
+from protocol.chunk_range import ChunkRange
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaInKey
 from protocol.schema import LogicalSchema
@@ -290,7 +291,7 @@ def test_each_stream_complete_before_its_transfer_is_offered_to_prestaging_once(
     transfer = tracker.open["r1"]
     assert tracker.take_prestage(transfer) == {}  # chunk 1 of stream 1 is missing
     tracker.admit(key(chunk_number=1), None)
-    assert tracker.take_prestage(transfer, min_bytes=0) == {1: Offer(1, 2, False, 0)}
+    assert tracker.take_prestage(transfer, min_bytes=0) == {1: Offer(ChunkRange(1, 2, True), 0)}
     assert tracker.take_prestage(transfer) == {}  # offered once
     tracker.admit(key(stream_number=2, table_name="stores", is_last_chunk=True), None)
     assert transfer.complete
@@ -313,16 +314,20 @@ def test_a_stream_still_arriving_is_offered_in_pieces_of_chunks_without_a_gap(
     transfer = tracker.open["r1"]
     transfer.streams[1].decoded_bytes = 300  # 100 a chunk
     assert tracker.take_prestage(transfer, piece_bytes=201) == {}  # 1-2: 200 bytes
-    assert tracker.take_prestage(transfer, piece_bytes=200) == {1: Offer(1, 2, True, 200)}
+    assert tracker.take_prestage(transfer, piece_bytes=200) == {
+        1: Offer(ChunkRange(1, 2, False), 200)
+    }
     assert tracker.take_prestage(transfer, piece_bytes=100) == {}  # 3 is missing
     tracker.admit(key(chunk_number=3), None)
     transfer.streams[1].decoded_bytes = 400
-    assert tracker.take_prestage(transfer, piece_bytes=100) == {1: Offer(3, 4, True, 200)}
+    assert tracker.take_prestage(transfer, piece_bytes=100) == {
+        1: Offer(ChunkRange(3, 4, False), 200)
+    }
     tracker.admit(key(chunk_number=5, is_last_chunk=True), None)
     transfer.streams[1].decoded_bytes = 500
     # complete: the chunks after the last piece, whatever their size
     assert tracker.take_prestage(transfer, min_bytes=10**6, piece_bytes=100) == {
-        1: Offer(5, 5, False, 100)
+        1: Offer(ChunkRange(5, 5, True), 100)
     }
     assert tracker.take_prestage(transfer, piece_bytes=1) == {}  # offered once
 

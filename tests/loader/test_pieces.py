@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from protocol.apply_model import DELETE, UPSERT, DeltaRow, ReplicaModel, apply_delta
+from protocol.chunk_range import ChunkRange
 from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
@@ -45,12 +46,10 @@ def pieces(transfer: StagedTransfer, spans: dict[str, tuple[int, int]]) -> Stage
             first, last = spans[stream.table_name]
             last = min(last, stream.chunk_count)
             if first <= last:
+                chunks = ChunkRange(first, last, last == stream.chunk_count)
                 streams.append(
-                    stream.model_copy(
-                        update={"first_chunk": first, "chunk_count": last,
-                                "partial": last < stream.chunk_count}
-                    )
-                )  # fmt: skip
+                    StreamManifest.of(stream.stream_number, stream.table_name, chunks, None)
+                )
     manifest = transfer.manifest.model_copy(update={"streams": tuple(streams)})
     return StagedTransfer(transfer.directory, manifest)
 

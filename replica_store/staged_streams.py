@@ -26,7 +26,7 @@ from replica_store.transfer import TransferManifest
 _TABLE = f"{q(META_SCHEMA)}.staged_stream"
 
 
-def prestaged(
+def staged_streams(
     conn: psycopg.Connection, manifest: TransferManifest, staging: Callable[[str], str]
 ) -> dict[str, tuple[int, int]]:
     """The manifest's tables whose staging holds exactly its stream: (staged, received).
@@ -55,7 +55,9 @@ def prestaged(
     return found
 
 
-def forget(conn: psycopg.Connection, datamart: str, table_names: Sequence[str]) -> None:
+def forget_staged_streams(
+    conn: psycopg.Connection, datamart: str, table_names: Sequence[str]
+) -> None:
     """Before their staging is written: these tables hold no known stream any more."""
     if table_names:
         conn.execute(
@@ -64,7 +66,7 @@ def forget(conn: psycopg.Connection, datamart: str, table_names: Sequence[str]) 
         )
 
 
-def remember(
+def record_staged_stream(
     conn: psycopg.Connection,
     manifest: TransferManifest,
     table_name: str,
@@ -73,7 +75,7 @@ def remember(
 ) -> None:
     """After every row of the table's stream is staged and committed."""
     stream = next(s for s in manifest.streams if s.table_name == table_name)
-    forget(conn, manifest.datamart, [table_name])  # no ON CONFLICT (docs/REPLICA.md)
+    forget_staged_streams(conn, manifest.datamart, [table_name])  # no ON CONFLICT (docs/REPLICA.md)
     conn.execute(
         f"INSERT INTO {_TABLE} (datamart, table_name, request_id, stream_number, "
         "chunk_count, staged, received) VALUES (%s, %s, %s, %s, %s, %s, %s)",

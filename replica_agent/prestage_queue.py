@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
@@ -31,17 +32,22 @@ from replica_store.transfer import StagedTransfer, StreamManifest
 
 log = structlog.get_logger("replica_agent")
 
-#: Stages (and applies, in the open apply given or a new one) complete streams of a
-#: transfer still receiving; the tables it staged, and the open apply (None: none).
-Prestage = Callable[[StagedTransfer, OpenApply | None], tuple[list[str], OpenApply | None]]
 
+class Prestager(Protocol):
+    """The loader's prestager (`spark_loader.prestage.Prestager`)."""
 
-#: Hand-overs of one transfer are merged into one prestage up to this many decoded bytes.
-#: The load after the last chunk first waits for the prestage in flight, which stages its
-#: tables and then applies them, one after the other: unbounded, it merged the streams
-#: that queued up while chunks poured in (an unpaced 1M-row delta: 100,000-row streams of
-#: about 5 MiB, a stream completing every 0.3 s), and the load waited 2.5-6.0 s for it.
-MERGE_MAX_BYTES = 4 * 2**20
+    @property
+    def merge_max_bytes(self) -> int:
+        """Hand-overs of one transfer waiting together are merged into one prestage up to
+        this many decoded bytes: what the prestager stages in its own process."""
+        ...
+
+    def prestage(
+        self, transfer: StagedTransfer, opened: OpenApply | None
+    ) -> tuple[list[str], OpenApply | None]:
+        """Stage (and apply, in the open apply given or a new one) complete streams of a
+        transfer still receiving: the tables staged, and the open apply (None: none)."""
+        ...
 
 
 def _decoded(staged: StagedTransfer) -> int:
@@ -56,16 +62,16 @@ def _joined(earlier: StreamManifest | None, later: StreamManifest) -> StreamMani
     decoded = None
     if earlier.decoded_bytes is not None and later.decoded_bytes is not None:
         decoded = earlier.decoded_bytes + later.decoded_bytes
-    first = min(earlier.first_chunk, later.first_chunk)
-    return later.model_copy(update={"first_chunk": first, "decoded_bytes": decoded})
+    chunks = earlier.chunks.joined(later.chunks)
+    return StreamManifest.of(later.stream_number, later.table_name, chunks, decoded)
 
 
-class Prestaging:
+class PrestageQueue:
     def __init__(
-        self, tracker: TransferTracker, prestage: Prestage | None, worker_idle: Callable[[], bool]
+        self, tracker: TransferTracker, prestager: Prestager | None, worker_idle: Callable[[], bool]
     ) -> None:
         self.tracker = tracker
-        self.prestage = prestage
+        self.prestager = prestager
         self.worker_idle = worker_idle
         self._pending: list[tuple[Transfer, StagedTransfer]] = []
         self._task: asyncio.Task[None] | None = None
@@ -81,7 +87,7 @@ class Prestaging:
 
     def offer(self, transfer: Transfer, staged: StagedTransfer) -> None:
         """Complete streams of `transfer` (`staged` names them), staged in turn if useful."""
-        if self.prestage is None:
+        if self.prestager is None:
             return
         self._pending.append((transfer, staged))
         if self._task is None or self._task.done():
@@ -139,15 +145,21 @@ class Prestaging:
 
     def _take(self) -> tuple[Transfer, StagedTransfer]:
         """The first hand-over, with later ones of the same transfer while they decode to at
-        most `MERGE_MAX_BYTES` together: one prestage (one Spark job per few tables, not one
-        per table) for the small streams that completed while the last prestage ran."""
+        most the prestager's `merge_max_bytes` together: one prestage for the small streams
+        that completed while the last prestage ran, not one per stream."""
+        assert self.prestager is not None
+        bound = self.prestager.merge_max_bytes
         transfer, staged = self._pending.pop(0)
         size, same, rest = _decoded(staged), list[StagedTransfer](), []
+        held: set[int] = set()  # streams of hand-overs left out: their later pieces wait too
         for other, part in self._pending:
-            if other is transfer and size + _decoded(part) <= MERGE_MAX_BYTES:
+            numbers = {s.stream_number for s in part.manifest.streams}
+            fits = size + _decoded(part) <= bound and not numbers & held
+            if other is transfer and fits:
                 size += _decoded(part)
                 same.append(part)
             else:
+                held |= numbers if other is transfer else set()
                 rest.append((other, part))
         self._pending = rest
         if not same:
@@ -162,15 +174,16 @@ class Prestaging:
         return transfer, StagedTransfer(staged.directory, manifest)
 
     async def _run(self) -> None:
-        prestage = self.prestage
-        assert prestage is not None
+        prestager = self.prestager
+        assert prestager is not None
         while self._pending:
             transfer, staged = self._take()
             if not self._useful(transfer):
                 continue
             rid = transfer.request_id
             try:
-                _, opened = await asyncio.to_thread(prestage, staged, self._opened.pop(rid, None))
+                opened_before = self._opened.pop(rid, None)
+                _, opened = await asyncio.to_thread(prestager.prestage, staged, opened_before)
             except Exception:  # the loader's prestage logs and drops its own failures
                 log.exception("prestage failed", **transfer.log_ids())
                 continue

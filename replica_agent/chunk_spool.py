@@ -1,4 +1,8 @@
-"""Durable staging: what the agent knows survives `kill -9` here, and only here.
+"""The chunk spool: what the agent knows survives `kill -9` here, and only here.
+
+"Spool" names the agent's files (its directory is still the `staging_dir` setting, and
+its metrics keep their `podd_staging_*` names); "staging" in the store and the loader
+means staging *tables*, where a table's rows wait inside the replica before an apply.
 
     <root>/transfers/<id>/transfer.json        the transfer's framing (first chunk's key)
     <root>/transfers/<id>/s000001.json         stream 1: its table, its last chunk once known
@@ -13,7 +17,7 @@ before the Kafka offset of the chunk that caused it can be committed. A body is 
 stream file, so a stream file never names a chunk that is not on disk; a body without a
 stream file (a crash in between) is ignored and rewritten when Kafka redelivers the chunk.
 
-Staging persists what the tracker decided; it changes no `Transfer`. What a restart
+The spool persists what the tracker decided; it changes no `Transfer`. What a restart
 cannot read (a corrupt file) is moved to the quarantine (`replica_agent.quarantine`), with
 its reason, and the agent starts.
 """
@@ -34,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from podd_runtime.files import FileWrite, durable_write, durable_write_group, fsync_directory
 from protocol.chunk_files import ChunkFile
 from protocol.ocf import ContainerError, OcfLimits, decoded_size
-from replica_agent.errors import StagingError
+from replica_agent.errors import SpoolError
 from replica_agent.quarantine import Quarantine
 from replica_agent.transfers import CHUNK_COST, Offer, StreamState, Transfer, TransferFraming
 from replica_store.transfer import StagedTransfer, StreamManifest, TransferManifest
@@ -91,7 +95,7 @@ DISK_RESERVE_BYTES = 16 * 2**20
 DISK_RESERVE_INODES = 1_000
 
 
-class TransferStaging:
+class ChunkSpool:
     """The staging directory of one agent (all its datamarts)."""
 
     def __init__(
@@ -176,15 +180,12 @@ class TransferStaging:
     def complete_streams(self, transfer: Transfer, offers: Mapping[int, Offer]) -> StagedTransfer:
         """Streams of a transfer still receiving, whole or in pieces (`offers`), as the
         loader reads a transfer (for prestaging); no manifest is written."""
-        whole = [n for n, o in offers.items() if o.first == 1 and not o.partial]
+        whole = [n for n, o in offers.items() if o.chunks.is_whole]
         streams = {s.stream_number: s for s in self._manifest(transfer, sorted(whole)).streams}
         for number, offer in offers.items():
             if number not in streams:
-                streams[number] = StreamManifest(
-                    stream_number=number, table_name=transfer.streams[number].table_name,
-                    first_chunk=offer.first, chunk_count=offer.last, partial=offer.partial,
-                    decoded_bytes=offer.decoded,
-                )  # fmt: skip
+                table_name = transfer.streams[number].table_name
+                streams[number] = StreamManifest.of(number, table_name, offer.chunks, offer.decoded)
         return StagedTransfer(
             self.directory(transfer.request_id),
             self._framed(transfer, tuple(streams[n] for n in sorted(streams))),
@@ -227,7 +228,7 @@ class TransferStaging:
 
     # --- reads -----------------------------------------------------------------------------
     def read_transfer(self, request_id: str) -> Transfer:
-        """An open transfer as its files say (`StagingError` if they cannot be read)."""
+        """An open transfer as its files say (`SpoolError` if they cannot be read)."""
         return _read_transfer(self.directory(request_id))
 
     def recover(self, finished: Iterable[str] = (), *, cleanup: bool = True) -> Recovered:
@@ -246,7 +247,7 @@ class TransferStaging:
                 continue
             try:
                 found.open.append(_read_transfer(directory))
-            except StagingError as exc:
+            except SpoolError as exc:
                 if cleanup:
                     where = self.quarantine.move(directory, str(exc))
                     found.quarantined.append((where, str(exc)))
@@ -274,5 +275,5 @@ def _read_transfer(directory: Path) -> Transfer:
             stream.decoded_bytes = None  # measured again when it is sealed
             transfer.streams[number] = stream
     except (OSError, ValueError, ValidationError) as exc:
-        raise StagingError(f"{directory} is not a readable staged transfer: {exc}") from None
+        raise SpoolError(f"{directory} is not a readable staged transfer: {exc}") from None
     return transfer

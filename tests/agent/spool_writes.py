@@ -1,5 +1,5 @@
 """Staging files written one at a time, as durable as the agent's grouped writes make them
-(`TransferStaging.write_group`), for tests that lay out a transfer on disk by hand with
+(`ChunkSpool.write_group`), for tests that lay out a transfer on disk by hand with
 bodies that are not containers; and transfers made by hand."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from podd_runtime.files import durable_write
-from replica_agent.staging import TransferStaging
+from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.transfers import StreamState, Transfer, TransferFraming
 
 
@@ -29,12 +29,10 @@ def transfer_of(
 
 
 def write_chunk(
-    staging: TransferStaging, request_id: str, stream: int, chunk: int, body: bytes | None
+    spool: ChunkSpool, request_id: str, stream: int, chunk: int, body: bytes | None
 ) -> None:
-    durable_write(staging.chunk_path(request_id, stream, chunk), body or b"")
+    durable_write(spool.chunk_path(request_id, stream, chunk), body or b"")
 
 
-def write_stream(
-    staging: TransferStaging, request_id: str, number: int, state: StreamState
-) -> None:
-    durable_write(*staging.stream_file(request_id, number, state))
+def write_stream(spool: ChunkSpool, request_id: str, number: int, state: StreamState) -> None:
+    durable_write(*spool.stream_file(request_id, number, state))
