@@ -27,6 +27,10 @@ class StoreMismatchError(LoaderError):
     """Existing replica tables disagree with the logical schema."""
 
 
+class UnsupportedSchemaError(LoaderError):
+    """The store cannot hold this logical schema as it is (a name the ADQM store refuses)."""
+
+
 class StagedTransferError(LoaderError):
     """A staged transfer on disk is incomplete or malformed."""
 

@@ -18,6 +18,7 @@ from podd_kafka.broker import embedded_broker
 from podd_runtime.spark_cluster import StandaloneCluster
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
+from replica_store.adqm.store import AdqmStore
 from replica_store.embedded_pg import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,3 +89,12 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     with StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), cores=2) as master:
         yield master
+
+
+@pytest.fixture(scope="session")
+def adqm_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdqmStore]:
+    """The embedded ClickHouse (chdb) of this test process: one directory for the whole
+    session, since chdb opens one directory per process. Tests take datamarts of their own."""
+    store = AdqmStore(f"chdb://{tmp_path_factory.mktemp('chdb')}")
+    yield store
+    store.close()

@@ -1,0 +1,200 @@
+"""A replica in ClickHouse (`AdqmStore`): the `Store` of `replica_store.interface`.
+
+One code path for an embedded engine and a server, through `clickhouse-connect`:
+`chdb:///path` opens chdb in this process (its directory is locked for one process at a
+time), `clickhouse://user@host:8123` a server. Credentials ride in the URL or its settings
+and are never logged (`redacted`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from podd_runtime.lock_file import Hold, LockFile
+from protocol.ddl import parse_schema
+from protocol.schema import LogicalSchema, Table
+from replica_store.adqm import registry
+from replica_store.adqm.client import open_client, redacted
+from replica_store.adqm.delta import AdqmDelta
+from replica_store.adqm.layout import (
+    SYSTEM_COLUMNS,
+    logical_select,
+    meta_ddl,
+    staging_ddl,
+    table_ddl,
+    version_columns,
+    view_ddl,
+)
+from replica_store.adqm.names import Names, check_prostore_names, literal
+from replica_store.adqm.types import as_model_values, column_types
+from replica_store.adqm.undo import undo_unregistered
+from replica_store.errors import DatamartInUseError, StoreMismatchError
+from replica_store.layout import Datamart
+from replica_store.registry import RegistryEntry
+from replica_store.transfer import TransferManifest
+
+log = structlog.get_logger("replica_store")
+
+
+class AdqmStore:
+    def __init__(self, url: str, *, prefix: str = "", cluster: str | None = None) -> None:
+        self.url = url
+        self.names = Names(prefix)
+        self.cluster = cluster
+        self.client = open_client(url)
+        self._writers: dict[str, threading.Lock] = {}
+        self._held: set[str] = set()
+        self._guard = threading.Lock()
+        log.info("adqm store opened", replica=redacted(url), prefix=prefix, cluster=cluster)
+
+    # --- layout --------------------------------------------------------------------------
+    def ensure(self, schema: LogicalSchema) -> Datamart:
+        """Create the datamart's store if needed; refuse if existing tables disagree. A
+        delta an earlier run published and did not register is undone here."""
+        check_prostore_names(schema)
+        for statement in meta_ddl(self.names, self.cluster):
+            self.client.command(statement)
+        self._check_existing(schema)
+        for statement in table_ddl(self.names, schema, self.cluster):
+            self.client.command(statement)
+        found = registry.catalog_entry(self.client, self.names, schema.datamart)
+        if found is None:
+            datamart_id = registry.add_to_catalog(
+                self.client, self.names, schema.datamart, schema.to_ddl()
+            )
+        else:
+            datamart_id = found[0]
+        for position in range(len(schema.tables)):
+            for statement in staging_ddl(self.names, datamart_id, position, schema):
+                self.client.command(statement)
+        for statement in view_ddl(self.names, schema, self.cluster):
+            self.client.command(statement)
+        datamart = Datamart(schema, datamart_id)
+        with self.writer(schema.datamart):
+            self.undo_unregistered(datamart)
+        return datamart
+
+    def _check_existing(self, schema: LogicalSchema) -> None:
+        """`StoreMismatchError` if a table's `t_actual` exists with other columns."""
+        database = self.names.prefix + schema.datamart
+        for table in schema:
+            rows = self.client.query(
+                "SELECT name, type FROM system.columns WHERE database = "
+                f"{literal(database)} AND table = {literal(table.name + '_actual')} "
+                "ORDER BY position"
+            ).result_rows
+            expected = [*column_types(table), *SYSTEM_COLUMNS]
+            if rows and [tuple(r) for r in rows] != expected:
+                raise StoreMismatchError(
+                    f"{database}.{table.name}_actual exists with other columns than the "
+                    f"schema gives ({version_columns(table)})"
+                )
+
+    def stored_schema(self, datamart: str) -> LogicalSchema | None:
+        if not self._meta_exists():
+            return None
+        found = registry.catalog_entry(self.client, self.names, datamart)
+        return None if found is None else parse_schema(found[1])
+
+    def datamarts(self) -> list[str]:
+        return registry.catalog(self.client, self.names) if self._meta_exists() else []
+
+    def _meta_exists(self) -> bool:
+        rows = self.client.query(
+            "SELECT count() FROM system.tables WHERE database = "
+            f"{literal(self.names.prefix + 'podd_replica')} AND name = 'datamart'"
+        ).result_rows
+        return bool(rows[0][0])
+
+    # --- writing -------------------------------------------------------------------------
+    def writer(self, datamart: str) -> threading.Lock:
+        """The datamart's one writer in this process."""
+        with self._guard:
+            return self._writers.setdefault(datamart, threading.Lock())
+
+    def begin_delta(self, datamart: Datamart, manifest: TransferManifest) -> AdqmDelta:
+        return AdqmDelta(self.client, self.names, self.writer(datamart.name), datamart, manifest)
+
+    def undo_unregistered(self, datamart: Datamart) -> None:
+        """`undo.undo_unregistered` (the caller holds the datamart's writer)."""
+        undo_unregistered(self.client, self.names, datamart)
+
+    def optimize(self, datamart: LogicalSchema) -> None:
+        """Merge each table's parts now (`OPTIMIZE … FINAL`): reads get cheaper; never
+        needed for correctness."""
+        for table in datamart:
+            self.client.command(
+                f"OPTIMIZE TABLE {self.names.actual(datamart.datamart, table.name)} FINAL"
+            )
+
+    # --- reading -------------------------------------------------------------------------
+    def registry(self, datamart: str) -> list[RegistryEntry]:
+        return registry.read_registry(self.client, self.names, datamart)
+
+    def applied(self, datamart: str, delta_num: int) -> RegistryEntry | None:
+        return registry.registry_entry(self.client, self.names, datamart, delta_num)
+
+    def last_applied(self, datamart: str) -> RegistryEntry | None:
+        return registry.registry_entry(self.client, self.names, datamart, None)
+
+    def read_as_of(self, datamart: str, table: Table, delta_num: int) -> list[tuple[Any, ...]]:
+        """The table's rows as of delta `delta_num` (REPLICA.md's query, `FINAL`)."""
+        result = self.client.query_arrow(
+            f"SELECT {logical_select(table)} FROM {self.names.actual(datamart, table.name)} "
+            f"FINAL WHERE sys_from <= {int(delta_num)} AND sys_to >= {int(delta_num)} "
+            "AND sign = 1"
+        )
+        return as_model_values(table, result)
+
+    # --- ownership -----------------------------------------------------------------------
+    def hold(self, datamarts: Sequence[str], role: str, lock_file: Path | None = None) -> Hold:
+        return _AdqmHold(self, list(datamarts), role, lock_file)
+
+    def take_hold(self, datamarts: Sequence[str]) -> None:
+        """Mark the datamarts held in this process (`DatamartInUseError` if one is)."""
+        with self._guard:
+            held = sorted(d for d in datamarts if d in self._held)
+            if held:
+                raise DatamartInUseError(f"datamarts {held} are held by another writer here")
+            self._held.update(datamarts)
+
+    def drop_hold(self, datamarts: Sequence[str]) -> None:
+        with self._guard:
+            self._held.difference_update(datamarts)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _AdqmHold(Hold):
+    """This process's hold on datamarts of the store: one holder each in the process (the
+    embedded engine's directory lock keeps other processes out)."""
+
+    def __init__(
+        self, store: AdqmStore, datamarts: list[str], role: str, lock_file: Path | None
+    ) -> None:
+        self.store, self.datamarts, self.role = store, datamarts, role
+        self._directory = LockFile(lock_file, role) if lock_file else None
+        self._taken: list[str] = []
+
+    def acquire(self) -> None:
+        if self._directory is not None:
+            self._directory.acquire()
+        try:
+            self.store.take_hold(self.datamarts)
+        except BaseException:
+            if self._directory is not None:
+                self._directory.release()
+            raise
+        self._taken = list(self.datamarts)
+
+    def release(self) -> None:
+        self.store.drop_hold(self._taken)
+        self._taken = []
+        if self._directory is not None:
+            self._directory.release()

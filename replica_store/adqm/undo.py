@@ -1,0 +1,34 @@
+"""Undo a delta published and not registered (docs/REPLICA.md: "undone by compensating
+inserts, never by a delete racing merges, before the next load")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from replica_store.adqm import registry
+from replica_store.adqm.names import Names
+from replica_store.adqm.statements import attach_sql, undo_sql
+from replica_store.layout import Datamart
+
+log = structlog.get_logger("replica_store")
+
+
+def undo_unregistered(client: Any, names: Names, datamart: Datamart) -> None:
+    """Compensate every row of a delta published after the last registered one (the caller
+    holds the datamart's writer). Each table's undo is attached in one statement, so a
+    crash inside leaves each table undone or not, and a second run finishes the rest."""
+    name = datamart.name
+    last = registry.registry_entry(client, names, name, None)
+    last_num = None if last is None else last.delta_num
+    started = registry.last_publishing(client, names, name)
+    if started is None or (last_num is not None and started <= last_num):
+        return
+    for position, table in enumerate(datamart.schema.tables):
+        actual = names.actual(name, table.name)
+        publish = names.publish(datamart.id, position)
+        client.command(f"TRUNCATE TABLE {publish}")
+        client.command(undo_sql(table, actual, publish, last_num))
+        client.command(attach_sql(actual, publish))
+    log.info("unregistered delta undone", datamart=name, lastRegistered=last_num)
