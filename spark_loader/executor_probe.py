@@ -37,8 +37,9 @@ class ProbeOutcome:
     replica_error: str | None
 
 
-def _probe_task(token_path: str, token: str, dsn: str) -> ProbeOutcome:
-    """Runs in an executor: read the token, connect to the replica."""
+def _probe_task(token_path: str, token: str, dsn: str | None) -> ProbeOutcome:
+    """Runs in an executor: read the token, connect to the replica (None: executors do not
+    reach the replica, as with a ClickHouse replica: they hand rows to the driver)."""
     staging_error = None
     try:
         with open(token_path, encoding="ascii") as handle:
@@ -48,15 +49,16 @@ def _probe_task(token_path: str, token: str, dsn: str) -> ProbeOutcome:
         staging_error = f"{type(exc).__name__}: {exc}"
     replica_error = None
     try:
-        with psycopg.connect(dsn, connect_timeout=10) as conn:
-            conn.execute("SELECT 1")
+        if dsn is not None:
+            with psycopg.connect(dsn, connect_timeout=10) as conn:
+                conn.execute("SELECT 1")
     except psycopg.Error as exc:
         replica_error = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
     return ProbeOutcome(socket.gethostname(), staging_error, replica_error)
 
 
 def probe_executors(
-    spark: SparkSession, staging: Path, executor_dsn: str, *, timeout: float
+    spark: SparkSession, staging: Path, executor_dsn: str | None, *, timeout: float
 ) -> list[ProbeOutcome]:
     """Run the probe; `ExecutorProbeError` names what the executors cannot do."""
     staging = staging.absolute()
@@ -107,7 +109,7 @@ def probe_executors(
     return found
 
 
-def _raise_for(found: list[ProbeOutcome], staging: Path, executor_dsn: str) -> None:
+def _raise_for(found: list[ProbeOutcome], staging: Path, executor_dsn: str | None) -> None:
     for probe in found:
         if probe.staging_error is not None:
             raise ExecutorProbeError(
@@ -119,7 +121,7 @@ def _raise_for(found: list[ProbeOutcome], staging: Path, executor_dsn: str) -> N
         if probe.replica_error is not None:
             raise ExecutorProbeError(
                 f"an executor on {probe.host} cannot connect to the replica "
-                f"({safe_dsn(executor_dsn)}): {probe.replica_error}. Executors COPY into "
+                f"({safe_dsn(executor_dsn or '')}): {probe.replica_error}. Executors COPY into "
                 "PostgreSQL themselves: they need a network route to it and the passfile "
                 "in the staging directory"
             )

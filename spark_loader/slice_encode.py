@@ -67,7 +67,7 @@ def copy_tuples(array: pa.Array) -> memoryview:
     return data[offsets[0] : offsets[-1]].data
 
 
-def _in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
+def in_slice(keys: pa.Array, task: TableSlice) -> np.ndarray | None:
     """Which rows of the batch belong to the task's slice (None: all of them)."""
     if task.slices == 1:
         return None
@@ -97,7 +97,7 @@ def last_per_key(keys: list[pa.Array], rows: list[pa.Array]) -> list[pa.Array]:
     return list(pa.chunked_array(rows, pa.binary()).take(keep).chunks)
 
 
-def _chunk_batches(
+def chunk_batches(
     table: Table, body: bytes, number: int, limits: OcfLimits, body_format: BodyFormat
 ) -> Iterator[pa.RecordBatch]:
     """The chunk's batches, one at a time; a protocol error names the chunk."""
@@ -134,9 +134,9 @@ def encode_slice(
     for number, path in task.chunks:
         with open(path, "rb") as handle:
             body = handle.read()
-        for decoded in _chunk_batches(table, body, number, limits, body_format):
+        for decoded in chunk_batches(table, body, number, limits, body_format):
             key = tuples_array(kinds, decoded.select(positions))
-            mask = _in_slice(key, task)
+            mask = in_slice(key, task)
             batch = decoded if mask is None else decoded.filter(mask)
             key = key if mask is None else key.filter(mask)
             received += batch.num_rows

@@ -91,12 +91,16 @@ class AdqmDelta:
         self._open = True
 
     # --- staging and applying ----------------------------------------------------------
-    def stage(self, table: Table, rows: Iterable[pa.RecordBatch]) -> tuple[str, int]:
+    def stage(
+        self, table: Table, rows: Iterable[pa.RecordBatch], *, append: bool = False
+    ) -> tuple[str, int]:
         """A table's rows of the delta (logical columns, then `sys_op`; one row per key,
-        the last) into its incoming staging table: that table, and how many rows."""
+        the last) into its incoming staging table, emptied first unless `append` (a
+        later slice of the table's keys): that table, and how many rows now."""
         position = self.datamart.position(table.name)
         incoming = self.names.incoming(self.datamart.id, position)
-        self.client.command(f"TRUNCATE TABLE {incoming}")
+        if not append:
+            self.client.command(f"TRUNCATE TABLE {incoming}")
         count = 0
         for batch in rows:
             if batch.num_rows:

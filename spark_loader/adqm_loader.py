@@ -1,0 +1,199 @@
+"""Apply a complete staged transfer to a ClickHouse replica (`replica_store.adqm`).
+
+The same steps as `DeltaLoader` (already applied? in order? stage, apply, register), with
+the store's one writer: executors (or the driver, for a small delta) decode slices of the
+chunks and keep the last row per key, and hand each slice back as Arrow; the driver stages
+it into the table's incoming table and publishes the table (`AdqmDelta`). An embedded
+ClickHouse is one process's, so nothing but the driver ever writes it.
+
+Streams are applied when the delta is complete: there is no open transaction to apply
+pieces into while a delta arrives (the agent runs no prestage on this store).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import structlog
+from pyspark.sql import SparkSession
+
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.schema import LogicalSchema, Table
+from replica_store.adqm.store import AdqmStore
+from replica_store.errors import LoadFailedError, TransientLoadError
+from replica_store.layout import Datamart
+from replica_store.lost_commit import LoadResult
+from replica_store.transfer import StagedTransfer
+from spark_loader.executor_probe import probe_executors
+from spark_loader.session import LazySession
+from spark_loader.settings import LoaderSettings
+from spark_loader.slice_arrow import (
+    ArrowRefusal,
+    ArrowSlice,
+    from_ipc,
+    raise_refusal,
+    slice_or_refusal,
+    to_ipc,
+)
+from spark_loader.slice_encode import TableSlice
+from spark_loader.slice_jobs import plan_tasks
+from spark_loader.temp_staging import chunk_entries, is_small
+
+log = structlog.get_logger("spark_loader")
+
+
+class AdqmLoader:
+    """Loads staged transfers of the registered datamarts into a ClickHouse replica."""
+
+    def __init__(
+        self,
+        store: AdqmStore,
+        spark: SparkSession | LazySession,
+        settings: LoaderSettings | None = None,
+    ) -> None:
+        self.store = store
+        self._spark = spark
+        self.settings = settings or LoaderSettings()
+        self._datamarts: dict[str, Datamart] = {}
+
+    def spark(self) -> SparkSession:
+        return self._spark.get() if isinstance(self._spark, LazySession) else self._spark
+
+    def close(self) -> None:
+        """Nothing is kept between loads (the store's client is the store's)."""
+
+    def probe_executors(self) -> None:
+        """Before the first load: the executors read the staging directory (they never
+        reach the replica)."""
+        probe_executors(
+            self.spark(),
+            self.settings.staging_path,
+            None,
+            timeout=self.settings.executor_probe_timeout_seconds,
+        )
+
+    def datamart(self, name: str) -> Datamart | None:
+        return self._datamarts.get(name)
+
+    def register(self, schema: LogicalSchema) -> Datamart:
+        datamart = self.store.ensure(schema)
+        self._datamarts[schema.datamart] = datamart
+        return datamart
+
+    def decode_ahead(self, transfer: StagedTransfer) -> Mapping[Any, Any]:
+        """Nothing is decoded ahead for this store."""
+        del transfer
+        return {}
+
+    def load(
+        self, transfer: StagedTransfer, opened: Any = None, *, ahead: Any = None
+    ) -> LoadResult:
+        """Apply the transfer, retried on transient failures; `LOAD_FAILED` after them."""
+        del opened, ahead  # (no open apply, nothing decoded ahead, for this store)
+        manifest = transfer.manifest
+        datamart = self._datamarts.get(manifest.datamart)
+        if datamart is None:
+            raise ProtocolError(
+                f"datamart {manifest.datamart} is not served", code=ErrorCode.UNKNOWN_DATAMART
+            )
+        bound = log.bind(
+            datamart=manifest.datamart, deltaNum=manifest.delta_num, requestId=manifest.request_id
+        )
+        last_error = ""
+        for attempt in range(1, self.settings.load_attempts + 1):
+            try:
+                return self._attempt(datamart, transfer, bound)
+            except TransientLoadError as exc:
+                last_error = str(exc)
+                bound.warning("load attempt failed", attempt=attempt, error=last_error)
+                if attempt < self.settings.load_attempts:
+                    time.sleep(self.settings.retry_backoff_seconds * 2 ** (attempt - 1))
+        raise LoadFailedError(
+            f"delta {manifest.delta_num}: the replica store refused the load after "
+            f"{self.settings.load_attempts} attempts: {last_error}"
+        )
+
+    def _attempt(
+        self,
+        datamart: Datamart,
+        transfer: StagedTransfer,
+        bound: structlog.typing.FilteringBoundLogger,
+    ) -> LoadResult:
+        started = time.perf_counter()
+        tables = [datamart.schema.table(s.table_name) for s in transfer.manifest.streams]
+        write = self.store.begin_delta(datamart, transfer.manifest)
+        write.lock(wait=True)
+        try:
+            stored = write.registered()
+            if stored is not None:
+                bound.info("delta already applied", step=1)
+                write.roll_back()
+                return LoadResult.from_registry(stored, already_applied=True)
+            write.begin()
+            for table in tables:
+                write.stage(table, [])  # (emptied: slices are appended as they come)
+            counts = {datamart.position(t.name): (0, 0) for t in tables}
+            for part in self._slices(datamart, transfer, tables):
+                table = datamart.schema.tables[part.table]
+                staged, received = counts[part.table]
+                if part.rows is not None:
+                    staged += write.stage(table, part.rows.to_batches(), append=True)[1]
+                counts[part.table] = (staged, received + part.received)
+            for table in tables:
+                write.apply(table, *counts[datamart.position(table.name)])
+            settle = self.settings.commit_settle_seconds
+            result = write.commit(transfer, tables, settle_seconds=settle)
+        except BaseException as exc:
+            write.roll_back(failed=True)
+            if _transient(exc):
+                raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
+            raise
+        rows = sum(c.rows_received for c in result.tables)
+        bound.info("applied", step=4, seconds=round(time.perf_counter() - started, 3), rows=rows)
+        return result
+
+    def _slices(
+        self, datamart: Datamart, transfer: StagedTransfer, tables: Sequence[Table]
+    ) -> Iterator[ArrowSlice]:
+        """Every slice of the delta's tables, decoded: in the driver for a small delta, else
+        by Spark tasks, handed back one at a time; a refused slice raises its error."""
+        chunks = chunk_entries(datamart, transfer, tables)
+        entries = [e for table_entries in chunks.values() for e in table_entries]
+        settings = self.settings
+        limits, body_format = settings.body_limits(), transfer.manifest.body_format
+        schema_tables = list(datamart.schema.tables)
+        if is_small(chunks, settings):
+            tasks = plan_tasks(entries, 1, int(settings.max_slice_mib * 2**20))
+            for task in tasks:
+                for table_slice in task.slices:
+                    yield _checked(
+                        slice_or_refusal(table_slice, schema_tables, limits, body_format),
+                        schema_tables,
+                    )
+            return
+        spark = self.spark()
+        parallelism = max(1, spark.sparkContext.defaultParallelism)
+        tasks = plan_tasks(entries, parallelism, int(settings.max_slice_mib * 2**20))
+        slices: list[TableSlice] = [s for task in tasks for s in task.slices]
+        if not slices:
+            return
+        job = spark.sparkContext.parallelize(slices, len(slices)).map(
+            lambda s: to_ipc(slice_or_refusal(s, schema_tables, limits, body_format))
+        )
+        for item in job.toLocalIterator():
+            yield _checked(from_ipc(item), schema_tables)
+
+
+def _checked(result: ArrowSlice | ArrowRefusal, tables: Sequence[Table]) -> ArrowSlice:
+    if isinstance(result, ArrowRefusal):
+        raise_refusal(result, tables)
+    assert isinstance(result, ArrowSlice)
+    return result
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure of the connection to a ClickHouse server, worth another attempt."""
+    name = type(exc).__name__
+    return name in {"OperationalError"} or isinstance(exc, ConnectionError | TimeoutError)
