@@ -1,7 +1,8 @@
 """`replica-agent`: run the replica agent, or print its state.
 
     replica-agent run --datamart NAME --schema FILE.sql [--datamart ... --schema ...]
-                      [--broker kafka://HOST:PORT] [--replica postgresql://...]
+                      [--broker kafka://HOST:PORT] [--replica postgresql://... | chdb:///DIR]
+                      [--store postgresql|clickhouse]
                       [--data-dir DIR] [--metrics-port PORT] [--incomplete-timeout SECONDS]
     replica-agent status [--data-dir DIR] [--replica DSN] [--json]
 
@@ -17,7 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +31,13 @@ from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
 from replica_store.embedded_pg import replica_for
+from replica_store.kind import StoreKind
 
 #: flag → settings field, for the flags that map one to one.
 _FLAGS = {
     "broker": "broker",
     "replica": "replica_dsn",
+    "store": "store",
     "data_dir": "data_dir",
     "staging_dir": "staging_dir",
     "metrics_host": "metrics_host",
@@ -60,9 +64,28 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
     return AgentSettings(**overrides)
 
 
+@contextmanager
+def _store(settings: AgentSettings) -> Iterator[Any]:
+    """The replica's store, as the settings choose it (PostgreSQL or ClickHouse)."""
+    if settings.store is StoreKind.CLICKHOUSE:
+        from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
+
+        store = AdqmStore(
+            settings.clickhouse_replica_url(), prefix=settings.clickhouse_database_prefix
+        )
+        try:
+            yield store
+        finally:
+            store.close()
+        return
+    from replica_store.store import ReplicaStore  # noqa: PLC0415
+
+    with replica_for(settings) as dsn:
+        yield ReplicaStore(dsn, settings.store_dialect)
+
+
 def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str, Any]:
     """Each datamart's applied delta, transfers in progress with what they miss, last error."""
-    from replica_store.store import ReplicaStore  # noqa: PLC0415
 
     status_path = settings.data_dir / STATUS_FILE
     agent = json.loads(status_path.read_text()) if status_path.exists() else {}
@@ -71,8 +94,7 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
     finished = answers.recover(cleanup=False).finished
     spool_state = transfers.recover(finished, cleanup=False)
     report: dict[str, Any] = {}
-    with replica_for(settings) as dsn:
-        store = ReplicaStore(dsn, settings.store_dialect)
+    with _store(settings) as store:
         names = list(only) or settings.datamart or store.datamarts()
         for name in names:
             last = store.last_applied(name)
@@ -147,7 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--datamart", action="append")
     status.add_argument("--json", action="store_true")
     for command in (run, status):
-        command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
+        command.add_argument(
+            "--replica",
+            help="PostgreSQL DSN, or a ClickHouse URL: chdb:///DIR, clickhouse://USER@HOST:8123 "
+            "(default: the embedded PostgreSQL; with --store clickhouse, embedded ClickHouse)",
+        )
+        command.add_argument("--store", choices=[k.value for k in StoreKind])
         command.add_argument("--data-dir", type=Path)
         command.add_argument("--staging-dir", type=Path, help="default: DATA_DIR/staging")
     return parser

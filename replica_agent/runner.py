@@ -16,7 +16,6 @@ import structlog
 
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
-from podd_runtime.dsn import safe_dsn
 from podd_runtime.exit_codes import HANDLED, exit_code_for, explain
 from protocol.ddl import parse_schema
 from protocol.messages import DeltaInResult
@@ -26,17 +25,12 @@ from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.errors import AgentError
 from replica_agent.logs import configure_logging
 from replica_agent.metrics import AgentMetrics
+from replica_agent.replica_parts import open_replica
 from replica_agent.service import ReplicaService
 from replica_agent.settings import AgentSettings
 from replica_agent.tracker import TransferTracker
-from replica_store.embedded_pg import replica_for
-from replica_store.registry_tail import RegistryTail
 
 log = structlog.get_logger("replica_agent")
-
-#: Seconds an open apply may idle beyond the incomplete timeout before PostgreSQL ends it
-#: (the agent's own sweep rolls it back once the transfer is answered INCOMPLETE_DELTA).
-OPEN_APPLY_MARGIN = 60.0
 
 STATUS_FILE = "agent-status.json"
 #: The lock file in the staging root: one agent per staging directory.
@@ -84,40 +78,17 @@ def run_agent(settings: AgentSettings) -> int:
                 embedded_broker(log_file=settings.data_dir / "tansu.log")
             )
         bootstrap = settings.bootstrap_servers(embedded)
-        dsn = stack.enter_context(replica_for(settings))
-        log.info(
-            "replica", dsn=safe_dsn(dsn), bootstrap=bootstrap, dialect=settings.store_dialect.value
-        )
         asyncio.run(ensure_topics(settings, bootstrap))
-
-        # Spark and the loader are imported here: `status` and tests of the app stay light.
-        from replica_store.ownership import DatamartOwnership  # noqa: PLC0415
-        from replica_store.store import ReplicaStore  # noqa: PLC0415
-        from spark_loader.loader import DeltaLoader  # noqa: PLC0415
-        from spark_loader.prestage import Prestager  # noqa: PLC0415
-        from spark_loader.session import build_session  # noqa: PLC0415
-
-        store = ReplicaStore(dsn, settings.store_dialect)
-        schemas = read_schemas(settings, store.stored_schema)
-        # Before Spark, Kafka or staging: a second writer of these datamarts stops here.
-        ownership = DatamartOwnership(
-            dsn, [s.datamart for s in schemas], settings.staging_path / OWNER_FILE,
-            "replica-agent",
-        )  # fmt: skip
-        ownership.acquire()
-        stack.callback(ownership.release)
-        spark = build_session(settings)
-        stack.callback(spark.stop)
-        loader = DeltaLoader(store, spark, settings)
-        stack.callback(loader.close)
-        for schema in schemas:
-            loader.register(schema)
-        # The driver reached the replica; now the executors must reach it and staging.
-        loader.probe_executors()
-        log.info("executors read staging and reach the replica", spark=settings.spark_master)
+        # Spark and the loader are imported there: `status` and tests of the app stay light.
+        replica = open_replica(
+            settings,
+            stack,
+            lambda stored: read_schemas(settings, stored),
+            settings.staging_path / OWNER_FILE,
+        )
+        schemas, store, loader = replica.schemas, replica.store, replica.loader
         limits = settings.transfer_limits()
-        registry_tail = RegistryTail(store.dsn)
-        stack.callback(registry_tail.close)
+        registry_tail = replica.registry_tail
         applied = {
             s.datamart: registry_tail.tail(s.datamart, limits.applied_window) for s in schemas
         }
@@ -139,11 +110,7 @@ def run_agent(settings: AgentSettings) -> int:
                 incomplete_timeout=settings.incomplete_timeout_seconds,
                 crash_after_commit_of=settings.fault_crash_after_commit_of,
                 registry_tail=registry_tail,
-                prestager=Prestager(
-                    loader, idle_seconds=settings.incomplete_timeout_seconds + OPEN_APPLY_MARGIN
-                )
-                if settings.prestage
-                else None,
+                prestager=replica.prestager,
                 prestage_min_bytes=round(settings.prestage_min_kib * 1024),
                 prestage_piece_bytes=round(settings.prestage_piece_kib * 1024),
                 prestage_eager_bytes=round(settings.prestage_eager_kib * 1024),
@@ -152,7 +119,7 @@ def run_agent(settings: AgentSettings) -> int:
 
         app, _ = agent_app.build_app(
             settings, bootstrap, metrics, make_service, settings.data_dir / STATUS_FILE,
-            keep_hold=ownership.check,
+            keep_hold=replica.keep_hold,
         )  # fmt: skip
         agent_app.before_fatal_exit.append(stack.close)
         log.info(

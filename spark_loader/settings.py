@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import structlog
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from podd_runtime.dsn import CLIENT_CHECK_SINCE, server_version, with_session_bounds
 from protocol.ocf import OcfLimits
 from replica_store.dialect import Dialect
+from replica_store.kind import CLICKHOUSE_SCHEMES, StoreKind, embedded_clickhouse_url
 
 log = structlog.get_logger(__name__)
 
@@ -23,6 +24,15 @@ class LoaderSettings(BaseSettings):
     #: The statements sent to the replica (`PODD_STORE_DIALECT`): `postgresql`, or `adb`
     #: for an ADB (Greenplum 6/7) cluster; both give the same tables (docs/REPLICA.md).
     store_dialect: Dialect = Dialect.POSTGRESQL
+    #: Which store the replica is (`PODD_STORE`): `postgresql` (ADB too, by `store_dialect`)
+    #: or `clickhouse`, in Prostore's ADQM layout (docs/REPLICA.md, "The ADQM store").
+    store: StoreKind = StoreKind.POSTGRESQL
+    #: A ClickHouse replica: `chdb:///path` (the embedded engine, one process per
+    #: directory) or `clickhouse://user:password@host:8123` (`clickhouses://` for TLS);
+    #: None with `store` clickhouse: the embedded engine in `data_dir/clickhouse`.
+    clickhouse_url: SecretStr | None = None
+    #: Put before every datamart's database name in ClickHouse (such as `env__`).
+    clickhouse_database_prefix: str = ""
     data_dir: Path = Path("var")
     #: Staged chunk bodies (and owed answers); default: `data_dir/staging`. The driver and
     #: every executor read it at the same absolute path: on a cluster, a shared mount.
@@ -100,6 +110,21 @@ class LoaderSettings(BaseSettings):
         """The replica's password for the executors (0600), beside the staged chunks they
         already read: the DSN they get carries no password."""
         return self.staging_path / "secrets" / "replica.pgpass"
+
+    @model_validator(mode="after")
+    def _clickhouse_by_url(self) -> LoaderSettings:
+        """`--replica chdb:///path` or `--replica clickhouse://…` chooses a ClickHouse store."""
+        given = self.replica_dsn.get_secret_value() if self.replica_dsn else ""
+        if given.split("://", 1)[0] in CLICKHOUSE_SCHEMES:
+            self.clickhouse_url, self.replica_dsn = self.replica_dsn, None
+            self.store = StoreKind.CLICKHOUSE
+        return self
+
+    def clickhouse_replica_url(self) -> str:
+        """The ClickHouse replica these settings select (a secret: never log it whole)."""
+        if self.clickhouse_url is not None:
+            return self.clickhouse_url.get_secret_value()
+        return embedded_clickhouse_url(self.data_dir)
 
     def body_limits(self) -> OcfLimits:
         return OcfLimits(

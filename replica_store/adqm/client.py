@@ -16,8 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 import clickhouse_connect
 
 from replica_store.errors import DatamartInUseError, LoaderError
+from replica_store.kind import CLICKHOUSE_SCHEMES
 
-SCHEMES = ("chdb", "clickhouse", "clickhouses", "http", "https")
+SCHEMES = (*CLICKHOUSE_SCHEMES, "http", "https")
 
 
 def is_clickhouse_url(url: str) -> bool:

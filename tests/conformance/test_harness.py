@@ -52,6 +52,32 @@ def test_every_scenario_passes_against_our_agent(
     assert "has deltas up to" in capsys.readouterr().err
 
 
+agent_on_clickhouse = agent_fixture(1, incomplete_timeout=4, extra_env={"PODD_STORE": "clickhouse"})
+
+
+def test_every_scenario_passes_against_our_agent_on_clickhouse(
+    agent_on_clickhouse: AgentProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same scenarios with the replica in ClickHouse (embedded, in the agent's data
+    directory). The harness reads no ClickHouse tables (the agent's process holds the
+    engine): it checks every answer on the wire, and skips the two scenarios that read or
+    break the replica's tables through a PostgreSQL DSN."""
+    agent = agent_on_clickhouse
+    (schema,) = agent.schemas
+    schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
+    argv = [
+        *flags(agent.broker, agent.topics, schema.datamart, schema_file),
+        "--incomplete-wait", "60", "--quiet-period", "1.5", "--load-rows", "200000",
+    ]  # fmt: skip
+    code = cli.main(argv)
+    out = capsys.readouterr().out
+    verdicts = {name: verdict for verdict, name in LINE.findall(out)}
+    needs_dsn = {"load-failed", "as-of-reads"}
+    assert verdicts == {s.name: "SKIP" if s.name in needs_dsn else "PASS" for s in SCENARIOS}, out
+    assert code == 0
+    assert "chdb://" in agent.log_text()  # (the replica line names the embedded engine)
+
+
 async def lying_agent(broker: str, topics: Topics, datamart: str, stop: asyncio.Event) -> None:
     """Answers OK to every last chunk and 'expects delta 0' forever: it checks nothing."""
     producer = AIOKafkaProducer(bootstrap_servers=broker)
