@@ -1,11 +1,15 @@
-"""`podd-loader`: apply a staged transfer by hand (recovery), and print the registry.
+"""`podd-loader`: apply a staged transfer by hand (recovery), print the registry, read the
+replica.
 
-    podd-loader apply TRANSFER_DIR [--schema FILE.sql] [--replica DSN]
-    podd-loader registry --datamart NAME [--replica DSN] [--json]
-    podd-loader sql [--replica DSN] [-c SQL ...]     (psql on the replica)
+    podd-loader apply TRANSFER_DIR [--schema FILE.sql] [--replica DSN|URL] [--store KIND]
+    podd-loader registry --datamart NAME [--replica DSN|URL] [--json]
+    podd-loader dump --datamart NAME [--as-of N] [--format jsonl]   (every row, as JSON lines)
+    podd-loader sql [--replica DSN|URL] [-c SQL ...]  (psql; on ClickHouse, the -c statements)
 
 Without --replica (or PODD_REPLICA_DSN) it uses the embedded PostgreSQL in
-DATA_DIR/postgres. Without --schema, the schema is the one the replica's catalog stored.
+DATA_DIR/postgres, or with --store clickhouse the embedded ClickHouse in DATA_DIR/clickhouse;
+--replica chdb:///DIR or clickhouse://USER@HOST:8123 chooses ClickHouse by itself. Without
+--schema, the schema is the one the replica's catalog stored.
 Exit status: 0 applied (or already applied), 2 rejected with a protocol error code,
 1 the load failed.
 """
@@ -16,7 +20,9 @@ import argparse
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -26,7 +32,9 @@ from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.sequence import expected_next
+from replica_store.dump import dump_lines
 from replica_store.embedded_pg import psql_binary, replica_for
+from replica_store.kind import StoreKind
 from replica_store.store import ReplicaStore
 from spark_loader.settings import LoaderSettings
 
@@ -35,6 +43,8 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
     overrides: dict[str, Any] = {}
     if args.replica:
         overrides["replica_dsn"] = args.replica
+    if args.store:
+        overrides["store"] = args.store
     if args.data_dir:
         overrides["data_dir"] = args.data_dir
     if getattr(args, "staging_dir", None):
@@ -44,17 +54,34 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
     return LoaderSettings(**overrides)
 
 
+@contextmanager
+def _store(settings: LoaderSettings) -> Iterator[tuple[Any, str | None]]:
+    """The replica's store the settings choose, and its DSN (None: ClickHouse)."""
+    if settings.store is StoreKind.CLICKHOUSE:
+        from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
+
+        url = settings.clickhouse_replica_url()
+        store = AdqmStore(url, prefix=settings.clickhouse_database_prefix)
+        try:
+            yield store, None
+        finally:
+            store.close()
+        return
+    with replica_for(settings) as dsn:
+        yield ReplicaStore(dsn, settings.store_dialect), dsn
+
+
 def _apply(args: argparse.Namespace) -> int:
     # Spark and the loader load only for this command: `registry` stays light.
     from replica_store.ownership import DatamartOwnership  # noqa: PLC0415
     from replica_store.transfer import StagedTransfer  # noqa: PLC0415
+    from spark_loader.adqm_loader import AdqmLoader  # noqa: PLC0415
     from spark_loader.loader import DeltaLoader  # noqa: PLC0415
     from spark_loader.session import build_session  # noqa: PLC0415
 
     settings = _settings(args)
     transfer = StagedTransfer.open(args.transfer)
-    with replica_for(settings) as dsn:
-        store = ReplicaStore(dsn, settings.store_dialect)
+    with _store(settings) as (store, dsn):
         if args.schema:
             schema = parse_schema(args.schema.read_text(), transfer.manifest.datamart)
         else:
@@ -64,10 +91,19 @@ def _apply(args: argparse.Namespace) -> int:
                 return 2
             schema = stored
         # refused while an agent or a restore writes the datamart
-        with DatamartOwnership(dsn, [schema.datamart], None, "podd-loader apply"):
+        hold = (
+            store.hold([schema.datamart], "podd-loader apply")
+            if dsn is None
+            else DatamartOwnership(dsn, [schema.datamart], None, "podd-loader apply")
+        )
+        with hold:
             spark = build_session(settings)
             try:
-                loader = DeltaLoader(store, spark, settings)
+                loader: Any = (
+                    AdqmLoader(store, spark, settings)
+                    if dsn is None
+                    else DeltaLoader(store, spark, settings)
+                )
                 try:
                     loader.register(schema)
                     loader.probe_executors()
@@ -88,8 +124,8 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _registry(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    with replica_for(settings) as dsn:
-        entries = ReplicaStore(dsn, settings.store_dialect).registry(args.datamart)
+    with _store(settings) as (store, _):
+        entries = store.registry(args.datamart)
     if args.json:
         print(json.dumps([asdict(e) for e in entries], default=str, indent=1))
         return 0
@@ -108,10 +144,44 @@ def _registry(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dump(args: argparse.Namespace) -> int:
+    """Every row of the datamart as of a delta (default: the last applied), one JSON line
+    each: the same from either store after the same deltas."""
+    settings = _settings(args)
+    with _store(settings) as (store, _):
+        schema = store.stored_schema(args.datamart)
+        if schema is None:
+            print(f"datamart {args.datamart} has no store here", file=sys.stderr)
+            return 2
+        as_of = args.as_of
+        if as_of is None:
+            last = store.last_applied(args.datamart)
+            if last is None:
+                return 0  # no delta applied: no row
+            as_of = last.delta_num
+        for line in dump_lines(store, schema, as_of):
+            print(line)
+    return 0
+
+
+def _clickhouse_sql(settings: LoaderSettings, statements: Sequence[str]) -> int:
+    """The `-c` statements on a ClickHouse replica, each result tab-separated."""
+    if not statements:
+        print("give the statements with -c (no interactive ClickHouse client here)")
+        return 1
+    with _store(settings) as (store, _):
+        for statement in statements:
+            for row in store.client.query(statement).result_rows:
+                print("\t".join("\\N" if v is None else str(v) for v in row))
+    return 0
+
+
 def _sql(args: argparse.Namespace) -> int:
     """psql on the replica: interactive, or the `-c` statements; the embedded server runs
     for as long as psql does (and stays up if something else started it)."""
     settings = _settings(args)
+    if settings.store is StoreKind.CLICKHOUSE:
+        return _clickhouse_sql(settings, args.command_sql or ())
     psql = psql_binary()
     with replica_for(settings) as dsn:
         if psql is None:
@@ -139,15 +209,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = commands.add_parser("registry", help="print the applied deltas")
     registry.add_argument("--datamart", required=True)
     registry.add_argument("--json", action="store_true")
+    dump = commands.add_parser("dump", help="print every row as of a delta, as JSON lines")
+    dump.add_argument("--datamart", required=True)
+    dump.add_argument("--as-of", type=int, help="a delta number (default: the last applied)")
+    dump.add_argument("--format", choices=["jsonl"], default="jsonl")
     sql = commands.add_parser("sql", help="psql on the replica")
     sql.add_argument("-c", dest="command_sql", action="append", help="run this SQL and exit")
-    for command in (apply, registry, sql):
-        command.add_argument("--replica", help="PostgreSQL DSN (default: embedded)")
+    for command in (apply, registry, dump, sql):
+        command.add_argument(
+            "--replica", help="PostgreSQL DSN, or chdb:///DIR, clickhouse://USER@HOST:8123"
+        )
+        command.add_argument("--store", choices=[k.value for k in StoreKind])
         command.add_argument("--data-dir", type=Path, help="where the embedded server keeps data")
     args = parser.parse_args(argv)
     # Logs go to stderr: stdout carries the command's own output.
     log_to_stderr()
-    work = {"sql": _sql, "apply": _apply, "registry": _registry}[args.command]
+    work = {"sql": _sql, "apply": _apply, "registry": _registry, "dump": _dump}[args.command]
     return run_command("podd-loader", lambda: work(args))
 
 
