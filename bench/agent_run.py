@@ -24,6 +24,8 @@ class AgentConfig:
     dsn: str
     spark_master: str
     group_id: str
+    #: Settings every agent of the run gets (the store: `PODD_STORE`).
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @contextmanager
@@ -36,7 +38,7 @@ def running_agent(
     """An agent serving `schemas`, ready (recovered, metrics up) when the block starts."""
     spec = AgentSpec(
         schemas, config.bootstrap, config.dsn, data_dir, config.group_id, config.spark_master,
-        dict(extra_env or {}),
+        dict(config.env) | dict(extra_env or {}),
     )  # fmt: skip
     agent = start_agent(spec, data_dir / "agent.log")
     try:

@@ -73,7 +73,9 @@ class Bench:
             topic_delta_rq=prefix + "delta.rq",
             topic_delta_rs=prefix + "delta.rs",
         )
-        self.agent = AgentConfig(bootstrap, dsn, args.spark_master, f"bench-{self.run_id}")
+        self.clickhouse = args.store == "clickhouse"
+        env = (("PODD_STORE", args.store),)
+        self.agent = AgentConfig(bootstrap, dsn, args.spark_master, f"bench-{self.run_id}", env)
 
     def schema(self, label: str) -> LogicalSchema:
         return bench_schema(f"bench_{self.run_id}_{label}", self.args.tables)
@@ -111,7 +113,8 @@ class Bench:
                 print(f"[{rows:,} rows] pre-loading {preload.rows:,} rows", flush=True)
                 loaded = await send_and_wait(client, preload, ANSWER_TIMEOUT)
                 out["preload_seconds"] = round(loaded.seconds, 3)
-                out["settle_seconds"] = round(settle_replica(self.dsn), 3)
+                if not self.clickhouse:  # (PostgreSQL's VACUUM and checkpoint)
+                    out["settle_seconds"] = round(settle_replica(self.dsn), 3)
                 print(f"[{rows:,} rows] timed delta of {delta.rows:,} rows", flush=True)
                 pid = agent.process.pid
                 with TreeMemory(pid) as memory, MachineCpu(pid) as cpu:
@@ -138,7 +141,7 @@ class Bench:
         out["cpu"] = {"whole": cpu.timeline.whole()} | {
             name: cpu.timeline.between(*window) for name, window in windows.items()
         }
-        if headline:
+        if headline and not self.clickhouse:  # (floors and peer are PostgreSQL's)
             out["floors"] = await self.floors(timed.sent, schema, preload, delta)
             out["peer"] = await self.peer(timed.sent, schema)
         if not a.keep:  # the agent's log and staging, for a look afterwards
@@ -212,7 +215,7 @@ class Bench:
             points.append(result)
         out: dict[str, Any] = {"points": points}
         headline = next((p for p in points if p.get("paced")), None)
-        if headline is not None:
+        if headline is not None and "floors" in headline:
             floor_b = headline["floors"]["keyed_copy_seconds"]
             out["paced"] = {
                 "seconds": self.args.paced_seconds,
@@ -279,6 +282,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cluster_cores": args.cluster_cores if args.cluster else None,
         "broker": "external" if args.broker else "embedded Tansu",
         "replica": "external" if args.replica else "embedded PostgreSQL",
+        "store": args.store,
     }
     results["machine"] = _machine()
     results["date"] = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -299,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-rows", type=int, default=1000)
     parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (default: embedded Tansu)")
     parser.add_argument("--replica", help="PostgreSQL DSN (default: embedded PostgreSQL)")
+    parser.add_argument(
+        "--store",
+        choices=["postgresql", "clickhouse"],
+        default="postgresql",
+        help="the agents' replica store (clickhouse: embedded, in each agent's data directory)",
+    )
     parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument(
         "--no-cluster", dest="cluster", action="store_false",
@@ -344,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     log_to_stderr()
     results = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.store == "clickhouse":  # BENCHMARKS.md's ClickHouse section is written by hand
+        path = args.out / "bench-results-clickhouse.json"
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {path}")
+        return 0
     (args.out / "bench-results.json").write_text(json.dumps(results, indent=1) + "\n")
     report = write_report(results, args.out)
     print(f"wrote {report} and {args.out / 'bench-results.json'}")

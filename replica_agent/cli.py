@@ -71,7 +71,9 @@ def _store(settings: AgentSettings) -> Iterator[Any]:
         from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
 
         store = AdqmStore(
-            settings.clickhouse_replica_url(), prefix=settings.clickhouse_database_prefix
+            settings.clickhouse_replica_url(),
+            prefix=settings.clickhouse_database_prefix,
+            cluster=settings.clickhouse_cluster,
         )
         try:
             yield store

@@ -99,7 +99,11 @@ def _clickhouse(
 
     url = settings.clickhouse_replica_url()
     log.info("replica", url=redacted(url), store="clickhouse")
-    store = AdqmStore(url, prefix=settings.clickhouse_database_prefix)
+    store = AdqmStore(
+        url,
+        prefix=settings.clickhouse_database_prefix,
+        cluster=settings.clickhouse_cluster,
+    )
     stack.callback(store.close)
     schemas = read_schemas(store.stored_schema)
     hold = store.hold([s.datamart for s in schemas], "replica-agent", lock_file)

@@ -152,7 +152,26 @@ class AdqmLoader:
             raise
         rows = sum(c.rows_received for c in result.tables)
         bound.info("applied", step=4, seconds=round(time.perf_counter() - started, 3), rows=rows)
+        self._merge_if_due(datamart, bound)
         return result
+
+    def _merge_if_due(
+        self, datamart: Datamart, bound: structlog.typing.FilteringBoundLogger
+    ) -> None:
+        """Merge tables whose parts passed `clickhouse_optimize_parts` (after the answer's
+        registry row: a failure here is logged, never a failed load)."""
+        limit = self.settings.clickhouse_optimize_parts
+        if not limit:
+            return
+        started = time.perf_counter()
+        try:
+            merged = self.store.optimize(datamart.schema, over_parts=limit)
+        except Exception as exc:
+            bound.warning("merge skipped", error=str(exc)[:300])
+            return
+        if merged:
+            seconds = round(time.perf_counter() - started, 3)
+            bound.info("tables merged", tables=merged, seconds=seconds)
 
     def _slices(
         self, datamart: Datamart, transfer: StagedTransfer, tables: Sequence[Table]

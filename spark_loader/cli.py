@@ -61,7 +61,11 @@ def _store(settings: LoaderSettings) -> Iterator[tuple[Any, str | None]]:
         from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
 
         url = settings.clickhouse_replica_url()
-        store = AdqmStore(url, prefix=settings.clickhouse_database_prefix)
+        store = AdqmStore(
+            url,
+            prefix=settings.clickhouse_database_prefix,
+            cluster=settings.clickhouse_cluster,
+        )
         try:
             yield store, None
         finally:

@@ -33,6 +33,14 @@ class LoaderSettings(BaseSettings):
     clickhouse_url: SecretStr | None = None
     #: Put before every datamart's database name in ClickHouse (such as `env__`).
     clickhouse_database_prefix: str = ""
+    #: A ClickHouse cluster's name: the store's DDL runs `ON CLUSTER` it, with shard tables
+    #: and `Distributed` ones (docs/REPLICA.md). Loading a cluster is not built yet: a load
+    #: is refused (`LoaderError`), so the DDL can be made and checked.
+    clickhouse_cluster: str | None = None
+    #: After a load, a ClickHouse table with more active parts than this is merged at once
+    #: (`OPTIMIZE … FINAL`; 0: never, ClickHouse's background merges only). Reads with
+    #: `FINAL` cost more with more parts; correctness never depends on it.
+    clickhouse_optimize_parts: int = Field(default=200, ge=0)
     data_dir: Path = Path("var")
     #: Staged chunk bodies (and owed answers); default: `data_dir/staging`. The driver and
     #: every executor read it at the same absolute path: on a cluster, a shared mount.

@@ -21,6 +21,7 @@ With a cluster name, DDL runs `ON CLUSTER`, `t_actual_shard` holds each shard's 
 from __future__ import annotations
 
 from protocol.schema import LogicalSchema, Table
+from replica_store.adqm.lease import lease_ddl
 from replica_store.adqm.names import Names, literal, quote
 from replica_store.adqm.types import column_types, read_expression
 
@@ -54,6 +55,7 @@ def meta_ddl(names: Names, cluster: str | None = None) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {names.meta_table('publishing')}{where} "
         "(datamart String, delta_num Int64, started_at DateTime64(6, 'UTC')) "
         "ENGINE = MergeTree ORDER BY (datamart, delta_num)",
+        lease_ddl(names, where),
     ]
 
 

@@ -30,10 +30,11 @@ from replica_store.adqm.layout import (
     version_columns,
     view_ddl,
 )
+from replica_store.adqm.lease import WriterLease
 from replica_store.adqm.names import Names, check_prostore_names, literal
 from replica_store.adqm.types import as_model_values, column_types
 from replica_store.adqm.undo import undo_unregistered
-from replica_store.errors import DatamartInUseError, StoreMismatchError
+from replica_store.errors import DatamartInUseError, LoaderError, StoreMismatchError
 from replica_store.layout import Datamart
 from replica_store.registry import RegistryEntry
 from replica_store.transfer import TransferManifest
@@ -118,19 +119,34 @@ class AdqmStore:
             return self._writers.setdefault(datamart, threading.Lock())
 
     def begin_delta(self, datamart: Datamart, manifest: TransferManifest) -> AdqmDelta:
+        if self.cluster is not None:
+            raise LoaderError(
+                f"loading a ClickHouse cluster ({self.cluster}) is not built: the store's DDL "
+                "is made on it, deltas are not applied"
+            )
         return AdqmDelta(self.client, self.names, self.writer(datamart.name), datamart, manifest)
 
     def undo_unregistered(self, datamart: Datamart) -> None:
         """`undo.undo_unregistered` (the caller holds the datamart's writer)."""
         undo_unregistered(self.client, self.names, datamart)
 
-    def optimize(self, datamart: LogicalSchema) -> None:
-        """Merge each table's parts now (`OPTIMIZE … FINAL`): reads get cheaper; never
-        needed for correctness."""
+    def optimize(self, datamart: LogicalSchema, *, over_parts: int = 0) -> list[str]:
+        """Merge the tables with more than `over_parts` active parts (`OPTIMIZE … FINAL`):
+        reads get cheaper; never needed for correctness. The tables merged."""
+        database = self.names.prefix + datamart.datamart
+        parts = dict(
+            self.client.query(
+                "SELECT table, count() FROM system.parts WHERE active AND database = "
+                f"{literal(database)} GROUP BY table"
+            ).result_rows
+        )
+        merged = []
         for table in datamart:
-            self.client.command(
-                f"OPTIMIZE TABLE {self.names.actual(datamart.datamart, table.name)} FINAL"
-            )
+            if parts.get(table.name + "_actual", 0) > over_parts:
+                actual = self.names.actual(datamart.datamart, table.name)
+                self.client.command(f"OPTIMIZE TABLE {actual} FINAL")
+                merged.append(table.name)
+        return merged
 
     # --- reading -------------------------------------------------------------------------
     def registry(self, datamart: str) -> list[RegistryEntry]:
@@ -152,7 +168,7 @@ class AdqmStore:
         return as_model_values(table, result)
 
     # --- ownership -----------------------------------------------------------------------
-    def hold(self, datamarts: Sequence[str], role: str, lock_file: Path | None = None) -> Hold:
+    def hold(self, datamarts: Sequence[str], role: str, lock_file: Path | None = None) -> _AdqmHold:
         return _AdqmHold(self, list(datamarts), role, lock_file)
 
     def take_hold(self, datamarts: Sequence[str]) -> None:
@@ -172,28 +188,37 @@ class AdqmStore:
 
 
 class _AdqmHold(Hold):
-    """This process's hold on datamarts of the store: one holder each in the process (the
-    embedded engine's directory lock keeps other processes out)."""
+    """This process's hold on datamarts of the store: one holder each in the process, and
+    a lease in the store against other processes (`lease`; an embedded engine's directory
+    lock keeps them out already)."""
 
     def __init__(
         self, store: AdqmStore, datamarts: list[str], role: str, lock_file: Path | None
     ) -> None:
-        self.store, self.datamarts, self.role = store, datamarts, role
+        self.store, self.datamarts = store, datamarts
         self._directory = LockFile(lock_file, role) if lock_file else None
+        self._lease = WriterLease(store.client, store.names, datamarts, role)
         self._taken: list[str] = []
 
     def acquire(self) -> None:
+        for statement in meta_ddl(self.store.names, self.store.cluster):
+            self.store.client.command(statement)
         if self._directory is not None:
             self._directory.acquire()
         try:
             self.store.take_hold(self.datamarts)
+            self._taken = list(self.datamarts)
+            self._lease.acquire()
         except BaseException:
-            if self._directory is not None:
-                self._directory.release()
+            self.release()
             raise
-        self._taken = list(self.datamarts)
+
+    def check(self) -> None:
+        """Still held? The lease renewed; `OwnershipLostError` if another writer has it."""
+        self._lease.renew()
 
     def release(self) -> None:
+        self._lease.release()
         self.store.drop_hold(self._taken)
         self._taken = []
         if self._directory is not None:
