@@ -1,10 +1,10 @@
 """Apply a complete staged transfer to a ClickHouse replica (`replica_store.adqm`).
 
 The same steps as `DeltaLoader` (already applied? in order? stage, apply, register), with
-the store's one writer: executors (or the driver, for a small delta) decode slices of the
-chunks and keep the last row per key, and hand each slice back as Arrow; the driver stages
-it into the table's incoming table and publishes the table (`AdqmDelta`). An embedded
-ClickHouse is one process's, so nothing but the driver ever writes it.
+the store's one writer: slices of the chunks are decoded and reduced to the last row per
+key (in this process, or by Spark tasks for a big delta: `adqm_slices`), staged into the
+table's incoming table, and each table is published (`AdqmDelta`) while the next one
+decodes. An embedded ClickHouse is one process's, so nothing but the driver writes it.
 
 Streams are applied when the delta is complete: there is no open transaction to apply
 pieces into while a delta arrives (the agent runs no prestage on this store).
@@ -13,33 +13,24 @@ pieces into while a delta arrives (the agent runs no prestage on this store).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from pyspark.sql import SparkSession
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.schema import LogicalSchema, Table
+from protocol.schema import LogicalSchema
 from replica_store.adqm.store import AdqmStore
 from replica_store.errors import LoadFailedError, TransientLoadError
 from replica_store.layout import Datamart
 from replica_store.lost_commit import LoadResult
 from replica_store.transfer import StagedTransfer
+from spark_loader.adqm_slices import TableEnd, delta_slices
 from spark_loader.executor_probe import probe_executors
+from spark_loader.run_ahead import iterate_ahead
 from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
-from spark_loader.slice_arrow import (
-    ArrowRefusal,
-    ArrowSlice,
-    from_ipc,
-    raise_refusal,
-    slice_or_refusal,
-    to_ipc,
-)
-from spark_loader.slice_encode import TableSlice
-from spark_loader.slice_jobs import plan_tasks
-from spark_loader.temp_staging import chunk_entries, is_small
 
 log = structlog.get_logger("spark_loader")
 
@@ -135,13 +126,18 @@ class AdqmLoader:
             for table in tables:
                 write.stage(table, [])  # (emptied: slices are appended as they come)
             counts = {datamart.position(t.name): (0, 0) for t in tables}
-            for part in self._slices(datamart, transfer, tables):
-                table = datamart.schema.tables[part.table]
-                staged, received = counts[part.table]
-                if part.rows is not None:
-                    staged += write.stage(table, part.rows.to_batches(), append=True)[1]
-                counts[part.table] = (staged, received + part.received)
-            for table in tables:
+            parts = delta_slices(datamart, transfer, tables, self.settings, self.spark)
+            with iterate_ahead(parts, depth=2, name="podd-decode") as ahead:
+                for part in ahead:  # a table is published while the next one decodes
+                    table = datamart.schema.tables[part.table]
+                    if isinstance(part, TableEnd):
+                        write.apply(table, *counts[part.table])
+                        continue
+                    staged, received = counts[part.table]
+                    if part.rows is not None:
+                        staged += write.stage(table, part.rows.to_batches(), append=True)[1]
+                    counts[part.table] = (staged, received + part.received)
+            for table in tables:  # (those with no chunk; the others are done already)
                 write.apply(table, *counts[datamart.position(table.name)])
             settle = self.settings.commit_settle_seconds
             result = write.commit(transfer, tables, settle_seconds=settle)
@@ -172,44 +168,6 @@ class AdqmLoader:
         if merged:
             seconds = round(time.perf_counter() - started, 3)
             bound.info("tables merged", tables=merged, seconds=seconds)
-
-    def _slices(
-        self, datamart: Datamart, transfer: StagedTransfer, tables: Sequence[Table]
-    ) -> Iterator[ArrowSlice]:
-        """Every slice of the delta's tables, decoded: in the driver for a small delta, else
-        by Spark tasks, handed back one at a time; a refused slice raises its error."""
-        chunks = chunk_entries(datamart, transfer, tables)
-        entries = [e for table_entries in chunks.values() for e in table_entries]
-        settings = self.settings
-        limits, body_format = settings.body_limits(), transfer.manifest.body_format
-        schema_tables = list(datamart.schema.tables)
-        if is_small(chunks, settings):
-            tasks = plan_tasks(entries, 1, int(settings.max_slice_mib * 2**20))
-            for task in tasks:
-                for table_slice in task.slices:
-                    yield _checked(
-                        slice_or_refusal(table_slice, schema_tables, limits, body_format),
-                        schema_tables,
-                    )
-            return
-        spark = self.spark()
-        parallelism = max(1, spark.sparkContext.defaultParallelism)
-        tasks = plan_tasks(entries, parallelism, int(settings.max_slice_mib * 2**20))
-        slices: list[TableSlice] = [s for task in tasks for s in task.slices]
-        if not slices:
-            return
-        job = spark.sparkContext.parallelize(slices, len(slices)).map(
-            lambda s: to_ipc(slice_or_refusal(s, schema_tables, limits, body_format))
-        )
-        for item in job.toLocalIterator():
-            yield _checked(from_ipc(item), schema_tables)
-
-
-def _checked(result: ArrowSlice | ArrowRefusal, tables: Sequence[Table]) -> ArrowSlice:
-    if isinstance(result, ArrowRefusal):
-        raise_refusal(result, tables)
-    assert isinstance(result, ArrowSlice)
-    return result
 
 
 def _transient(exc: BaseException) -> bool:

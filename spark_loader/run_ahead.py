@@ -57,3 +57,53 @@ def run_ahead(
     finally:
         stop.set()
         thread.join()
+
+
+_END = object()
+
+
+@contextmanager
+def iterate_ahead(
+    items: Iterator[T], depth: int, name: str = "podd-iterate-ahead"
+) -> Iterator[Iterator[T]]:
+    """`items` produced on a thread at most `depth` ahead of the caller (memory stays
+    bounded by what `depth` items hold); the same rules as `run_ahead` for errors and for
+    leaving early."""
+    done: queue.Queue[object] = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                done.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+        except BaseException as exc:
+            put(_Failed(exc))
+            return
+        put(_END)
+
+    def results() -> Iterator[T]:
+        while True:
+            item = done.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item  # type: ignore[misc]
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    try:
+        yield results()
+    finally:
+        stop.set()
+        thread.join()

@@ -37,6 +37,10 @@ class LoaderSettings(BaseSettings):
     #: and `Distributed` ones (docs/REPLICA.md). Loading a cluster is not built yet: a load
     #: is refused (`LoaderError`), so the DDL can be made and checked.
     clickhouse_cluster: str | None = None
+    #: A delta for a ClickHouse replica whose chunk files take at most this many MiB is
+    #: decoded in this process, a slice at a time (its rows go through this process to the
+    #: store either way); a bigger one by Spark tasks, in waves (`adqm_slices`).
+    clickhouse_in_driver_max_mib: float = Field(default=512, ge=0)
     #: After a load, a ClickHouse table with more active parts than this is merged at once
     #: (`OPTIMIZE … FINAL`; 0: never, ClickHouse's background merges only). Reads with
     #: `FINAL` cost more with more parts; correctness never depends on it.

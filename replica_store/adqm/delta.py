@@ -149,7 +149,7 @@ class AdqmDelta:
             opened, deleted = self.client.query(
                 statements.published_counts_sql(publish, number)
             ).result_rows[0]
-            self.client.command(statements.attach_sql(actual, publish))
+            self.client.command(statements.move_sql(actual, publish))
             counts = TableCounts(table.name, received, int(opened), int(deleted))
         self.done[table.name] = counts
 

@@ -76,5 +76,5 @@ class Names:
         return self.meta_table(f"stage_{datamart_id}_{position}_in")
 
     def publish(self, datamart_id: int, position: int) -> str:
-        """The table whose parts are attached to `t_actual` in one statement."""
+        """The table whose parts move to `t_actual` in one statement."""
         return self.meta_table(f"stage_{datamart_id}_{position}_publish")

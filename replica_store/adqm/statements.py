@@ -1,6 +1,6 @@
 """The statements that write a table's versions in the ADQM store: the publish of delta N,
 and the undo of deltas published but not registered. Each writes into the table's publish
-staging, whose parts then reach `t_actual` by one `ATTACH PARTITION … FROM` (`attach_sql`):
+staging, whose parts then move to `t_actual` by one `MOVE PARTITION … TO TABLE` (`move_sql`):
 a table is published whole or not at all.
 
 Delta N (its incoming rows: the last row per key, with `sys_op`):
@@ -51,27 +51,28 @@ def _keys(table: Table, alias: str = "") -> str:
 def publish_sql(
     table: Table, actual: str, incoming: str, publish: str, delta_num: int, delta_date: datetime
 ) -> str:
-    """Delta `delta_num`'s rows of the table into its (empty) publish staging."""
+    """Delta `delta_num`'s rows of the table into its (empty) publish staging: one scan of
+    the open versions the delta closes gives both the cancel row and the closed row of each
+    (`ARRAY JOIN`: their sorting keys differ by `sys_to`), then the new versions."""
     opened = (
         f"(SELECT * FROM {actual} FINAL WHERE sys_to = {OPEN_SYS_TO} AND sign = 1 "
         f"AND {_keys(table)} IN (SELECT {_keys(table)} FROM {incoming}))"
     )
     on = " AND ".join(f"a.{quote(k)} = i.{quote(k)}" for k in table.primary_key)
     closed_at = f"toDateTime({int(delta_date.timestamp())}, 'UTC')"
-    cancels = (
-        f"SELECT {', '.join(_columns(table, 'a'))}, a.sys_from, a.sys_to, a.sys_op, "
-        f"a.sys_close_date, toInt8(-1) FROM {opened} AS a"
-    )
-    closes = (
-        f"SELECT {', '.join(_columns(table, 'a'))}, a.sys_from, toInt64({delta_num - 1}), "
-        f"i.sys_op, {closed_at}, toInt8(1) FROM {opened} AS a INNER JOIN {incoming} AS i ON {on}"
+    both = (
+        f"SELECT {', '.join(_columns(table, 'a'))}, a.sys_from, "
+        f"if(side = -1, a.sys_to, toInt64({delta_num - 1})), "
+        "if(side = -1, a.sys_op, i.sys_op), "
+        f"if(side = -1, a.sys_close_date, {closed_at}), toInt8(side) "
+        f"FROM {opened} AS a INNER JOIN {incoming} AS i ON {on} ARRAY JOIN [-1, 1] AS side"
     )
     opens = (
         f"SELECT {', '.join(_columns(table, 'i'))}, toInt64({delta_num}), "
         f"toInt64({OPEN_SYS_TO}), toInt8(0), toDateTime({OPEN_CLOSE_DATE}, 'UTC'), toInt8(1) "
         f"FROM {incoming} AS i WHERE i.sys_op = 0"
     )
-    return _insert(publish, table) + f"{cancels} UNION ALL {closes} UNION ALL {opens}"
+    return _insert(publish, table) + f"{both} UNION ALL {opens}"
 
 
 def published_counts_sql(publish: str, delta_num: int) -> str:
@@ -106,6 +107,7 @@ def undo_sql(table: Table, actual: str, publish: str, last_registered: int | Non
     return _insert(publish, table) + f"{cancels} UNION ALL {reopens}"
 
 
-def attach_sql(actual: str, publish: str) -> str:
-    """Every row of the publish staging into `t_actual`, in one statement."""
-    return f"ALTER TABLE {actual} ATTACH PARTITION tuple() FROM {publish}"
+def move_sql(actual: str, publish: str) -> str:
+    """Every row of the publish staging moved into `t_actual`, in one statement (the
+    publish staging is left empty)."""
+    return f"ALTER TABLE {publish} MOVE PARTITION tuple() TO TABLE {actual}"

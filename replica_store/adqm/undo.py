@@ -9,7 +9,7 @@ import structlog
 
 from replica_store.adqm import registry
 from replica_store.adqm.names import Names
-from replica_store.adqm.statements import attach_sql, undo_sql
+from replica_store.adqm.statements import move_sql, undo_sql
 from replica_store.layout import Datamart
 
 log = structlog.get_logger("replica_store")
@@ -17,7 +17,7 @@ log = structlog.get_logger("replica_store")
 
 def undo_unregistered(client: Any, names: Names, datamart: Datamart) -> None:
     """Compensate every row of a delta published after the last registered one (the caller
-    holds the datamart's writer). Each table's undo is attached in one statement, so a
+    holds the datamart's writer). Each table's undo moves into it in one statement, so a
     crash inside leaves each table undone or not, and a second run finishes the rest."""
     name = datamart.name
     last = registry.registry_entry(client, names, name, None)
@@ -30,5 +30,5 @@ def undo_unregistered(client: Any, names: Names, datamart: Datamart) -> None:
         publish = names.publish(datamart.id, position)
         client.command(f"TRUNCATE TABLE {publish}")
         client.command(undo_sql(table, actual, publish, last_num))
-        client.command(attach_sql(actual, publish))
+        client.command(move_sql(actual, publish))
     log.info("unregistered delta undone", datamart=name, lastRegistered=last_num)

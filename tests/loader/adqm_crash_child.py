@@ -24,7 +24,7 @@ from tests.loader.store_loads import load
 
 
 class Killing:
-    """The store's client, killing this process right after the K-th `ATTACH PARTITION`
+    """The store's client, killing this process right after the K-th `MOVE PARTITION`
     (or the registry row's insert)."""
 
     def __init__(self, client: Any, attaches: int | None, after_register: bool) -> None:
@@ -32,7 +32,7 @@ class Killing:
 
     def command(self, statement: str) -> Any:
         result = self._client.command(statement)
-        if self._left is not None and statement.startswith("ALTER TABLE") and "ATTACH" in statement:
+        if self._left is not None and "MOVE PARTITION" in statement:
             self._left -= 1
             if self._left == 0:
                 os.kill(os.getpid(), signal.SIGKILL)

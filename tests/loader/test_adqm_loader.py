@@ -28,7 +28,7 @@ def loader_for(
     settings = LoaderSettings(
         data_dir=tmp_path / "var",
         staging_dir=tmp_path / "staging",
-        in_driver_max_mib=2**20 if where == "driver" else 0,
+        clickhouse_in_driver_max_mib=2**20 if where == "driver" else 0,
         max_slice_mib=0.001,  # a few KiB: every table in several slices
         load_attempts=2,
         retry_backoff_seconds=0.05,
