@@ -4,8 +4,9 @@ On embedded defaults it starts the Tansu broker and PostgreSQL, runs `replica-ag
 process (local Spark), drives it with the origin driver over the `marketing` datamart (20
 deltas of mixed inserts, updates and deletes), then prints a summary, the replica's state
 checked against the reference model, and the SQL to look at the replica. `--broker` and
-`--replica` point it at an external Kafka and PostgreSQL instead. Deltas continue from what the
-replica already holds: a second run adds 20 more.
+`--replica` point it at an external Kafka and PostgreSQL instead; `--store clickhouse` puts
+the replica in an embedded ClickHouse in Prostore's ADQM layout. Deltas continue from what
+the replica already holds: a second run adds 20 more.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import psycopg
 
 from origin.client import OriginClient
+from origin.demo_clickhouse import clickhouse_report
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
 from origin.progress import DeltaProgress
@@ -38,6 +40,7 @@ from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema, quote_ident
 from protocol.workload import WorkloadSpec
 from replica_store.embedded_pg import replica_dsn
+from replica_store.kind import embedded_clickhouse_url
 from replica_store.replica_reader import differences
 
 _DEFAULT_SCHEMA = Path(str(resources.files("origin"))).parent / "examples" / "marketing.sql"
@@ -80,21 +83,8 @@ def _report(
     outcomes: list[DeltaOutcome],
     seconds: float,
 ) -> int:
-    rows = sum(o.rows for o in outcomes)
     first, last = outcomes[0].delta_num, outcomes[-1].delta_num
-    chunks = sum(o.chunks_sent for o in outcomes)
-    print()
-    rate = rows / seconds
-    print(
-        f"applied deltas {first}..{last}: {len(outcomes)} deltas, {rows:,} rows, "
-        f"{chunks} delta.in messages in {seconds:.1f} s ({rate:,.0f} rows/s)"
-    )
-    per_delta = sorted(o.seconds for o in outcomes)
-    median, slowest = per_delta[len(per_delta) // 2], per_delta[-1]
-    print(
-        f"per delta, from its first chunk sent to its delta.in.rs: median {median:.2f} s, "
-        f"slowest {slowest:.2f} s (the first delta warms Spark up)"
-    )
+    _summary(outcomes, seconds)
     dm = quote_ident(schema.datamart)
     print(f"\nreplica {schema.datamart} ({safe_dsn(dsn)}):")
     for table in schema:
@@ -113,6 +103,24 @@ def _report(
             print("  (earlier runs may have used another --seed)")
     _print_sql(args, schema, dsn, last)
     return code
+
+
+def _summary(outcomes: list[DeltaOutcome], seconds: float) -> None:
+    rows = sum(o.rows for o in outcomes)
+    first, last = outcomes[0].delta_num, outcomes[-1].delta_num
+    chunks = sum(o.chunks_sent for o in outcomes)
+    print()
+    rate = rows / seconds
+    print(
+        f"applied deltas {first}..{last}: {len(outcomes)} deltas, {rows:,} rows, "
+        f"{chunks} delta.in messages in {seconds:.1f} s ({rate:,.0f} rows/s)"
+    )
+    per_delta = sorted(o.seconds for o in outcomes)
+    median, slowest = per_delta[len(per_delta) // 2], per_delta[-1]
+    print(
+        f"per delta, from its first chunk sent to its delta.in.rs: median {median:.2f} s, "
+        f"slowest {slowest:.2f} s (the first delta warms Spark up)"
+    )
 
 
 def _print_sql(args: argparse.Namespace, schema: LogicalSchema, dsn: str, last: int) -> None:
@@ -156,9 +164,13 @@ def run(args: argparse.Namespace) -> int:
         if bootstrap is None:
             print("starting the embedded Kafka broker (Tansu, in memory) ...")
             bootstrap = stack.enter_context(embedded_broker(log_file=args.data_dir / "tansu.log"))
-        if not args.replica:
+        clickhouse = args.store == "clickhouse"
+        if clickhouse:  # the agent opens it: ClickHouse's embedded engine is one process's
+            dsn = args.replica or embedded_clickhouse_url(args.data_dir)
+        elif not args.replica:
             print(f"starting the embedded PostgreSQL (data in {args.data_dir}/postgres) ...")
-        dsn = stack.enter_context(replica_dsn(args.replica, args.data_dir / "postgres"))
+        if not clickhouse:
+            dsn = stack.enter_context(replica_dsn(args.replica, args.data_dir / "postgres"))
         asyncio.run(ensure_topics(KafkaSettings(broker=bootstrap), [bootstrap]))
         log = args.data_dir / "agent.log"
         print(f"starting the replica agent (Spark {args.spark_master}; its log: {log}) ...")
@@ -175,6 +187,13 @@ def run(args: argparse.Namespace) -> int:
         if not outcomes:
             print("the source had no delta to send")
             return 1
+        if clickhouse:
+            stopped = agent.stop()
+            _summary(outcomes, seconds)
+            model = replica_model(source, outcomes[-1].delta_num)
+            code = clickhouse_report(dsn, model, args.data_dir)
+            print(f"\nagent stopped (exit {stopped}); broker stopped")
+            return code if stopped == 0 else 1
         code = _report(args, schema, source, dsn, outcomes, seconds)
         stopped = agent.stop()
         print(f"\nagent stopped (exit {stopped}); broker and PostgreSQL stopped")
@@ -190,7 +209,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-rows", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--broker", help="external Kafka, kafka://HOST:PORT (default: embedded)")
-    parser.add_argument("--replica", help="external PostgreSQL DSN (default: embedded)")
+    parser.add_argument(
+        "--replica", help="external PostgreSQL DSN, or a ClickHouse URL (default: embedded)"
+    )
+    parser.add_argument(
+        "--store",
+        choices=["postgresql", "clickhouse"],
+        default="postgresql",
+        help="the replica's store (clickhouse: Prostore's ADQM layout, embedded chdb)",
+    )
     parser.add_argument("--data-dir", type=Path, default=Path("var/demo"))
     parser.add_argument("--spark-master", default="local[*]")
     args = parser.parse_args(argv)

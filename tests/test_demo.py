@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from origin import demo
 from protocol.schema import LogicalSchema
 from replica_store.embedded_pg import EmbeddedPostgres
 from tests.agent.conftest import renamed
+from tests.conftest import REPO
 
 SMALL = [
     "--deltas",
@@ -60,3 +63,21 @@ def test_demo_against_an_external_broker_and_database(
     assert f"replica {schema.datamart}" in out
     assert "equal to the reference model of deltas 0..2" in out
     assert not (tmp_path / "var" / "postgres").exists()  # no embedded server was started
+
+
+def test_demo_on_clickhouse_applies_checks_and_prints_clickhouse_sql(tmp_path: Path) -> None:
+    """`podd-demo --store clickhouse`, as a process (the embedded ClickHouse is one
+    process's, and this test process may hold another)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "origin.demo", *SMALL, "--store", "clickhouse",
+         "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "applied deltas 0..2: 3 deltas, 270 rows" in out
+    assert f"(ClickHouse, chdb://{tmp_path}/clickhouse)" in out
+    assert "equal to the reference model of deltas 0..2, also as of deltas 0..2" in out
+    assert "FROM `marketing`.`sales_as_of`(n = 1)" in out
+    assert "agent stopped (exit 0)" in out
+    assert not (tmp_path / "postgres").exists()  # no PostgreSQL was started

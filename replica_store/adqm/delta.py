@@ -21,7 +21,7 @@ from protocol.chunk_range import ChunkRange
 from protocol.schema import Table
 from protocol.sequence import AppliedDelta, check_sequence
 from replica_store.adqm import registry, statements
-from replica_store.adqm.names import Names
+from replica_store.adqm.names import META_DATABASE, Names, literal
 from replica_store.adqm.types import shaped
 from replica_store.adqm.undo import undo_unregistered
 from replica_store.errors import LoaderError, TransientLoadError
@@ -51,6 +51,8 @@ class AdqmDelta:
         self._locked = False
         self._open = False
         self._publishing = False
+        #: Staging tables known to hold no row (no TRUNCATE needed before writing them).
+        self._empty: set[str] = set()
 
     @property
     def alive(self) -> bool:
@@ -67,10 +69,8 @@ class AdqmDelta:
         the one expected next; the protocol's refusal else."""
         names, manifest = self.names, self.manifest
         name, number = manifest.datamart, manifest.delta_num
-        stored = registry.registry_entry(self.client, names, name, number)
-        entry = (
-            None if stored is not None else registry.registry_entry(self.client, names, name, None)
-        )
+        stored, entry = registry.sequence_entries(self.client, names, name, number)
+        entry = None if stored is not None else entry
         last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
         refusal = check_sequence(
             number,
@@ -88,7 +88,26 @@ class AdqmDelta:
         del idle_seconds
         assert self._locked, "lock the datamart first"
         undo_unregistered(self.client, self.names, self.datamart)
+        self._empty = self._emptied_staging()
         self._open = True
+
+    def _emptied_staging(self) -> set[str]:
+        """Empty the datamart's staging tables that hold rows (one query finds them): the
+        names of all of them, known empty from now on until written."""
+        names, datamart = self.names, self.datamart
+        bare = [
+            make(datamart.id, position)
+            for position in range(len(datamart.schema.tables))
+            for make in (names.incoming_table, names.publish_table)
+        ]
+        held = self.client.query(
+            "SELECT name FROM system.tables WHERE database = "
+            f"{literal(names.prefix + META_DATABASE)} AND name IN "
+            f"({', '.join(map(literal, bare))}) AND total_rows > 0"
+        ).result_rows
+        for (name,) in held:
+            self.client.command(f"TRUNCATE TABLE {names.meta_table(name)}")
+        return {names.meta_table(name) for name in bare}
 
     # --- staging and applying ----------------------------------------------------------
     def stage(
@@ -99,8 +118,9 @@ class AdqmDelta:
         later slice of the table's keys): that table, and how many rows now."""
         position = self.datamart.position(table.name)
         incoming = self.names.incoming(self.datamart.id, position)
-        if not append:
+        if not append and incoming not in self._empty:
             self.client.command(f"TRUNCATE TABLE {incoming}")
+        self._empty.discard(incoming)
         count = 0
         for batch in rows:
             if batch.num_rows:
@@ -140,7 +160,9 @@ class AdqmDelta:
             if not self._publishing:
                 registry.mark_publishing(self.client, names, self.datamart.name, number)
                 self._publishing = True
-            self.client.command(f"TRUNCATE TABLE {publish}")
+            if publish not in self._empty:
+                self.client.command(f"TRUNCATE TABLE {publish}")
+            self._empty.discard(publish)
             self.client.command(
                 statements.publish_sql(
                     table, actual, incoming, publish, number, self.manifest.delta_date
@@ -150,6 +172,8 @@ class AdqmDelta:
                 statements.published_counts_sql(publish, number)
             ).result_rows[0]
             self.client.command(statements.move_sql(actual, publish))
+            self.client.command(f"TRUNCATE TABLE {publish}")
+            self._empty.add(publish)
             counts = TableCounts(table.name, received, int(opened), int(deleted))
         self.done[table.name] = counts
 

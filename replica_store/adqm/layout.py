@@ -12,7 +12,7 @@ The replica's own tables live in `podd_replica` (after the prefix): the catalog
 (`datamart`), the registry of applied deltas (`delta_registry`, the same columns as
 PostgreSQL's), the deltas whose publish started (`publishing`), and per table two staging
 tables: the delta's incoming rows, and the rows published into `t_actual` by one
-`MOVE PARTITION … TO TABLE`.
+`ATTACH PARTITION … FROM` (then emptied).
 
 With a cluster name, DDL runs `ON CLUSTER`, `t_actual_shard` holds each shard's rows and
 `t_actual` is a `Distributed` table over them, sharded by the primary key's hash.
@@ -125,7 +125,7 @@ def view_ddl(names: Names, schema: LogicalSchema, cluster: str | None = None) ->
 
 def staging_ddl(names: Names, datamart_id: int, position: int, schema: LogicalSchema) -> list[str]:
     """A table's two staging tables: the incoming rows (logical columns and `sys_op`), and
-    the rows to publish, shaped as `t_actual` (what `MOVE PARTITION … TO TABLE` requires)."""
+    the rows to publish, shaped as `t_actual` (what `ATTACH PARTITION … FROM` requires)."""
     table = schema.tables[position]
     incoming = ", ".join([*(f"{quote(n)} {k}" for n, k in column_types(table)), "sys_op Int8"])
     return [

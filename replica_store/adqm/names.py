@@ -71,10 +71,19 @@ class Names:
     def meta_table(self, name: str) -> str:
         return f"{self.meta}.{quote(name)}"
 
+    @staticmethod
+    def incoming_table(datamart_id: int, position: int) -> str:
+        """The staging table of a table's rows of the delta being loaded (last per key),
+        unquoted, in the replica's database."""
+        return f"stage_{datamart_id}_{position}_in"
+
+    @staticmethod
+    def publish_table(datamart_id: int, position: int) -> str:
+        """The table whose parts move to `t_actual` in one statement, unquoted."""
+        return f"stage_{datamart_id}_{position}_publish"
+
     def incoming(self, datamart_id: int, position: int) -> str:
-        """The staging table of a table's rows of the delta being loaded (last per key)."""
-        return self.meta_table(f"stage_{datamart_id}_{position}_in")
+        return self.meta_table(self.incoming_table(datamart_id, position))
 
     def publish(self, datamart_id: int, position: int) -> str:
-        """The table whose parts move to `t_actual` in one statement."""
-        return self.meta_table(f"stage_{datamart_id}_{position}_publish")
+        return self.meta_table(self.publish_table(datamart_id, position))

@@ -33,17 +33,18 @@ def read_registry(
     if delta_num is not None:
         query += f" AND delta_num = {int(delta_num)}"
     query += " ORDER BY delta_num DESC LIMIT 1" if last else " ORDER BY delta_num"
-    return [
-        RegistryEntry(
-            datamart=row[0],
-            delta_num=row[1],
-            delta_date=_utc(row[2]),
-            request_id=row[3],
-            tables=tuple(TableCounts(*t) for t in json.loads(row[4])),
-            applied_at=_utc(row[5]),
-        )
-        for row in client.query(query).result_rows
-    ]
+    return [_entry(row) for row in client.query(query).result_rows]
+
+
+def _entry(row: Any) -> RegistryEntry:
+    return RegistryEntry(
+        datamart=row[0],
+        delta_num=row[1],
+        delta_date=_utc(row[2]),
+        request_id=row[3],
+        tables=tuple(TableCounts(*t) for t in json.loads(row[4])),
+        applied_at=_utc(row[5]),
+    )
 
 
 def registry_entry(
@@ -54,39 +55,63 @@ def registry_entry(
     return entries[0] if entries else None
 
 
+def sequence_entries(
+    client: Any, names: Names, datamart: str, delta_num: int
+) -> tuple[RegistryEntry | None, RegistryEntry | None]:
+    """(the entry of `delta_num`, the last entry), read in one query: what the sequence
+    check of a delta needs."""
+    table = names.meta_table("delta_registry")
+    rows = client.query(
+        f"SELECT {_REGISTRY_COLUMNS} FROM {table} WHERE datamart = {literal(datamart)} AND "
+        f"(delta_num = {int(delta_num)} OR delta_num = (SELECT maxOrNull(delta_num) "
+        f"FROM {table} WHERE datamart = {literal(datamart)})) ORDER BY delta_num"
+    ).result_rows
+    entries = [_entry(row) for row in rows]
+    stored = next((e for e in entries if e.delta_num == delta_num), None)
+    return stored, entries[-1] if entries else None
+
+
+def unregistered_after(client: Any, names: Names, datamart: str) -> tuple[bool, int | None]:
+    """(whether a delta's publish started after the last registered delta, that delta)."""
+    where = f"WHERE datamart = {literal(datamart)}"
+    row = client.query(
+        f"SELECT (SELECT maxOrNull(delta_num) FROM {names.meta_table('delta_registry')} "
+        f"{where}), (SELECT maxOrNull(delta_num) FROM {names.meta_table('publishing')} {where})"
+    ).result_rows[0]
+    last, started = row[0], row[1]
+    last_num = None if last is None else int(last)
+    if started is None:
+        return False, last_num
+    return last_num is None or int(started) > last_num, last_num
+
+
+def _timestamp(value: datetime) -> str:
+    """A DateTime64(6, 'UTC') literal."""
+    return f"toDateTime64({literal(_utc(value).strftime('%Y-%m-%d %H:%M:%S.%f'))}, 6, 'UTC')"
+
+
 def register(client: Any, names: Names, entry: RegistryEntry) -> None:
-    """The commit point: the delta's registry row."""
-    client.insert(
-        names.meta_table("delta_registry"),
+    """The commit point: the delta's registry row (one INSERT of one row: atomic)."""
+    values = ", ".join(
         [
-            [
-                entry.datamart,
-                entry.delta_num,
-                _utc(entry.delta_date),
-                entry.request_id,
-                encode_counts(list(entry.tables)),
-                _utc(entry.applied_at),
-            ]
-        ],
-        column_names=_REGISTRY_COLUMNS.split(", "),
+            literal(entry.datamart),
+            str(int(entry.delta_num)),
+            _timestamp(entry.delta_date),
+            literal(entry.request_id),
+            literal(encode_counts(list(entry.tables))),
+            _timestamp(entry.applied_at),
+        ]
+    )
+    client.command(
+        f"INSERT INTO {names.meta_table('delta_registry')} ({_REGISTRY_COLUMNS}) VALUES ({values})"
     )
 
 
 def mark_publishing(client: Any, names: Names, datamart: str, delta_num: int) -> None:
-    client.insert(
-        names.meta_table("publishing"),
-        [[datamart, delta_num, datetime.now(UTC)]],
-        column_names=["datamart", "delta_num", "started_at"],
+    client.command(
+        f"INSERT INTO {names.meta_table('publishing')} (datamart, delta_num, started_at) "
+        f"VALUES ({literal(datamart)}, {int(delta_num)}, now64(6))"
     )
-
-
-def last_publishing(client: Any, names: Names, datamart: str) -> int | None:
-    """The last delta whose publish started (registered or not)."""
-    rows = client.query(
-        f"SELECT maxOrNull(delta_num) FROM {names.meta_table('publishing')} "
-        f"WHERE datamart = {literal(datamart)}"
-    ).result_rows
-    return None if not rows or rows[0][0] is None else int(rows[0][0])
 
 
 def catalog_entry(client: Any, names: Names, datamart: str) -> tuple[int, str] | None:

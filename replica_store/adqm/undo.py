@@ -20,10 +20,8 @@ def undo_unregistered(client: Any, names: Names, datamart: Datamart) -> None:
     holds the datamart's writer). Each table's undo moves into it in one statement, so a
     crash inside leaves each table undone or not, and a second run finishes the rest."""
     name = datamart.name
-    last = registry.registry_entry(client, names, name, None)
-    last_num = None if last is None else last.delta_num
-    started = registry.last_publishing(client, names, name)
-    if started is None or (last_num is not None and started <= last_num):
+    pending, last_num = registry.unregistered_after(client, names, name)
+    if not pending:
         return
     for position, table in enumerate(datamart.schema.tables):
         actual = names.actual(name, table.name)
@@ -31,4 +29,5 @@ def undo_unregistered(client: Any, names: Names, datamart: Datamart) -> None:
         client.command(f"TRUNCATE TABLE {publish}")
         client.command(undo_sql(table, actual, publish, last_num))
         client.command(move_sql(actual, publish))
+        client.command(f"TRUNCATE TABLE {publish}")
     log.info("unregistered delta undone", datamart=name, lastRegistered=last_num)

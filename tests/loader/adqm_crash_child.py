@@ -3,7 +3,7 @@ itself (SIGKILL) at a chosen point, for `test_adqm_crash`; or that prints the re
 state as JSON. chdb opens one directory per process, so every step is a process of its own.
 
     python -m tests.loader.adqm_crash_child load DIR SCHEMA.json TRANSFER... \
-        [--kill-after-attach K | --kill-after-register]
+        [--kill-after-attach K | --kill-after-publish K | --kill-after-register]
     python -m tests.loader.adqm_crash_child dump DIR SCHEMA.json THROUGH
 """
 
@@ -24,23 +24,21 @@ from tests.loader.store_loads import load
 
 
 class Killing:
-    """The store's client, killing this process right after the K-th `MOVE PARTITION`
-    (or the registry row's insert)."""
+    """The store's client, killing this process right after the K-th statement holding
+    `marker` (a table's move into t_actual, or its publish INSERT), or after the registry
+    row's insert."""
 
-    def __init__(self, client: Any, attaches: int | None, after_register: bool) -> None:
-        self._client, self._left, self._after_register = client, attaches, after_register
+    def __init__(self, client: Any, marker: str, count: int | None, after_register: bool) -> None:
+        self._client, self._marker = client, marker
+        self._left, self._after_register = count, after_register
 
     def command(self, statement: str) -> Any:
         result = self._client.command(statement)
-        if self._left is not None and "MOVE PARTITION" in statement:
+        if self._left is not None and self._marker in statement:
             self._left -= 1
             if self._left == 0:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return result
-
-    def insert(self, table: str, *args: Any, **kwargs: Any) -> Any:
-        result = self._client.insert(table, *args, **kwargs)
-        if self._after_register and "delta_registry" in table:
+        if self._after_register and statement.startswith("INSERT INTO `podd_replica`.`delta_"):
             os.kill(os.getpid(), signal.SIGKILL)
         return result
 
@@ -55,13 +53,18 @@ def main(argv: list[str]) -> None:
     parser.add_argument("schema")
     parser.add_argument("rest", nargs="*")
     parser.add_argument("--kill-after-attach", type=int)
+    parser.add_argument("--kill-after-publish", type=int)
     parser.add_argument("--kill-after-register", action="store_true")
     args = parser.parse_args(argv)
     schema = LogicalSchema.model_validate_json(Path(args.schema).read_text())
     store = AdqmStore(f"chdb://{args.directory}")
     datamart = store.ensure(schema)
     if args.mode == "load":
-        store.client = Killing(store.client, args.kill_after_attach, args.kill_after_register)
+        if args.kill_after_publish is not None:
+            marker, count = "_publish` (", args.kill_after_publish
+        else:
+            marker, count = "ATTACH PARTITION", args.kill_after_attach
+        store.client = Killing(store.client, marker, count, args.kill_after_register)
         for directory in args.rest:
             transfer = StagedTransfer.open(Path(directory))
             if store.applied(schema.datamart, transfer.manifest.delta_num) is None:

@@ -1,7 +1,8 @@
-"""kill -9 of a process loading the ADQM store (embedded ClickHouse): between one table's
-publish and the next, after every table and before the registry row, and right after the
-registry row (the answer lost). The next process finds the replica equal to the model as of
-every registered delta, and the delta loads (or is found applied) exactly once."""
+"""kill -9 of a process loading the ADQM store (embedded ClickHouse): inside a table's
+publish (its rows staged, not moved), between one table's publish and the next, after every
+table and before the registry row, and right after the registry row (the answer lost). The
+next process finds the replica equal to the model as of every registered delta, and the
+delta loads (or is found applied) exactly once."""
 
 from __future__ import annotations
 
@@ -46,7 +47,13 @@ def expected(model: ReplicaModel, schema: LogicalSchema, through: int) -> dict[s
 
 
 @pytest.mark.parametrize(
-    "kill", [["--kill-after-attach", "1"], ["--kill-after-attach", "2"], ["--kill-after-register"]]
+    "kill",
+    [
+        ["--kill-after-publish", "1"],  # a table's rows in its publish staging, not moved
+        ["--kill-after-attach", "1"],
+        ["--kill-after-attach", "2"],
+        ["--kill-after-register"],
+    ],
 )
 def test_a_load_killed_anywhere_leaves_the_replica_as_of_its_registry(
     tmp_path: Path, kill: list[str]
