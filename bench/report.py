@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report_cdc import cdc_section
+from bench.report_clickhouse import clickhouse_section
 from bench.report_remaining import (
     CATCH_UP_CYCLE,
     overlapped,
@@ -220,6 +221,8 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", *_cluster_section(main, results["cluster"], s["spark_master"])]
     if results.get("restore"):
         lines += ["", *restore_section(results["restore"], main)]
+    if results.get("clickhouse"):
+        lines += ["", *clickhouse_section(results["clickhouse"], main, results.get("catch_up"))]
     if results.get("cdc"):
         lines += ["", *cdc_section(results["cdc"])]
     return "\n".join(lines) + "\n"

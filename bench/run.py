@@ -229,6 +229,8 @@ class Bench:
             out["catch_up"] = catch_up_result
         if self.args.cluster:
             out["cluster"] = await self.on_cluster()
+        if self.args.clickhouse and not self.clickhouse:
+            out["clickhouse"] = await self.on_clickhouse()
         if self.args.restore_rows:
             out["restore"] = await restore_beside_delta_in(
                 self.kafka, self.kafka.bootstrap_servers()[0], self.dsn, self.root,
@@ -237,6 +239,26 @@ class Bench:
                 spark_master=self.args.spark_master,
             )  # fmt: skip
         return out
+
+    async def on_clickhouse(self) -> dict[str, Any]:
+        """The headline delta, the latency series and the catch-up again, every agent's
+        replica in an embedded ClickHouse (the ADQM store), in its own data directory."""
+        postgresql = self.agent
+        self.agent = replace(self.agent, env=(("PODD_STORE", "clickhouse"),))
+        self.clickhouse = True
+        try:
+            print("ClickHouse: the headline delta, the latency series, the catch-up", flush=True)
+            point = await self.point(self.args.rows, headline=False, latency=True)
+            caught_up = None
+            if self.args.catch_up_deltas:
+                caught_up = await catch_up(
+                    self.kafka, self.agent, self.root,
+                    datamart=f"bench_{self.run_id}_catch_up_clickhouse",
+                    deltas=self.args.catch_up_deltas, rows=self.args.catch_up_rows, tables=3,
+                )  # fmt: skip
+        finally:
+            self.agent, self.clickhouse = postgresql, False
+        return {"point": point, "catch_up": caught_up}
 
     async def on_cluster(self) -> dict[str, Any]:
         """The headline delta and the latency series again, the loader on a standalone
@@ -303,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-rows", type=int, default=1000)
     parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (default: embedded Tansu)")
     parser.add_argument("--replica", help="PostgreSQL DSN (default: embedded PostgreSQL)")
+    parser.add_argument(
+        "--no-clickhouse",
+        dest="clickhouse",
+        action="store_false",
+        help="skip the ClickHouse replica's run of the headline delta, latency and catch-up",
+    )
     parser.add_argument(
         "--store",
         choices=["postgresql", "clickhouse"],

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -32,13 +32,10 @@ from protocol.changelog import SchemaHistory
 from protocol.errors import ProtocolError
 from protocol.schema import LogicalSchema
 from protocol.sequence import expected_next
-from replica_store.embedded_pg import replica_for
-from replica_store.ownership import DatamartOwnership
-from replica_store.store import ReplicaStore
+from spark_loader.replica_choice import Loader, hold_for, loader_for, open_store
 
 if TYPE_CHECKING:
     from replica_store.transfer import StagedTransfer
-    from spark_loader.loader import DeltaLoader
     from spark_loader.slice_encode import EncodedSlice, TableSlice
 
 #: No slice of the delta decoded ahead of its load.
@@ -88,8 +85,8 @@ def check(settings: RestoreSettings) -> CheckReport:
     """Read the topic, change nothing, and say what a run would do."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     bootstrap = _bootstrap(settings)
-    with replica_for(settings) as dsn:
-        last = ReplicaStore(dsn).last_applied(settings.datamart)
+    with open_store(settings) as (store, _):
+        last = store.last_applied(settings.datamart)
         first = expected_next(None if last is None else last.delta_num)
         index = BackupIndex(settings.datamart, max_messages=settings.max_messages)
         topic_index = TopicIndex(
@@ -128,13 +125,12 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     bootstrap = _bootstrap(settings)
-    with replica_for(settings) as dsn, ExitStack() as held:
-        store = ReplicaStore(dsn)
+    with open_store(settings) as (store, dsn), ExitStack() as held:
         staging = RestoreStaging(settings.staging_path, settings.datamart)
         # Refused while an agent, a loader or another restore writes the datamart (or this
         # staging directory): before anything is cleared, read or applied.
         held.enter_context(
-            DatamartOwnership(dsn, [settings.datamart], staging.owner_file, "podd-restore run")
+            hold_for(store, dsn, [settings.datamart], staging.owner_file, "podd-restore run")
         )
         last = store.last_applied(settings.datamart)
         first = expected_next(None if last is None else last.delta_num)
@@ -151,14 +147,16 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
             staging.clear()
             return RunOutcome([], 0, time.perf_counter() - started, stop, first)
         # Spark and the loader are imported here: `check` stays light.
-        from spark_loader.loader import DeltaLoader  # noqa: PLC0415
         from spark_loader.session import LazySession  # noqa: PLC0415
 
         chosen = [plan.chosen for plan in plans if plan.chosen is not None]
         spark = LazySession(settings)
-        if needs_spark(chosen, settings.in_driver_max_mib):
+        in_driver = (
+            settings.in_driver_max_mib if dsn is not None else settings.clickhouse_in_driver_max_mib
+        )
+        if needs_spark(chosen, in_driver):
             spark.start()  # while the first delta is fetched
-        loader = DeltaLoader(store, spark, settings)
+        loader = loader_for(store, dsn, spark, settings)
         try:
             applier = _Applier(
                 topic_index, store, loader, staging,
@@ -215,8 +213,8 @@ class _Applier:
     def __init__(
         self,
         topic_index: TopicIndex,
-        store: ReplicaStore,
-        loader: DeltaLoader,
+        store: Any,
+        loader: Loader,
         staging: RestoreStaging,
         *,
         history: SchemaHistory,

@@ -55,6 +55,9 @@ class AdqmLoader:
     def close(self) -> None:
         """Nothing is kept between loads (the store's client is the store's)."""
 
+    def flush_commits(self) -> None:
+        """Every registry row is written when its load returns: nothing waits here."""
+
     def probe_executors(self) -> None:
         """Before the first load: the executors read the staging directory (they never
         reach the replica)."""
@@ -142,7 +145,10 @@ class AdqmLoader:
             settle = self.settings.commit_settle_seconds
             result = write.commit(transfer, tables, settle_seconds=settle)
         except BaseException as exc:
-            write.roll_back(failed=True)
+            try:
+                write.roll_back(failed=True)
+            except Exception as undo:  # the next load's `begin` undoes it: the cause is exc's
+                bound.warning("undo after a failed load failed", error=str(undo)[:300])
             if _transient(exc):
                 raise TransientLoadError(f"{type(exc).__name__}: {exc}") from exc
             raise

@@ -21,8 +21,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from protocol.sequence import expected_next
 from replica_store.dump import dump_lines
 from replica_store.embedded_pg import psql_binary, replica_for
 from replica_store.kind import StoreKind
-from replica_store.store import ReplicaStore
+from spark_loader.replica_choice import open_store
 from spark_loader.settings import LoaderSettings
 
 
@@ -54,38 +53,15 @@ def _settings(args: argparse.Namespace) -> LoaderSettings:
     return LoaderSettings(**overrides)
 
 
-@contextmanager
-def _store(settings: LoaderSettings) -> Iterator[tuple[Any, str | None]]:
-    """The replica's store the settings choose, and its DSN (None: ClickHouse)."""
-    if settings.store is StoreKind.CLICKHOUSE:
-        from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
-
-        url = settings.clickhouse_replica_url()
-        store = AdqmStore(
-            url,
-            prefix=settings.clickhouse_database_prefix,
-            cluster=settings.clickhouse_cluster,
-        )
-        try:
-            yield store, None
-        finally:
-            store.close()
-        return
-    with replica_for(settings) as dsn:
-        yield ReplicaStore(dsn, settings.store_dialect), dsn
-
-
 def _apply(args: argparse.Namespace) -> int:
     # Spark and the loader load only for this command: `registry` stays light.
-    from replica_store.ownership import DatamartOwnership  # noqa: PLC0415
     from replica_store.transfer import StagedTransfer  # noqa: PLC0415
-    from spark_loader.adqm_loader import AdqmLoader  # noqa: PLC0415
-    from spark_loader.loader import DeltaLoader  # noqa: PLC0415
+    from spark_loader.replica_choice import hold_for, loader_for  # noqa: PLC0415
     from spark_loader.session import build_session  # noqa: PLC0415
 
     settings = _settings(args)
     transfer = StagedTransfer.open(args.transfer)
-    with _store(settings) as (store, dsn):
+    with open_store(settings) as (store, dsn):
         if args.schema:
             schema = parse_schema(args.schema.read_text(), transfer.manifest.datamart)
         else:
@@ -95,19 +71,10 @@ def _apply(args: argparse.Namespace) -> int:
                 return 2
             schema = stored
         # refused while an agent or a restore writes the datamart
-        hold = (
-            store.hold([schema.datamart], "podd-loader apply")
-            if dsn is None
-            else DatamartOwnership(dsn, [schema.datamart], None, "podd-loader apply")
-        )
-        with hold:
+        with hold_for(store, dsn, [schema.datamart], None, "podd-loader apply"):
             spark = build_session(settings)
             try:
-                loader: Any = (
-                    AdqmLoader(store, spark, settings)
-                    if dsn is None
-                    else DeltaLoader(store, spark, settings)
-                )
+                loader = loader_for(store, dsn, spark, settings)
                 try:
                     loader.register(schema)
                     loader.probe_executors()
@@ -128,7 +95,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _registry(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    with _store(settings) as (store, _):
+    with open_store(settings) as (store, _):
         entries = store.registry(args.datamart)
     if args.json:
         print(json.dumps([asdict(e) for e in entries], default=str, indent=1))
@@ -152,7 +119,7 @@ def _dump(args: argparse.Namespace) -> int:
     """Every row of the datamart as of a delta (default: the last applied), one JSON line
     each: the same from either store after the same deltas."""
     settings = _settings(args)
-    with _store(settings) as (store, _):
+    with open_store(settings) as (store, _):
         schema = store.stored_schema(args.datamart)
         if schema is None:
             print(f"datamart {args.datamart} has no store here", file=sys.stderr)
@@ -173,7 +140,7 @@ def _clickhouse_sql(settings: LoaderSettings, statements: Sequence[str]) -> int:
     if not statements:
         print("give the statements with -c (no interactive ClickHouse client here)")
         return 1
-    with _store(settings) as (store, _):
+    with open_store(settings) as (store, _):
         for statement in statements:
             for row in store.client.query(statement).result_rows:
                 print("\t".join("\\N" if v is None else str(v) for v in row))

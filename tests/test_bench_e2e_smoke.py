@@ -65,11 +65,20 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     assert (catch_up["deltas"], catch_up["resends"]) == (5, 0)
     assert catch_up["deltas_per_second"] > 0
 
+    # The headline delta, the latency series and the catch-up again on ClickHouse.
+    clickhouse = results["clickhouse"]
+    assert clickhouse["point"]["rows"] == 20_000
+    assert clickhouse["point"]["e2e_seconds"] > 0
+    assert clickhouse["point"]["cpu"]["whole"]["agent"] > 0
+    assert clickhouse["point"]["latency"]["deltas"] == 3
+    assert (clickhouse["catch_up"]["deltas"], clickhouse["catch_up"]["resends"]) == (5, 0)
+
     report = (out / "BENCHMARKS.md").read_text()
+    assert "End to end, ClickHouse / PostgreSQL: **" in report
     headings = (
         "## End to end: a 20,000-row delta", "## Latency", "## Scaling", "## On a Spark",
         "## Restore from a backup topic", "## Catch-up", "## A delta that takes seconds",
-        "## Before and after issue 16",
+        "## Before and after issue 16", "## ClickHouse (the ADQM store)",
     )  # fmt: skip
     for heading in headings:
         assert heading in report

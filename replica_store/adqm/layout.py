@@ -47,7 +47,15 @@ def meta_ddl(names: Names, cluster: str | None = None) -> list[str]:
     return [
         f"CREATE DATABASE IF NOT EXISTS {names.meta}{where}",
         f"CREATE TABLE IF NOT EXISTS {names.meta_table('datamart')}{where} "
-        "(id UInt32, datamart String, schema_ddl String) ENGINE = MergeTree ORDER BY id",
+        "(id UInt32, datamart String, schema_ddl String, "
+        "recorded_at DateTime64(6, 'UTC') DEFAULT now64(6)) "
+        "ENGINE = MergeTree ORDER BY (id, recorded_at)",
+        f"CREATE TABLE IF NOT EXISTS {names.meta_table('retired_table')}{where} "
+        "(datamart String, table_name String, renamed_to String, before_delta Int64) "
+        "ENGINE = MergeTree ORDER BY (datamart, table_name)",
+        f"CREATE TABLE IF NOT EXISTS {names.meta_table('view')}{where} "
+        "(datamart String, views String, recorded_at DateTime64(6, 'UTC') DEFAULT now64(6)) "
+        "ENGINE = MergeTree ORDER BY (datamart, recorded_at)",
         f"CREATE TABLE IF NOT EXISTS {names.meta_table('delta_registry')}{where} "
         "(datamart String, delta_num Int64, delta_date DateTime64(6, 'UTC'), "
         "request_id String, table_counts String, applied_at DateTime64(6, 'UTC')) "
@@ -124,11 +132,14 @@ def view_ddl(names: Names, schema: LogicalSchema, cluster: str | None = None) ->
 
 
 def staging_ddl(names: Names, datamart_id: int, position: int, schema: LogicalSchema) -> list[str]:
-    """A table's two staging tables: the incoming rows (logical columns and `sys_op`), and
-    the rows to publish, shaped as `t_actual` (what `ATTACH PARTITION … FROM` requires)."""
+    """A table's two staging tables, made anew (a table's position may now be another
+    table's): the incoming rows (logical columns and `sys_op`), and the rows to publish,
+    shaped as `t_actual` (what `ATTACH PARTITION … FROM` requires)."""
     table = schema.tables[position]
     incoming = ", ".join([*(f"{quote(n)} {k}" for n, k in column_types(table)), "sys_op Int8"])
     return [
+        f"DROP TABLE IF EXISTS {names.incoming(datamart_id, position)}",
+        f"DROP TABLE IF EXISTS {names.publish(datamart_id, position)}",
         f"CREATE TABLE IF NOT EXISTS {names.incoming(datamart_id, position)} ({incoming}) "
         "ENGINE = MergeTree ORDER BY tuple()",
         f"CREATE TABLE IF NOT EXISTS {names.publish(datamart_id, position)} "

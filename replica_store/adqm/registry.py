@@ -118,7 +118,7 @@ def catalog_entry(client: Any, names: Names, datamart: str) -> tuple[int, str] |
     """(id, schema DDL) of a datamart whose store exists."""
     rows = client.query(
         f"SELECT id, schema_ddl FROM {names.meta_table('datamart')} "
-        f"WHERE datamart = {literal(datamart)} ORDER BY id LIMIT 1"
+        f"WHERE datamart = {literal(datamart)} ORDER BY recorded_at DESC LIMIT 1"
     ).result_rows
     return None if not rows else (int(rows[0][0]), str(rows[0][1]))
 
@@ -134,6 +134,16 @@ def add_to_catalog(client: Any, names: Names, datamart: str, schema_ddl: str) ->
     return datamart_id
 
 
+def record_schema(client: Any, names: Names, datamart_id: int, datamart: str, ddl: str) -> None:
+    """The datamart's schema now (a restore's changelog changed it): the latest row wins."""
+    client.command(
+        f"INSERT INTO {names.meta_table('datamart')} (id, datamart, schema_ddl) "
+        f"VALUES ({int(datamart_id)}, {literal(datamart)}, {literal(ddl)})"
+    )
+
+
 def catalog(client: Any, names: Names) -> list[str]:
-    rows = client.query(f"SELECT datamart FROM {names.meta_table('datamart')} ORDER BY id")
+    rows = client.query(
+        f"SELECT datamart FROM {names.meta_table('datamart')} GROUP BY datamart ORDER BY min(id)"
+    )
     return [str(r[0]) for r in rows.result_rows]

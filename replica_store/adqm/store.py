@@ -32,6 +32,7 @@ from replica_store.adqm.layout import (
 )
 from replica_store.adqm.lease import WriterLease
 from replica_store.adqm.names import Names, check_prostore_names, literal
+from replica_store.adqm.schema_history import record_views, recorded_views, retire_table
 from replica_store.adqm.types import as_model_values, column_types
 from replica_store.adqm.undo import undo_unregistered
 from replica_store.errors import DatamartInUseError, LoaderError, StoreMismatchError
@@ -70,6 +71,10 @@ class AdqmStore:
             )
         else:
             datamart_id = found[0]
+            if found[1] != schema.to_ddl():
+                registry.record_schema(
+                    self.client, self.names, datamart_id, schema.datamart, schema.to_ddl()
+                )
         for position in range(len(schema.tables)):
             for statement in staging_ddl(self.names, datamart_id, position, schema):
                 self.client.command(statement)
@@ -147,6 +152,17 @@ class AdqmStore:
                 self.client.command(f"OPTIMIZE TABLE {actual} FINAL")
                 merged.append(table.name)
         return merged
+
+    # --- schema history (a restore from a backup's changelog) ------------------------------
+    def retire_table(self, datamart: str, table: str, before_delta: int) -> list[str]:
+        """`schema_history.retire_table` (a dropped table's versions kept, renamed)."""
+        return retire_table(self.client, self.names, datamart, table, before_delta)
+
+    def record_views(self, datamart: str, views: list[tuple[str, bool, str, int]]) -> None:
+        record_views(self.client, self.names, datamart, views)
+
+    def views(self, datamart: str) -> list[tuple[str, bool, str, int]]:
+        return recorded_views(self.client, self.names, datamart)
 
     # --- reading -------------------------------------------------------------------------
     def registry(self, datamart: str) -> list[RegistryEntry]:
