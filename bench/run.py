@@ -243,8 +243,20 @@ class Bench:
     async def on_clickhouse(self) -> dict[str, Any]:
         """The headline delta, the latency series and the catch-up again, every agent's
         replica in an embedded ClickHouse (the ADQM store), in its own data directory."""
-        postgresql = self.agent
+        postgresql, kafka = self.agent, self.kafka
         self.agent = replace(self.agent, env=(("PODD_STORE", "clickhouse"),))
+        # Topics of its own: the agent's consumer would otherwise first read past every
+        # message the run has sent so far (the PostgreSQL points met a nearly empty topic).
+        prefix = f"bench-{self.run_id}-clickhouse."
+        self.kafka = kafka.model_copy(
+            update={
+                "topic_delta_in": prefix + "delta.in",
+                "topic_delta_in_rs": prefix + "delta.in.rs",
+                "topic_delta_rq": prefix + "delta.rq",
+                "topic_delta_rs": prefix + "delta.rs",
+            }
+        )
+        await ensure_topics(self.kafka, self.kafka.bootstrap_servers())
         self.clickhouse = True
         try:
             print("ClickHouse: the headline delta, the latency series, the catch-up", flush=True)
@@ -257,7 +269,7 @@ class Bench:
                     deltas=self.args.catch_up_deltas, rows=self.args.catch_up_rows, tables=3,
                 )  # fmt: skip
         finally:
-            self.agent, self.clickhouse = postgresql, False
+            self.agent, self.kafka, self.clickhouse = postgresql, kafka, False
         return {"point": point, "catch_up": caught_up}
 
     async def on_cluster(self) -> dict[str, Any]:

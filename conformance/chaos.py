@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -44,11 +45,14 @@ from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
 from podd_runtime.errors import AgentChildError
+from protocol.apply_model import rows_as_of
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import ErrorCode, PoddError
 from protocol.messages import DeltaStatus
 from protocol.workload import WorkloadSpec
+from replica_store.adqm.client import is_clickhouse_url
+from replica_store.adqm.store import AdqmStore
 from replica_store.embedded_pg import EmbeddedPostgres
 from replica_store.replica_reader import differences
 from replica_store.store import ReplicaStore
@@ -124,10 +128,9 @@ async def _chaos(
     candidates = range(1, max(2, args.deltas - 3))
     kills_at = sorted(rng.choices(candidates, k=args.kills))
     kill_due: float | None = None
-    assert pg is not None
     extra = ExtraFaults(
-        args.deltas, supervisor.spec, supervisor.data_dir, lambda: pg.dsn, filler, done, run,
-        args.fill_seconds,
+        args.deltas, supervisor.spec, supervisor.data_dir, lambda: supervisor.spec.dsn, filler,
+        done, run, args.fill_seconds, clickhouse=pg is None,
     )  # fmt: skip
     while not finished.is_set():
         await asyncio.sleep(0.25)
@@ -280,9 +283,19 @@ async def _deltas_left(
 
 
 def _check(run: ChaosRun, dsn: str, source: WorkloadSource, client: OriginClient) -> None:
-    registry = [
-        (e.delta_num, e.request_id) for e in ReplicaStore(dsn).registry(source.schema.datamart)
-    ]
+    clickhouse = is_clickhouse_url(dsn)
+    store = AdqmStore(dsn) if clickhouse else ReplicaStore(dsn)
+    try:
+        _check_store(run, store, dsn, source, client)
+    finally:
+        if clickhouse:
+            store.close()
+
+
+def _check_store(
+    run: ChaosRun, store: Any, dsn: str, source: WorkloadSource, client: OriginClient
+) -> None:
+    registry = [(e.delta_num, e.request_id) for e in store.registry(source.schema.datamart)]
     run.registry_rows = len(registry)
     numbers = [n for n, _ in registry]
     run.lost = len(set(range(run.deltas)) - set(numbers))
@@ -299,7 +312,16 @@ def _check(run: ChaosRun, dsn: str, source: WorkloadSource, client: OriginClient
                     f"delta {delta_num} was applied by {request_id}, answered {answer.error_code}"
                 )
     model = replica_model(source, run.deltas - 1)
-    run.differences = differences(dsn, model, as_of=range(run.deltas))
+    if isinstance(store, ReplicaStore):
+        run.differences = differences(dsn, model, as_of=range(run.deltas))
+        return
+    run.differences = [  # (ClickHouse: one table of versions, read as of every delta)
+        f"{table.name} as of {n}"
+        for n in range(run.deltas)
+        for table in model.schema
+        if sorted(store.read_as_of(model.schema.datamart, table, n))
+        != sorted(rows_as_of(model.tables[table.name], n))
+    ]
 
 
 def run_chaos(args: argparse.Namespace) -> ChaosRun:
@@ -312,7 +334,11 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
     source = WorkloadSource(schema, spec, interval=timedelta(hours=1))
     with ExitStack() as stack:
         bootstrap = stack.enter_context(embedded_broker(log_file=root / "tansu.log"))
-        pg = stack.enter_context(EmbeddedPostgres(root / "pg"))
+        clickhouse = args.store == "clickhouse"
+        # On ClickHouse the engine is the agent's own (chdb): a kill -9 of the agent is a
+        # crash of the database too, and there is no server of its own to restart.
+        pg = None if clickhouse else stack.enter_context(EmbeddedPostgres(root / "pg"))
+        replica = f"chdb://{root / 'clickhouse'}" if pg is None else pg.dsn
         settings = KafkaSettings(
             broker=bootstrap, topic_delta_in=f"in-{tag}", topic_delta_in_rs=f"in-rs-{tag}",
             topic_delta_rq=f"rq-{tag}", topic_delta_rs=f"rs-{tag}",
@@ -325,7 +351,7 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
             if filler.available:
                 environment["PODD_STAGING_DIR"] = str(filler.mount)
         agent = AgentSpec(
-            [schema], bootstrap, pg.dsn, root / "agent", f"chaos-{tag}", "local[2]",
+            [schema], bootstrap, replica, root / "agent", f"chaos-{tag}", "local[2]",
             environment,
         )  # fmt: skip
         supervisor = Supervisor(agent, root, run)
@@ -334,7 +360,9 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
         started = time.perf_counter()
         client = asyncio.run(_drive(args, settings, bootstrap, source, supervisor, pg, run, filler))
         run.seconds = time.perf_counter() - started
-        _check(run, pg.dsn, source, client)
+        if clickhouse:
+            supervisor.stop()  # (read once the agent, its engine's one process, has stopped)
+        _check(run, replica, source, client)
     return run
 
 
@@ -350,6 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--pg-restarts", type=int, default=2)
     parser.add_argument(
+        "--store", choices=["postgresql", "clickhouse"], default="postgresql",
+        help="the agent's replica (clickhouse: embedded; no database restarts, no rewind)",
+    )  # fmt: skip
+    parser.add_argument(
         "--disk-fills", type=int, choices=(0, 1), default=1,
         help="fill the agent's staging disk (a tmpfs; needs root) once, mid-run",
     )  # fmt: skip
@@ -360,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.kills is None:
         args.kills = max(2, args.deltas // 8)
+    if args.store == "clickhouse":
+        args.pg_restarts = 0
     log_to_stderr()
     try:
         run = run_chaos(args)

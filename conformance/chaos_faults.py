@@ -138,9 +138,14 @@ class ExtraFaults:
         done: Sequence[object],
         run: FaultRecord,
         fill_seconds: float = 5.0,
+        *,
+        clickhouse: bool = False,
     ) -> None:
         self.spec, self.work_dir, self.dsn, self.filler = spec, work_dir, dsn, filler
         self.done, self.run, self.fill_seconds = done, run, fill_seconds
+        #: The replica is an embedded ClickHouse, the agent's own: no rewind (a database
+        #: rewound is PostgreSQL's fault), and a second agent meets its directory's lock.
+        self.clickhouse = clickhouse
         # Away from the database restarts (at a third and two thirds): a second agent
         # started while the first has lost its session may win the datamart (the first then
         # stops: still one writer), which is not the refusal this fault is about.
@@ -184,6 +189,8 @@ class ExtraFaults:
             self.run.faults[fault] += 1
             await asyncio.sleep(self.fill_seconds)
             self.filler.free()
+        elif self.clickhouse:
+            self.run.skipped[fault] = "not built for an embedded ClickHouse replica"
         else:
             for _ in range(20):  # the database may be down (a crash restart): try again
                 try:
@@ -215,7 +222,12 @@ class ExtraFaults:
             finally:
                 self.alone = False
             log = (data_dir / "second-agent.log").read_text(errors="replace")
-            if code == 2 and "is already written by replica-agent on" in log:
+            meets = (
+                "is in use by another process"
+                if self.clickhouse
+                else ("is already written by replica-agent on")
+            )
+            if code == 2 and meets in log:
                 self.run.notes.append(f"the second agent stopped at start in {seconds:.1f} s "
                                       "(exit code 2), naming the first")  # fmt: skip
                 return
@@ -232,6 +244,9 @@ class ExtraFaults:
     async def _first_holds_its_datamart(self, timeout: float = 120) -> None:
         """Until the first agent holds its datamart (after a kill or a database restart it
         takes it again within seconds)."""
+        if self.clickhouse:  # (its engine's directory lock is held while it runs)
+            await asyncio.sleep(2)
+            return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

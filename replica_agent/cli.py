@@ -18,8 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,8 @@ from replica_agent.answer_records import AnswerRecords
 from replica_agent.chunk_spool import ChunkSpool
 from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
-from replica_store.embedded_pg import replica_for
 from replica_store.kind import StoreKind
+from spark_loader.replica_choice import open_store
 
 #: flag → settings field, for the flags that map one to one.
 _FLAGS = {
@@ -64,28 +63,6 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
     return AgentSettings(**overrides)
 
 
-@contextmanager
-def _store(settings: AgentSettings) -> Iterator[Any]:
-    """The replica's store, as the settings choose it (PostgreSQL or ClickHouse)."""
-    if settings.store is StoreKind.CLICKHOUSE:
-        from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
-
-        store = AdqmStore(
-            settings.clickhouse_replica_url(),
-            prefix=settings.clickhouse_database_prefix,
-            cluster=settings.clickhouse_cluster,
-        )
-        try:
-            yield store
-        finally:
-            store.close()
-        return
-    from replica_store.store import ReplicaStore  # noqa: PLC0415
-
-    with replica_for(settings) as dsn:
-        yield ReplicaStore(dsn, settings.store_dialect)
-
-
 def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str, Any]:
     """Each datamart's applied delta, transfers in progress with what they miss, last error."""
 
@@ -96,7 +73,7 @@ def status_report(settings: AgentSettings, only: Sequence[str] = ()) -> dict[str
     finished = answers.recover(cleanup=False).finished
     spool_state = transfers.recover(finished, cleanup=False)
     report: dict[str, Any] = {}
-    with _store(settings) as store:
+    with open_store(settings) as (store, _):
         names = list(only) or settings.datamart or store.datamarts()
         for name in names:
             last = store.last_applied(name)

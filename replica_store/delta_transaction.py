@@ -27,14 +27,18 @@ import pyarrow as pa
 from protocol.apply_model import TableCounts
 from protocol.chunk_range import ChunkRange
 from protocol.schema import Table
-from protocol.sequence import AppliedDelta, check_sequence
 from replica_store.connections import LoaderConnections, Session
 from replica_store.errors import TransientLoadError
 from replica_store.layout import Datamart
 from replica_store.lost_commit import LoadResult, settle_lost_commit
 from replica_store.pg_copy import HEADER, TRAILER, copy_kinds, encode_batch
 from replica_store.pieces import Piece
-from replica_store.registry import RegistryEntry, encode_counts, registry_entry
+from replica_store.registry import (
+    RegistryEntry,
+    encode_counts,
+    registered_or_refused,
+    registry_entry,
+)
 from replica_store.store_sql import (
     META_SCHEMA,
     copy_statement,
@@ -104,17 +108,8 @@ class DeltaTransaction:
         manifest, conn = self.manifest, self.conn
         name, number = manifest.datamart, manifest.delta_num
         stored = registry_entry(conn, name, number, exists=True)
-        entry = None if stored is not None else registry_entry(conn, name, None, exists=True)
-        last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
-        refusal = check_sequence(
-            number,
-            manifest.delta_date,
-            applied_date=None if stored is None else stored.delta_date,
-            last=last,
-        )
-        if refusal is not None:
-            raise refusal.error()
-        return stored
+        last = None if stored is not None else registry_entry(conn, name, None, exists=True)
+        return registered_or_refused(manifest, stored, last)
 
     def begin(self, *, idle_seconds: float | None = None) -> None:
         """Open the transaction (the lock, a session's, outlives it). `idle_seconds`: the

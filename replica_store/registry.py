@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 import psycopg
 
 from protocol.apply_model import TableCounts
+from protocol.sequence import AppliedDelta, check_sequence
 from replica_store.store_sql import META_SCHEMA, q
+from replica_store.transfer import TransferManifest
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,25 @@ def read_registry(
         )
         for row in rows
     ]
+
+
+def registered_or_refused(
+    manifest: TransferManifest, stored: RegistryEntry | None, last: RegistryEntry | None
+) -> RegistryEntry | None:
+    """The sequence check of a delta under its datamart's one writer, from the registry's
+    entry of the delta (`stored`) and its last entry: the stored entry if the delta is
+    applied (the same date), None if it is the one expected next; the protocol's refusal
+    (raised) else. Every store's delta write asks this."""
+    previous = None if stored is not None or last is None else last
+    refusal = check_sequence(
+        manifest.delta_num,
+        manifest.delta_date,
+        applied_date=None if stored is None else stored.delta_date,
+        last=None if previous is None else AppliedDelta(previous.delta_num, previous.delta_date),
+    )
+    if refusal is not None:
+        raise refusal.error()
+    return stored
 
 
 def encode_counts(counts: list[TableCounts]) -> str:

@@ -19,15 +19,15 @@ from typing import Any
 import structlog
 from pyspark.sql import SparkSession
 
-from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema
 from replica_store.adqm.store import AdqmStore
-from replica_store.errors import LoadFailedError, TransientLoadError
+from replica_store.errors import TransientLoadError
 from replica_store.layout import Datamart
 from replica_store.lost_commit import LoadResult
 from replica_store.transfer import StagedTransfer
 from spark_loader.adqm_slices import TableEnd, delta_slices
 from spark_loader.executor_probe import probe_executors
+from spark_loader.load_rules import served_datamart, with_retries
 from spark_loader.run_ahead import iterate_ahead
 from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
@@ -87,26 +87,15 @@ class AdqmLoader:
         """Apply the transfer, retried on transient failures; `LOAD_FAILED` after them."""
         del opened, ahead  # (no open apply, nothing decoded ahead, for this store)
         manifest = transfer.manifest
-        datamart = self._datamarts.get(manifest.datamart)
-        if datamart is None:
-            raise ProtocolError(
-                f"datamart {manifest.datamart} is not served", code=ErrorCode.UNKNOWN_DATAMART
-            )
+        datamart = served_datamart(self._datamarts, manifest)
         bound = log.bind(
             datamart=manifest.datamart, deltaNum=manifest.delta_num, requestId=manifest.request_id
         )
-        last_error = ""
-        for attempt in range(1, self.settings.load_attempts + 1):
-            try:
-                return self._attempt(datamart, transfer, bound)
-            except TransientLoadError as exc:
-                last_error = str(exc)
-                bound.warning("load attempt failed", attempt=attempt, error=last_error)
-                if attempt < self.settings.load_attempts:
-                    time.sleep(self.settings.retry_backoff_seconds * 2 ** (attempt - 1))
-        raise LoadFailedError(
-            f"delta {manifest.delta_num}: the replica store refused the load after "
-            f"{self.settings.load_attempts} attempts: {last_error}"
+        return with_retries(
+            lambda: self._attempt(datamart, transfer, bound),
+            self.settings,
+            bound,
+            manifest.delta_num,
         )
 
     def _attempt(

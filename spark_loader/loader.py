@@ -23,12 +23,10 @@ import structlog
 from pyspark.sql import SparkSession
 
 from podd_runtime.dsn import with_passfile
-from protocol.errors import ErrorCode, ProtocolError
 from protocol.schema import LogicalSchema, Table
 from replica_store.delta_transaction import Commit, DeltaTransaction, plain_commit
 from replica_store.errors import (
     LoaderError,
-    LoadFailedError,
     TransientLoadError,
 )
 from replica_store.layout import Datamart
@@ -37,6 +35,7 @@ from replica_store.open_apply import OpenApply
 from replica_store.store import ReplicaStore
 from replica_store.transfer import StagedTransfer
 from spark_loader.executor_probe import probe_executors
+from spark_loader.load_rules import served_datamart, with_retries
 from spark_loader.run_ahead import run_ahead
 from spark_loader.session import LazySession
 from spark_loader.settings import LoaderSettings
@@ -136,11 +135,7 @@ class DeltaLoader:
         it has not applied are staged and applied. If that fails, it is rolled back and
         the delta is loaded anew from staging. `ahead`: its slices `decode_ahead` encoded."""
         manifest = transfer.manifest
-        datamart = self._datamarts.get(manifest.datamart)
-        if datamart is None:
-            raise ProtocolError(
-                f"datamart {manifest.datamart} is not served", code=ErrorCode.UNKNOWN_DATAMART
-            )
+        datamart = served_datamart(self._datamarts, manifest)
         bound = log.bind(
             datamart=manifest.datamart, deltaNum=manifest.delta_num, requestId=manifest.request_id
         )
@@ -152,18 +147,11 @@ class DeltaLoader:
                 bound.warning("the open apply failed: loading anew", error=str(exc))
         if opened is not None:
             opened.abort()
-        last_error = ""
-        for attempt in range(1, self.settings.load_attempts + 1):
-            try:
-                return self._attempt(datamart, transfer, tables, bound, ahead)
-            except TransientLoadError as exc:
-                last_error = str(exc)
-                bound.warning("load attempt failed", attempt=attempt, error=last_error)
-                if attempt < self.settings.load_attempts:
-                    time.sleep(self.settings.retry_backoff_seconds * 2 ** (attempt - 1))
-        raise LoadFailedError(
-            f"delta {manifest.delta_num}: the replica store refused the load after "
-            f"{self.settings.load_attempts} attempts: {last_error}"
+        return with_retries(
+            lambda: self._attempt(datamart, transfer, tables, bound, ahead),
+            self.settings,
+            bound,
+            manifest.delta_num,
         )
 
     def flush_commits(self) -> None:

@@ -29,34 +29,10 @@ class _Failed:
 def run_ahead(
     steps: Sequence[Callable[[], T]], name: str = "podd-run-ahead"
 ) -> Iterator[Iterator[T]]:
-    """`with run_ahead(steps) as results:` iterate `results` for each step's result."""
-    done: queue.Queue[T | _Failed] = queue.Queue()
-    stop = threading.Event()
-
-    def work() -> None:
-        for step in steps:
-            if stop.is_set():
-                return
-            try:
-                done.put(step())
-            except BaseException as exc:
-                done.put(_Failed(exc))
-                return
-
-    def results() -> Iterator[T]:
-        for _ in steps:
-            item = done.get()
-            if isinstance(item, _Failed):
-                raise item.error
-            yield item
-
-    thread = threading.Thread(target=work, name=name, daemon=True)
-    thread.start()
-    try:
-        yield results()
-    finally:
-        stop.set()
-        thread.join()
+    """`with run_ahead(steps) as results:` iterate `results` for each step's result (every
+    step may run ahead of the caller: `iterate_ahead` with room for all)."""
+    with iterate_ahead((step() for step in steps), max(1, len(steps)), name) as results:
+        yield results
 
 
 _END = object()

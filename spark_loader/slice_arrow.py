@@ -17,8 +17,7 @@ from protocol.body import BodyFormat
 from protocol.errors import ErrorCode, ProtocolError, error_for
 from protocol.ocf import OcfLimits
 from protocol.schema import Table
-from replica_store.pg_copy import key_kinds, tuples_array
-from spark_loader.slice_encode import ChunkRefused, TableSlice, chunk_batches, in_slice
+from spark_loader.slice_encode import ChunkRefused, TableSlice, slice_batches
 
 
 @dataclass(frozen=True)
@@ -45,21 +44,14 @@ def arrow_slice(
 ) -> ArrowSlice:
     """Decode, filter, keep the last row per key. `ChunkRefused` names a refused chunk."""
     table = tables[task.table]
-    positions, kinds = list(table.key_positions), key_kinds(table)
     keys: list[pa.Array] = []
     batches: list[pa.RecordBatch] = []
     received = 0
-    for number, path in task.chunks:
-        with open(path, "rb") as handle:
-            body = handle.read()
-        for decoded in chunk_batches(table, body, number, limits, body_format):
-            key = tuples_array(kinds, decoded.select(positions))
-            mask = in_slice(key, task)
-            batch = decoded if mask is None else decoded.filter(mask)
-            received += batch.num_rows
-            if batch.num_rows:
-                keys.append(key if mask is None else key.filter(mask))
-                batches.append(batch)
+    for key, batch in slice_batches(task, table, limits, body_format):
+        received += batch.num_rows
+        if batch.num_rows:
+            keys.append(key)
+            batches.append(batch)
     if not batches:
         return ArrowSlice(task.table, None, received)
     rows = pa.Table.from_batches(batches)

@@ -120,28 +120,39 @@ class EncodedSlice:
     received: int
 
 
-def encode_slice(
-    task: TableSlice, tables: Sequence[Table], limits: OcfLimits, body_format: BodyFormat
-) -> EncodedSlice:
-    """Decode, filter, keep the last row per key, encode: one slice. A protocol error in a
-    chunk raises `ChunkRefused`, naming it."""
-    table = tables[task.table]
+def slice_batches(
+    task: TableSlice, table: Table, limits: OcfLimits, body_format: BodyFormat
+) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+    """The task's chunks read in order and decoded, each batch filtered to the slice's share
+    of the keys: (its keys as binary COPY tuples, its rows). A protocol error in a chunk
+    raises `ChunkRefused`, naming it."""
     positions, kinds = list(table.key_positions), key_kinds(table)
-    row_kinds = copy_kinds(table)
-    keys: list[pa.Array] = []
-    rows: list[pa.Array] = []
-    received = 0
     for number, path in task.chunks:
         with open(path, "rb") as handle:
             body = handle.read()
         for decoded in chunk_batches(table, body, number, limits, body_format):
             key = tuples_array(kinds, decoded.select(positions))
             mask = in_slice(key, task)
-            batch = decoded if mask is None else decoded.filter(mask)
-            key = key if mask is None else key.filter(mask)
-            received += batch.num_rows
-            if batch.num_rows:
-                keys.append(key)
-                rows.append(tuples_array(row_kinds, batch))
+            if mask is None:
+                yield key, decoded
+            else:
+                yield key.filter(mask), decoded.filter(mask)
+
+
+def encode_slice(
+    task: TableSlice, tables: Sequence[Table], limits: OcfLimits, body_format: BodyFormat
+) -> EncodedSlice:
+    """Decode, filter, keep the last row per key, encode: one slice. A protocol error in a
+    chunk raises `ChunkRefused`, naming it."""
+    table = tables[task.table]
+    row_kinds = copy_kinds(table)
+    keys: list[pa.Array] = []
+    rows: list[pa.Array] = []
+    received = 0
+    for key, batch in slice_batches(task, table, limits, body_format):
+        received += batch.num_rows
+        if batch.num_rows:
+            keys.append(key)
+            rows.append(tuples_array(row_kinds, batch))
     staged = tuple(last_per_key(keys, rows))
     return EncodedSlice(table, body_format, staged, sum(len(a) for a in staged), received)

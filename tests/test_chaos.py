@@ -40,3 +40,26 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     assert re.search(r"\| compression bomb \| [1-9]", text)
     assert re.search(r"\| whole \| [1-9]", text)  # replays, and still nothing lost above
     assert re.search(r"\| cut short of its last chunk \| [1-9]", text)
+
+
+def test_deltas_through_kills_on_a_clickhouse_replica(tmp_path: Path) -> None:
+    """The same faults with the replica in an embedded ClickHouse (the agent's own engine:
+    a kill -9 of the agent crashes the database too); no server to restart, no rewind."""
+    report = tmp_path / "RELIABILITY.md"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "conformance.chaos", "--store", "clickhouse", "--deltas", "12",
+            "--rows-per-delta", "300", "--kills", "3", "--kill-within", "3", "--seed", "5",
+            "--work-dir", str(tmp_path), "--report", str(report),
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = report.read_text()
+    assert "**PASS**: 12 deltas" in text
+    assert "the registry has 12 rows for 12 deltas" in text
+    assert "no transfer that applied a delta was ever answered ERROR" in text
+    assert re.search(r"\| agent kill -9 \| 3 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text)
+    assert re.search(r"\| second agent \| 1 \| 0 \| 0 \| 0 \|", text)
+    assert "the second agent stopped at start" in text
+    assert "NOT injected: database rewound 2 deltas: not built for an embedded ClickHouse" in text

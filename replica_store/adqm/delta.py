@@ -19,7 +19,6 @@ import pyarrow as pa
 from protocol.apply_model import TableCounts
 from protocol.chunk_range import ChunkRange
 from protocol.schema import Table
-from protocol.sequence import AppliedDelta, check_sequence
 from replica_store.adqm import registry, statements
 from replica_store.adqm.names import META_DATABASE, Names, literal
 from replica_store.adqm.types import shaped
@@ -27,7 +26,7 @@ from replica_store.adqm.undo import undo_unregistered
 from replica_store.errors import LoaderError, TransientLoadError
 from replica_store.layout import Datamart
 from replica_store.lost_commit import LoadResult
-from replica_store.registry import RegistryEntry
+from replica_store.registry import RegistryEntry, registered_or_refused
 from replica_store.transfer import StagedTransfer, TransferManifest
 
 
@@ -67,20 +66,11 @@ class AdqmDelta:
     def registered(self) -> RegistryEntry | None:
         """The stored entry of this delta if it is applied (the same date), None if it is
         the one expected next; the protocol's refusal else."""
-        names, manifest = self.names, self.manifest
-        name, number = manifest.datamart, manifest.delta_num
-        stored, entry = registry.sequence_entries(self.client, names, name, number)
-        entry = None if stored is not None else entry
-        last = None if entry is None else AppliedDelta(entry.delta_num, entry.delta_date)
-        refusal = check_sequence(
-            number,
-            manifest.delta_date,
-            applied_date=None if stored is None else stored.delta_date,
-            last=last,
+        manifest = self.manifest
+        stored, last = registry.sequence_entries(
+            self.client, self.names, manifest.datamart, manifest.delta_num
         )
-        if refusal is not None:
-            raise refusal.error()
-        return stored
+        return registered_or_refused(manifest, stored, last)
 
     def begin(self, *, idle_seconds: float | None = None) -> None:
         """Undo what an earlier run published and did not register; then tables may be

@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 
 from origin.backup import produce
+from origin.sources import WorkloadSource
 from podd_kafka.settings import Compression, KafkaSettings
-from protocol.backup_writer import BackupMessage
-from protocol.schema import LogicalSchema
+from protocol.apply_model import ReplicaModel, apply_delta, last_row_per_key
+from protocol.backup import ChangelogRecord
+from protocol.backup_writer import BackupMessage, increment_messages
+from protocol.schema import LogicalSchema, table_ddl
+from protocol.workload import WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +78,50 @@ class Restore:
             "PODD_SPARK_MASTER": "local[2]",
             "PODD_LOG_FORMAT": "json",
         }
+
+
+def changelog_backup(
+    schema: LogicalSchema, increment_id: str, *, whole_history: bool = False
+) -> tuple[list[BackupMessage], ReplicaModel]:
+    """15 deltas of `marketing` whose changelog creates sales and stores at 0, agreements at
+    5, drops stores at 12 and adds a view at 13; the model of their rows. History-to-date:
+    the increment of delta N carries the changes up to N; `whole_history`: one run wrote
+    every increment after the drop, each with the whole history."""
+    sales, stores, agreements = (schema.table(n) for n in ("sales", "stores", "agreements"))
+    dm = schema.datamart
+    timeline = [  # (from delta, the change as Prostore writes it)
+        (0, table_ddl(dm, sales).rstrip(";") + ")"),
+        (0, table_ddl(dm, stores).rstrip(";") + ")"),
+        (5, table_ddl(dm, agreements).rstrip(";") + ")"),
+        (12, f"DROP TABLE {dm}.stores"),
+        (13, f"CREATE VIEW {dm}.big_sales AS SELECT * FROM {dm}.sales WHERE id > 10"),
+    ]
+    live = {
+        0: {"sales", "stores"},
+        5: {"sales", "stores", "agreements"},
+        12: {"sales", "agreements"},
+    }
+    source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=45, seed=8))
+    model = ReplicaModel(schema)
+    messages: list[BackupMessage] = []
+    for n in range(15):
+        delta = source.delta(n)
+        assert delta is not None
+        tables = live[max(d for d in live if d <= n)]
+        rows = {t: r for t, r in delta.rows_by_table.items() if t in tables}
+        changelog = [
+            ChangelogRecord(change_num=i, entity_name=dm, change_query=query)
+            for i, (since, query) in enumerate(timeline)
+            if since <= n or whole_history
+        ]
+        rows = {t: list(last_row_per_key(schema.table(t), r).values()) for t, r in rows.items()}
+        messages += increment_messages(
+            increment_id=increment_id, datamart=dm, delta_num=n, delta_date=delta.date,
+            changelog=changelog, rows={schema.table(t): r for t, r in rows.items()},
+            threads=2, partitions=1, chunk_rows=20,
+        )  # fmt: skip
+        model, _ = apply_delta(model, n, delta.date, rows)
+    return messages, model
 
 
 @pytest.fixture

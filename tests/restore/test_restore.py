@@ -24,17 +24,22 @@ from protocol.apply_model import (
     DeltaRow,
     ReplicaModel,
     apply_delta,
-    last_row_per_key,
     rows_as_of,
 )
-from protocol.backup import BackupKey, ChangelogRecord
-from protocol.backup_writer import BackupMessage, encode_backup_body, increment_messages
+from protocol.backup import BackupKey
+from protocol.backup_writer import BackupMessage, encode_backup_body
 from protocol.codec import decode_message
-from protocol.schema import LogicalSchema, table_ddl
+from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
 from replica_store.store import ReplicaStore
 from tests.loader.staging_helpers import assert_matches_model, read_as_of
-from tests.restore.conftest import Restore, renamed, with_duplicates, write_topic
+from tests.restore.conftest import (
+    Restore,
+    changelog_backup,
+    renamed,
+    with_duplicates,
+    write_topic,
+)
 
 
 def _is(message: BackupMessage, *, delta: int, stream: int, last: bool) -> bool:
@@ -160,43 +165,10 @@ def test_check_names_a_missing_and_an_incomplete_increment_and_run_stops_before_
 def test_the_schema_comes_from_the_changelog_a_table_created_in_5_and_one_dropped_in_12(
     restore: Restore, topic: str, marketing: LogicalSchema, replica_dsn: str, whole_history: bool
 ) -> None:
-    # history-to-date: the increment of delta N carries the changes up to N. whole-history:
-    # one run wrote every increment after the drop, each with the whole history.
     schema = renamed(marketing)
     sales, stores, agreements = (schema.table(n) for n in ("sales", "stores", "agreements"))
     dm = schema.datamart
-    timeline = [  # (from delta, the change as Prostore writes it)
-        (0, table_ddl(dm, sales).rstrip(";") + ")"),
-        (0, table_ddl(dm, stores).rstrip(";") + ")"),
-        (5, table_ddl(dm, agreements).rstrip(";") + ")"),
-        (12, f"DROP TABLE {dm}.stores"),
-        (13, f"CREATE VIEW {dm}.big_sales AS SELECT * FROM {dm}.sales WHERE id > 10"),
-    ]
-    live = {
-        0: {"sales", "stores"},
-        5: {"sales", "stores", "agreements"},
-        12: {"sales", "agreements"},
-    }
-    source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=45, seed=8))
-    model = ReplicaModel(schema)
-    messages: list[BackupMessage] = []
-    for n in range(15):
-        delta = source.delta(n)
-        assert delta is not None
-        tables = live[max(d for d in live if d <= n)]
-        rows = {t: r for t, r in delta.rows_by_table.items() if t in tables}
-        changelog = [
-            ChangelogRecord(change_num=i, entity_name=dm, change_query=query)
-            for i, (since, query) in enumerate(timeline)
-            if since <= n or whole_history
-        ]
-        rows = {t: list(last_row_per_key(schema.table(t), r).values()) for t, r in rows.items()}
-        messages += increment_messages(
-            increment_id="run-s", datamart=dm, delta_num=n, delta_date=delta.date,
-            changelog=changelog, rows={schema.table(t): r for t, r in rows.items()},
-            threads=2, partitions=1, chunk_rows=20,
-        )  # fmt: skip
-        model, _ = apply_delta(model, n, delta.date, rows)
+    messages, model = changelog_backup(schema, "run-s", whole_history=whole_history)
     write_topic(restore.broker, topic, 1, messages)
 
     checked = restore("check", "--topic", topic, "--datamart", dm)

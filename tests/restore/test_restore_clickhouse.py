@@ -10,14 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from origin.sources import WorkloadSource
-from protocol.apply_model import ReplicaModel, apply_delta, last_row_per_key, rows_as_of
-from protocol.backup import ChangelogRecord
-from protocol.backup_writer import BackupMessage, increment_messages
-from protocol.schema import LogicalSchema, table_ddl
-from protocol.workload import WorkloadSpec
+from protocol.apply_model import ReplicaModel, rows_as_of
+from protocol.schema import LogicalSchema
 from replica_store.dump import json_value
-from tests.restore.conftest import REPO, Restore, renamed, write_topic
+from tests.restore.conftest import REPO, Restore, changelog_backup, renamed, write_topic
 
 
 def loader(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,40 +43,8 @@ def test_a_backup_with_a_changelog_restores_into_clickhouse(
     restore: Restore, topic: str, marketing: LogicalSchema, tmp_path: Path
 ) -> None:
     schema = renamed(marketing)
-    sales, stores, agreements = (schema.table(n) for n in ("sales", "stores", "agreements"))
-    dm = schema.datamart
-    timeline = [
-        (0, table_ddl(dm, sales).rstrip(";") + ")"),
-        (0, table_ddl(dm, stores).rstrip(";") + ")"),
-        (5, table_ddl(dm, agreements).rstrip(";") + ")"),
-        (12, f"DROP TABLE {dm}.stores"),
-        (13, f"CREATE VIEW {dm}.big_sales AS SELECT * FROM {dm}.sales WHERE id > 10"),
-    ]
-    live = {
-        0: {"sales", "stores"},
-        5: {"sales", "stores", "agreements"},
-        12: {"sales", "agreements"},
-    }
-    source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=45, seed=8))
-    model = ReplicaModel(schema)
-    messages: list[BackupMessage] = []
-    for n in range(15):
-        delta = source.delta(n)
-        assert delta is not None
-        tables = live[max(d for d in live if d <= n)]
-        rows = {t: r for t, r in delta.rows_by_table.items() if t in tables}
-        changelog = [
-            ChangelogRecord(change_num=i, entity_name=dm, change_query=query)
-            for i, (since, query) in enumerate(timeline)
-            if since <= n
-        ]
-        rows = {t: list(last_row_per_key(schema.table(t), r).values()) for t, r in rows.items()}
-        messages += increment_messages(
-            increment_id="run-c", datamart=dm, delta_num=n, delta_date=delta.date,
-            changelog=changelog, rows={schema.table(t): r for t, r in rows.items()},
-            threads=2, partitions=1, chunk_rows=20,
-        )  # fmt: skip
-        model, _ = apply_delta(model, n, delta.date, rows)
+    sales, agreements, dm = schema.table("sales"), schema.table("agreements"), schema.datamart
+    messages, model = changelog_backup(schema, "run-c")
     write_topic(restore.broker, topic, 1, messages)
 
     clickhouse = f"chdb://{tmp_path / 'clickhouse'}"
