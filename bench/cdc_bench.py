@@ -28,7 +28,7 @@ from bench.agent_run import AgentConfig, running_agent
 from bench.cdc_peer import create_tables, follow
 from bench.cpu import MachineCpu
 from bench.run import Bench
-from bench.run import build_parser as bench_parser
+from bench.run_args import build_parser as bench_parser
 from origin.cdc.cutter import Bounds
 from origin.cdc.options import CdcOptions
 from origin.cdc.runner import CdcOrigin
@@ -117,7 +117,7 @@ async def cdc_run(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="podd-cdc-bench-"))
     started = time.perf_counter()
-    bench_args = bench_parser().parse_args(["--rows", str(args.delta_in_rows), "--skip-peer"])
+    bench_args = bench_parser("").parse_args(["--rows", str(args.delta_in_rows), "--skip-peer"])
     try:
         with ExitStack() as stack:
             bootstrap = stack.enter_context(embedded_broker(log_file=root / "tansu.log"))

@@ -29,33 +29,27 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from conformance.chaos_check import check_replica
 from conformance.chaos_faults import DiskFiller, ExtraFaults
 from conformance.chaos_report import ChaosRun, report
 from conformance.hostile import HostileMessages
 from origin.client import OriginClient
 from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
-from origin.sources import WorkloadSource, replica_model
+from origin.sources import WorkloadSource
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
 from podd_runtime.errors import AgentChildError
-from protocol.apply_model import rows_as_of
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
-from protocol.errors import ErrorCode, PoddError
-from protocol.messages import DeltaStatus
+from protocol.errors import PoddError
 from protocol.workload import WorkloadSpec
-from replica_store.adqm.client import is_clickhouse_url
-from replica_store.adqm.store import AdqmStore
 from replica_store.embedded_pg import EmbeddedPostgres
-from replica_store.replica_reader import differences
-from replica_store.store import ReplicaStore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "marketing.sql"
 
@@ -282,48 +276,6 @@ async def _deltas_left(
     return max(0, deltas - expected)
 
 
-def _check(run: ChaosRun, dsn: str, source: WorkloadSource, client: OriginClient) -> None:
-    clickhouse = is_clickhouse_url(dsn)
-    store = AdqmStore(dsn) if clickhouse else ReplicaStore(dsn)
-    try:
-        _check_store(run, store, dsn, source, client)
-    finally:
-        if clickhouse:
-            store.close()
-
-
-def _check_store(
-    run: ChaosRun, store: Any, dsn: str, source: WorkloadSource, client: OriginClient
-) -> None:
-    registry = [(e.delta_num, e.request_id) for e in store.registry(source.schema.datamart)]
-    run.registry_rows = len(registry)
-    numbers = [n for n, _ in registry]
-    run.lost = len(set(range(run.deltas)) - set(numbers))
-    run.doubled = len(numbers) - len(set(numbers))
-    if numbers != list(range(run.deltas)):
-        run.lies.append(f"the registry holds deltas {[n for n, _ in registry]}")
-    for delta_num, request_id in registry:
-        for answer in client.results.get(request_id, []):
-            if (
-                answer.status is DeltaStatus.ERROR
-                and answer.error_code != ErrorCode.INCOMPLETE_DELTA
-            ):
-                run.lies.append(
-                    f"delta {delta_num} was applied by {request_id}, answered {answer.error_code}"
-                )
-    model = replica_model(source, run.deltas - 1)
-    if isinstance(store, ReplicaStore):
-        run.differences = differences(dsn, model, as_of=range(run.deltas))
-        return
-    run.differences = [  # (ClickHouse: one table of versions, read as of every delta)
-        f"{table.name} as of {n}"
-        for n in range(run.deltas)
-        for table in model.schema
-        if sorted(store.read_as_of(model.schema.datamart, table, n))
-        != sorted(rows_as_of(model.tables[table.name], n))
-    ]
-
-
 def run_chaos(args: argparse.Namespace) -> ChaosRun:
     run = ChaosRun(args.deltas)
     tag = uuid.uuid4().hex[:8]
@@ -362,7 +314,7 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
         run.seconds = time.perf_counter() - started
         if clickhouse:
             supervisor.stop()  # (read once the agent, its engine's one process, has stopped)
-        _check(run, replica, source, client)
+        check_replica(run, replica, source, client)
     return run
 
 
@@ -378,9 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--pg-restarts", type=int, default=2)
     parser.add_argument(
-        "--store", choices=["postgresql", "clickhouse"], default="postgresql",
+        "--store",
+        choices=["postgresql", "clickhouse"],
+        default="postgresql",
         help="the agent's replica (clickhouse: embedded; no database restarts, no rewind)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--disk-fills", type=int, choices=(0, 1), default=1,
         help="fill the agent's staging disk (a tmpfs; needs root) once, mid-run",

@@ -36,8 +36,10 @@ def clickhouse_report(url: str, model: ReplicaModel, data_dir: Path) -> int:
         if found:
             print("  DIFFERS from the reference model: " + "; ".join(found))
         else:
-            print(f"  equal to the reference model of deltas 0..{last}, "
-                  f"also as of deltas {max(0, last - 2)}..{last}")  # fmt: skip
+            print(
+                f"  equal to the reference model of deltas 0..{last}, "
+                f"also as of deltas {max(0, last - 2)}..{last}"
+            )
         table = schema.tables[0]
         earlier = max(0, last // 2)
         statements = [

@@ -46,14 +46,25 @@ def test_deltas_through_kills_on_a_clickhouse_replica(tmp_path: Path) -> None:
     """The same faults with the replica in an embedded ClickHouse (the agent's own engine:
     a kill -9 of the agent crashes the database too); no server to restart, no rewind."""
     report = tmp_path / "RELIABILITY.md"
+    flags = {
+        "--store": "clickhouse",
+        "--deltas": "12",
+        "--rows-per-delta": "300",
+        "--kills": "3",
+        "--kill-within": "3",
+        "--seed": "5",
+        "--work-dir": str(tmp_path),
+        "--report": str(report),
+    }
+    argv = [part for flag, value in flags.items() for part in (flag, value)]
     done = subprocess.run(
-        [
-            sys.executable, "-m", "conformance.chaos", "--store", "clickhouse", "--deltas", "12",
-            "--rows-per-delta", "300", "--kills", "3", "--kill-within", "3", "--seed", "5",
-            "--work-dir", str(tmp_path), "--report", str(report),
-        ],
-        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "conformance.chaos", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = report.read_text()
     assert "**PASS**: 12 deltas" in text

@@ -69,10 +69,22 @@ def test_demo_on_clickhouse_applies_checks_and_prints_clickhouse_sql(tmp_path: P
     """`podd-demo --store clickhouse`, as a process (the embedded ClickHouse is one
     process's, and this test process may hold another)."""
     done = subprocess.run(
-        [sys.executable, "-m", "origin.demo", *SMALL, "--store", "clickhouse",
-         "--data-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, check=False, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "origin.demo",
+            *SMALL,
+            "--store",
+            "clickhouse",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "applied deltas 0..2: 3 deltas, 270 rows" in out

@@ -10,6 +10,9 @@ The URL is never logged as given: `redacted` drops its password.
 
 from __future__ import annotations
 
+import fcntl
+import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +38,33 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def _in_use(directory: Path, holder: str) -> DatamartInUseError:
+    by = f" ({holder})" if holder else ""
+    return DatamartInUseError(
+        f"the ClickHouse directory {directory} is in use by another process{by}: the "
+        "embedded engine takes one process per directory"
+    )
+
+
+def _refuse_if_held(directory: Path) -> None:
+    """`DatamartInUseError` if another process runs the embedded engine on `directory`: the
+    engine holds an exclusive `flock` on its `status` file while it runs (the kernel drops
+    it when that process ends, kill -9 included). Asked first, since the engine's own
+    refusal does not always say why."""
+    status = directory / "status"
+    try:
+        fd = os.open(status, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip().replace("\n", ", ")
+        raise _in_use(directory, holder) from None
+    finally:
+        os.close(fd)  # (closing drops a lock taken here)
+
+
 def open_client(url: str) -> Any:
     """A `clickhouse-connect` client for the replica URL."""
     parts = urlsplit(url)
@@ -46,14 +76,12 @@ def open_client(url: str) -> Any:
         path = parts.path
         if not path or path == "/":
             raise LoaderError("a chdb:// replica URL names a directory: chdb:///path/to/dir")
+        _refuse_if_held(Path(path))
         try:
             return clickhouse_connect.get_client(dsn=f"chdb://{path}")
         except Exception as exc:
             if "Cannot lock file" in str(exc) or "already running" in str(exc):
-                raise DatamartInUseError(
-                    f"the ClickHouse directory {path} is in use by another process (the "
-                    "embedded engine takes one process per directory)"
-                ) from None
+                raise _in_use(Path(path), "") from None
             raise
     secure = parts.scheme in ("clickhouses", "https")
     return clickhouse_connect.get_client(

@@ -49,6 +49,9 @@ class AdqmStore:
         self.names = Names(prefix)
         self.cluster = cluster
         self.client = open_client(url)
+        #: An embedded engine (chdb): its directory's lock keeps other processes out, so no
+        #: lease is taken (`lease`), and a process killed with -9 holds nothing after.
+        self.embedded = url.startswith("chdb:")
         self._writers: dict[str, threading.Lock] = {}
         self._held: set[str] = set()
         self._guard = threading.Lock()
@@ -205,15 +208,17 @@ class AdqmStore:
 
 class _AdqmHold(Hold):
     """This process's hold on datamarts of the store: one holder each in the process, and
-    a lease in the store against other processes (`lease`; an embedded engine's directory
-    lock keeps them out already)."""
+    on a server a lease in the store against other processes (`lease`); an embedded
+    engine's directory lock keeps them out already."""
 
     def __init__(
         self, store: AdqmStore, datamarts: list[str], role: str, lock_file: Path | None
     ) -> None:
         self.store, self.datamarts = store, datamarts
         self._directory = LockFile(lock_file, role) if lock_file else None
-        self._lease = WriterLease(store.client, store.names, datamarts, role)
+        self._lease = (
+            None if store.embedded else WriterLease(store.client, store.names, datamarts, role)
+        )
         self._taken: list[str] = []
 
     def acquire(self) -> None:
@@ -224,17 +229,20 @@ class _AdqmHold(Hold):
         try:
             self.store.take_hold(self.datamarts)
             self._taken = list(self.datamarts)
-            self._lease.acquire()
+            if self._lease is not None:
+                self._lease.acquire()
         except BaseException:
             self.release()
             raise
 
     def check(self) -> None:
         """Still held? The lease renewed; `OwnershipLostError` if another writer has it."""
-        self._lease.renew()
+        if self._lease is not None:
+            self._lease.renew()
 
     def release(self) -> None:
-        self._lease.release()
+        if self._lease is not None:
+            self._lease.release()
         self.store.drop_hold(self._taken)
         self._taken = []
         if self._directory is not None:

@@ -3,6 +3,10 @@ on the embedded engine, with two writers' leases side by side."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -58,12 +62,43 @@ def test_a_holder_that_lost_its_claim_learns_it_at_its_next_renewal(
         first.renew()
 
 
-def test_the_store_hold_takes_the_lease(adqm_store: AdqmStore) -> None:
+def test_the_store_hold_takes_the_lease_on_a_server(adqm_store: AdqmStore) -> None:
+    """(The server path, on the embedded engine's client: only the lease is under test.)"""
     datamart = f"h_{uuid.uuid4().hex[:8]}"
-    with adqm_store.hold([datamart], "test") as hold:
-        hold.check()
+    adqm_store.embedded = False
+    try:
+        with adqm_store.hold([datamart], "test") as hold:
+            hold.check()
+            other = WriterLease(adqm_store.client, adqm_store.names, [datamart], "elsewhere")
+            with pytest.raises(DatamartInUseError, match="test"):
+                other.acquire()
+        other.acquire()  # released with the hold
+        other.release()
+    finally:
+        adqm_store.embedded = True
+
+
+def test_an_embedded_store_takes_no_lease(adqm_store: AdqmStore) -> None:
+    """Its directory lock keeps other processes out: an agent killed with -9 and started
+    again must not wait for a lease of its own to lapse."""
+    datamart = f"e_{uuid.uuid4().hex[:8]}"
+    with adqm_store.hold([datamart], "test"):
         other = WriterLease(adqm_store.client, adqm_store.names, [datamart], "elsewhere")
-        with pytest.raises(DatamartInUseError, match="test"):
-            other.acquire()
-    other.acquire()  # released with the hold
-    other.release()
+        other.acquire()
+        other.release()
+
+
+def test_the_claim_of_a_process_of_this_host_that_ended_is_taken_at_once(
+    adqm_store: AdqmStore,
+) -> None:
+    datamart, first, second = leases(adqm_store)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    first.holder = f"replica-agent on {socket.gethostname()} pid {ended.pid}"
+    first.acquire()  # (then killed with -9: never released)
+    second.acquire()
+    assert second._holder(datamart) == (second.token, second.holder)
+    alive = WriterLease(adqm_store.client, adqm_store.names, [datamart], "third")
+    alive.holder = f"replica-agent on {socket.gethostname()} pid {os.getpid()}"
+    with pytest.raises(DatamartInUseError, match="agent two"):
+        alive.acquire()  # the holder's process runs: no takeover

@@ -19,8 +19,12 @@ from tests.restore.conftest import REPO, Restore, changelog_backup, renamed, wri
 def loader(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "spark_loader.cli", *args],
-        capture_output=True, text=True, timeout=300, check=False, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
 
 
 def model_lines(schema: LogicalSchema, model: ReplicaModel, n: int) -> list[str]:
