@@ -22,7 +22,7 @@ from tests.loader.test_adqm_store import DDL as ADQM_DDL
 from tests.loader.test_adqm_store import random_delta
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
+def podd_loader(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "spark_loader.cli", *args],
         capture_output=True,
@@ -40,22 +40,24 @@ def test_apply_by_hand_then_print_the_registry(tmp_path: Path, replica_dsn: str)
     rows = Workload(schema, WorkloadSpec(rows_per_delta=60, seed=2)).next_delta()
     transfer = stage(tmp_path / "staging", schema, 0, rows, chunk_rows=25)
 
-    applied = _run("apply", str(transfer.directory), "--schema", str(ddl), "--replica", replica_dsn)
+    applied = podd_loader(
+        "apply", str(transfer.directory), "--schema", str(ddl), "--replica", replica_dsn
+    )
     assert applied.returncode == 0, applied.stderr
     assert f"delta 0 of {schema.datamart} applied" in applied.stdout
     assert "sales: received 20" in applied.stdout
 
     # again, with the schema from the replica's catalog: the stored result, no change
-    again = _run("apply", str(transfer.directory), "--replica", replica_dsn)
+    again = podd_loader("apply", str(transfer.directory), "--replica", replica_dsn)
     assert again.returncode == 0, again.stderr
     assert "already applied" in again.stdout
 
-    registry = _run("registry", "--datamart", schema.datamart, "--replica", replica_dsn)
+    registry = podd_loader("registry", "--datamart", schema.datamart, "--replica", replica_dsn)
     assert registry.returncode == 0, registry.stderr
     assert transfer.manifest.request_id in registry.stdout
     assert "next expected delta: 1" in registry.stdout
 
-    unknown = _run("apply", str(tmp_path), "--replica", replica_dsn)
+    unknown = podd_loader("apply", str(tmp_path), "--replica", replica_dsn)
     assert unknown.returncode == ExitCode.CANNOT_RUN  # not a transfer: nothing was done
     assert "no manifest.json" in unknown.stderr
 
@@ -97,18 +99,20 @@ def test_the_same_deltas_dump_the_same_lines_from_postgresql_and_clickhouse(
     for n in range(2):
         transfer = stage(tmp_path / "staging", schema, n, random_delta(rng, 80), chunk_rows=15)
         for replica in (replica_dsn, clickhouse):
-            done = _run(
+            done = podd_loader(
                 "apply", str(transfer.directory), "--schema", str(ddl), "--replica", replica
             )
             assert done.returncode == 0, done.stderr
     for n in range(2):
         dumps = [
-            _run("dump", "--datamart", schema.datamart, "--as-of", str(n), "--replica", replica)
+            podd_loader(
+                "dump", "--datamart", schema.datamart, "--as-of", str(n), "--replica", replica
+            )
             for replica in (replica_dsn, clickhouse)
         ]
         assert [d.returncode for d in dumps] == [0, 0], [d.stderr for d in dumps]
         lines = [d.stdout.splitlines() for d in dumps]
         assert lines[0] == lines[1]
         assert {json.loads(line)["table"] for line in lines[0]} == {"orders", "items"}
-    last = _run("dump", "--datamart", schema.datamart, "--replica", clickhouse)
+    last = podd_loader("dump", "--datamart", schema.datamart, "--replica", clickhouse)
     assert last.stdout == dumps[1].stdout  # (the last applied delta by default)

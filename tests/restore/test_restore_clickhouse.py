@@ -6,25 +6,13 @@ renamed. Every step is a process of its own (the embedded engine is one process'
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from protocol.apply_model import ReplicaModel, rows_as_of
 from protocol.schema import LogicalSchema
 from replica_store.dump import json_value
-from tests.restore.conftest import REPO, Restore, changelog_backup, renamed, write_topic
-
-
-def loader(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_loader.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=REPO,
-    )
+from tests.loader.test_cli import podd_loader
+from tests.restore.conftest import Restore, changelog_backup, renamed, write_topic
 
 
 def model_lines(schema: LogicalSchema, model: ReplicaModel, n: int) -> list[str]:
@@ -59,15 +47,15 @@ def test_a_backup_with_a_changelog_restores_into_clickhouse(
 
     rest = schema.model_copy(update={"tables": (sales, agreements)})
     for n in (4, 11, 14):
-        dumped = loader("dump", "--datamart", dm, "--as-of", str(n), "--replica", clickhouse)
+        dumped = podd_loader("dump", "--datamart", dm, "--as-of", str(n), "--replica", clickhouse)
         assert dumped.returncode == 0, dumped.stderr[-3000:]
         assert dumped.stdout.splitlines() == model_lines(rest, model, n), n
     kept = f"`{dm}`.`stores_dropped_before_12_actual`"
-    counted = loader(
+    counted = podd_loader(
         "sql", "--replica", clickhouse, "-c", f"SELECT count() FROM {kept} FINAL WHERE sign = 1"
     )
     assert counted.returncode == 0, counted.stderr[-3000:]
     versions = model.tables["stores"]
     assert int(counted.stdout) == len(versions.actual) + len(versions.history)
-    registry = loader("registry", "--datamart", dm, "--replica", clickhouse, "--json")
+    registry = podd_loader("registry", "--datamart", dm, "--replica", clickhouse, "--json")
     assert [e["delta_num"] for e in json.loads(registry.stdout)] == list(range(15))
