@@ -93,17 +93,13 @@ def _clickhouse(
 ) -> ReplicaParts:
     from replica_store.adqm.client import redacted  # noqa: PLC0415
     from replica_store.adqm.registry_tail import AdqmRegistryTail  # noqa: PLC0415
-    from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
     from spark_loader.adqm_loader import AdqmLoader  # noqa: PLC0415
+    from spark_loader.replica_choice import clickhouse_store  # noqa: PLC0415
     from spark_loader.session import build_session  # noqa: PLC0415
 
     url = settings.clickhouse_replica_url()
     log.info("replica", url=redacted(url), store="clickhouse")
-    store = AdqmStore(
-        url,
-        prefix=settings.clickhouse_database_prefix,
-        cluster=settings.clickhouse_cluster,
-    )
+    store = clickhouse_store(settings)
     stack.callback(store.close)
     schemas = read_schemas(store.stored_schema)
     hold = store.hold([s.datamart for s in schemas], "replica-agent", lock_file)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # (Spark is imported by the commands that load, not by `regis
     from pyspark.sql import SparkSession
 
     from protocol.schema import LogicalSchema
+    from replica_store.adqm.store import AdqmStore
     from replica_store.layout import Datamart
     from replica_store.lost_commit import LoadResult
     from replica_store.transfer import StagedTransfer
@@ -44,17 +45,22 @@ class Loader(Protocol):
     def close(self) -> None: ...
 
 
+def clickhouse_store(settings: LoaderSettings) -> AdqmStore:
+    """The ClickHouse store the settings name (URL, database prefix, cluster)."""
+    from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
+
+    return AdqmStore(
+        settings.clickhouse_replica_url(),
+        prefix=settings.clickhouse_database_prefix,
+        cluster=settings.clickhouse_cluster,
+    )
+
+
 @contextmanager
 def open_store(settings: LoaderSettings) -> Iterator[tuple[Any, str | None]]:
     """The replica's store, and its DSN (None: ClickHouse), open for the block."""
     if settings.store is StoreKind.CLICKHOUSE:
-        from replica_store.adqm.store import AdqmStore  # noqa: PLC0415
-
-        store = AdqmStore(
-            settings.clickhouse_replica_url(),
-            prefix=settings.clickhouse_database_prefix,
-            cluster=settings.clickhouse_cluster,
-        )
+        store = clickhouse_store(settings)
         try:
             yield store, None
         finally:

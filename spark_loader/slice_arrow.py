@@ -7,7 +7,7 @@ writer (an embedded ClickHouse takes one process), and holds one slice at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -106,8 +106,3 @@ def from_ipc(item: bytes | ArrowRefusal | tuple[int, int]) -> ArrowSlice | Arrow
     return ArrowSlice(
         int(metadata[b"table"]), rows.replace_schema_metadata(None), int(metadata[b"received"])
     )
-
-
-def batches_of(rows: pa.Table | None) -> Iterator[pa.RecordBatch]:
-    if rows is not None:
-        yield from rows.to_batches()

@@ -19,7 +19,8 @@ from replica_store.registry import RegistryEntry, encode_counts
 _REGISTRY_COLUMNS = "datamart, delta_num, delta_date, request_id, table_counts, applied_at"
 
 
-def _utc(value: datetime) -> datetime:
+def as_utc(value: datetime) -> datetime:
+    """A timestamp ClickHouse returned (naive: UTC), as an aware UTC one."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
@@ -40,10 +41,10 @@ def _entry(row: Any) -> RegistryEntry:
     return RegistryEntry(
         datamart=row[0],
         delta_num=row[1],
-        delta_date=_utc(row[2]),
+        delta_date=as_utc(row[2]),
         request_id=row[3],
         tables=tuple(TableCounts(*t) for t in json.loads(row[4])),
-        applied_at=_utc(row[5]),
+        applied_at=as_utc(row[5]),
     )
 
 
@@ -87,7 +88,7 @@ def unregistered_after(client: Any, names: Names, datamart: str) -> tuple[bool, 
 
 def _timestamp(value: datetime) -> str:
     """A DateTime64(6, 'UTC') literal."""
-    return f"toDateTime64({literal(_utc(value).strftime('%Y-%m-%d %H:%M:%S.%f'))}, 6, 'UTC')"
+    return f"toDateTime64({literal(as_utc(value).strftime('%Y-%m-%d %H:%M:%S.%f'))}, 6, 'UTC')"
 
 
 def register(client: Any, names: Names, entry: RegistryEntry) -> None:

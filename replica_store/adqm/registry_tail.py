@@ -4,10 +4,9 @@ the registry's sorting key."""
 
 from __future__ import annotations
 
-from datetime import UTC
-
 from protocol.sequence import AppliedDelta
 from replica_store.adqm.names import literal
+from replica_store.adqm.registry import as_utc
 from replica_store.adqm.store import AdqmStore
 
 
@@ -25,10 +24,7 @@ class AdqmRegistryTail:
             f"SELECT delta_num, delta_date FROM {self.store.names.meta_table('delta_registry')} "
             f"WHERE datamart = {literal(datamart)} ORDER BY delta_num DESC LIMIT {int(count)}"
         ).result_rows
-        return [
-            AppliedDelta(int(n), d.replace(tzinfo=UTC) if d.tzinfo is None else d.astimezone(UTC))
-            for n, d in reversed(rows)
-        ]
+        return [AppliedDelta(int(n), as_utc(d)) for n, d in reversed(rows)]
 
     def close(self) -> None:
         """Nothing is held (the store's client is the store's)."""
