@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from protocol.apply_model import ReplicaModel, rows_as_of
-from replica_store.adqm.names import literal
+from replica_store.adqm.names import literal, quote
 from replica_store.adqm.store import AdqmStore
 
 
@@ -48,7 +48,7 @@ def clickhouse_report(url: str, model: ReplicaModel, data_dir: Path) -> int:
             f"SELECT count() FROM {names.current_view(datamart, table.name)}",
             f"SELECT count() FROM {names.as_of_view(datamart, table.name)}(n = {earlier})",
             f"SELECT * FROM {names.as_of_view(datamart, table.name)}(n = {earlier}) "
-            f"ORDER BY {', '.join(table.primary_key)} LIMIT 3",
+            f"ORDER BY {', '.join(map(quote, table.primary_key))} LIMIT 3",
         ]
         print("\nlook at the replica (ClickHouse SQL; the last reads it as of an earlier delta):")
         for sql in statements:
