@@ -122,6 +122,7 @@ async def _chaos(
     candidates = range(1, max(2, args.deltas - 3))
     kills_at = sorted(rng.choices(candidates, k=args.kills))
     kill_due: float | None = None
+    kill_by = 0
     extra = ExtraFaults(
         args.deltas, supervisor.spec, supervisor.data_dir, lambda: supervisor.spec.dsn, filler,
         done, run, args.fill_seconds, clickhouse=pg is None,
@@ -143,7 +144,11 @@ async def _chaos(
         if kill_due is None and kills_at and len(done) >= kills_at[0]:
             kills_at.pop(0)
             kill_due = time.monotonic() + rng.uniform(0, args.kill_within)
-        if kill_due is not None and time.monotonic() >= kill_due:
+            # A random moment, but within the next delta at the latest: a run whose deltas
+            # take less than `--kill-within` would otherwise be killed after its last one,
+            # and a kill with no delta after it tests no recovery.
+            kill_by = len(done) + 1
+        if kill_due is not None and (time.monotonic() >= kill_due or len(done) > kill_by):
             kill_due = None
             await asyncio.to_thread(supervisor.kill)
             extra.injected("agent kill -9")
