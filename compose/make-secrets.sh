@@ -9,7 +9,8 @@
 #   DIR/secrets/admin.properties        the admin's client settings (healthcheck, kafka-init)
 #   DIR/.env                            POSTGRES_PASSWORD, PODD_AGENT_DB_PASSWORD (the agent's
 #                                       database role), SPARK_AUTH_SECRET, PODD_ORIGIN_KEY and
-#                                       the agent's and origin's Kafka passwords, which Compose
+#                                       the agent's and origin's Kafka passwords and
+#                                       GRAFANA_ADMIN_PASSWORD, which Compose
 #                                       reads itself
 #
 # DIR is this script's directory unless given. Every password is random. It refuses to
@@ -78,6 +79,7 @@ SPARK_AUTH_SECRET=$(random)
 PODD_ORIGIN_KEY=$(openssl rand -hex 32)
 PODD_AGENT_KAFKA_PASSWORD=$agent_password
 PODD_ORIGIN_KAFKA_PASSWORD=$origin_password
+GRAFANA_ADMIN_PASSWORD=$(random)
 EOF
 
 chmod 0644 "$out/ca.crt" "$out/kafka.crt" "$out/kafka.p12" "$out/kafka_keystore_creds" \

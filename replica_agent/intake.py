@@ -280,6 +280,7 @@ class ChunkIntake:
                 await asyncio.to_thread(self.spool.open_transfer, transfer.framing)
                 self.tracker.opened(transfer, self._deadline(), first_seen)
                 self.metrics.open_transfers.set(len(self.tracker.open))
+                self.metrics.began(transfer.datamart, transfer.delta_num)
                 log.info(
                     "first chunk", **transfer.log_ids(), streamTotal=transfer.stream_total,
                     subscription=transfer.subscription[:200],

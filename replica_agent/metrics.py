@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -99,10 +102,71 @@ class AgentMetrics:
             registry=r,
         )
 
+        self.answers = Counter(
+            "podd_answers",
+            "delta.in.rs answers sent, by datamart (empty: one not served) and answer "
+            "(OK, or the error code)",
+            ["datamart", "answer"],
+            registry=r,
+        )
+        self.delta_requests = Counter(
+            "podd_delta_requests", "delta.rq answered, by datamart served", ["datamart"],
+            registry=r,
+        )  # fmt: skip
+        self.receiving = Gauge(
+            "podd_delta_receiving",
+            "The newest delta whose transfer began (its first chunk staged) or that was "
+            "applied; minus podd_current_delta: the deltas the origin sent and the replica "
+            "has not applied yet",
+            ["datamart"],
+            registry=r,
+        )
+        self.last_applied_time = Gauge(
+            "podd_last_applied_timestamp_seconds",
+            "When the last delta was applied (Unix time); the agent's start if none since",
+            ["datamart"],
+            registry=r,
+        )
+        self.staged_bytes = Gauge(
+            "podd_staged_bytes", "Chunk bodies staged for open transfers, in bytes", registry=r
+        )
+        self.staged_budget = Gauge(
+            "podd_staged_budget_bytes", "The most chunk bytes staged at once (the setting)",
+            registry=r,
+        )  # fmt: skip
+        self.disk_paused = Gauge(
+            "podd_disk_paused", "1 while the agent waits for its disk to take writes", registry=r
+        )
+        #: Per datamart, the newest delta begun or applied (what `receiving` shows).
+        self._newest: dict[str, int] = {}
+
+    def serving(self, datamart: str, last_applied: int | None) -> None:
+        """A datamart served from the agent's start: its series exist from the first scrape."""
+        last = -1 if last_applied is None else last_applied
+        self.current_delta.labels(datamart).set(last)
+        self.last_applied_time.labels(datamart).set(time.time())
+        self.began(datamart, last)
+
+    def began(self, datamart: str, delta_num: int) -> None:
+        """A delta's transfer began (or it was applied)."""
+        newest = max(self._newest.get(datamart, delta_num), delta_num)
+        self._newest[datamart] = newest
+        self.receiving.labels(datamart).set(newest)
+
+    def watch_staging(
+        self, staged_bytes: Callable[[], float], budget: int, paused: Callable[[], bool]
+    ) -> None:
+        """The staging gauges, read at each scrape."""
+        self.staged_bytes.set_function(staged_bytes)
+        self.staged_budget.set(budget)
+        self.disk_paused.set_function(lambda: float(paused()))
+
     def count_applied(self, datamart: str, entry: RegistryEntry, seconds: float) -> None:
         self.deltas_applied.labels(datamart).inc()
         self.load_seconds.labels(datamart).observe(seconds)
         self.current_delta.labels(datamart).set(entry.delta_num)
+        self.last_applied_time.labels(datamart).set(time.time())
+        self.began(datamart, entry.delta_num)
         for kind in ("received", "upserted", "deleted"):
             self.rows.labels(datamart, kind).inc(
                 sum(getattr(c, f"rows_{kind}") for c in entry.tables)

@@ -88,7 +88,7 @@ class Outbox:
 
     async def _send_and_settle(self, result: DeltaInResult, transfer: Transfer | None) -> None:
         """`transfer`: what the tracker held of it, for the log."""
-        await self.send_result(result)
+        await self._send(result)
         await self.pause.retry(
             "settling an answer", lambda: asyncio.to_thread(self._settle, result.request_id)
         )
@@ -124,7 +124,12 @@ class Outbox:
             self.tracker.reported_incomplete(transfer)  # re-armed by the next new chunk
             message = incomplete_message(transfer.gaps(), self.tracker.limits.max_missing_items)
             self._record_error(transfer.framing, ErrorCode.INCOMPLETE_DELTA, message, "incomplete")
-            await self.send_result(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
+            await self._send(error_result(transfer, ErrorCode.INCOMPLETE_DELTA, message))
+
+    async def _send(self, result: DeltaInResult) -> None:
+        await self.send_result(result)
+        served = result.datamart if result.datamart in self.tracker.schemas else ""
+        self.metrics.answers.labels(served, result.error_code or result.status.value).inc()
 
     def _record_error(
         self, framing: TransferFraming, code: ErrorCode, message: str, event: str

@@ -106,8 +106,10 @@ class ReplicaService:
         self.ready = asyncio.Event()
         for name in tracker.schemas:
             last = tracker.last_applied(name)
-            if last is not None:
-                metrics.current_delta.labels(name).set(last.delta_num)
+            metrics.serving(name, None if last is None else last.delta_num)
+        metrics.watch_staging(
+            tracker.staged_bytes, tracker.limits.max_staged_bytes, lambda: bool(self.pause.reason)
+        )
 
     # --- life ------------------------------------------------------------------------------
     async def start(self) -> None:

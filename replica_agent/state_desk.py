@@ -78,6 +78,8 @@ class StateDesk:
         if not self._rate(request.datamart).allow():
             self.metrics.dropped.labels("rate").inc()
             return None
+        if request.datamart in self.tracker.schemas:
+            self.metrics.delta_requests.labels(request.datamart).inc()
         await self.worker.refresh_registry(request.datamart)
         return self.state_of(request.request_id, request.datamart)
 

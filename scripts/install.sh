@@ -32,6 +32,25 @@ MSG
     exit 1
 fi
 
+# The tests run a real Prometheus and `promtool` (Debian's `prometheus` package).
+if [[ "$extras" == *dev* ]] && ! command -v promtool >/dev/null; then
+    as_root=()
+    if [[ "$(id -u)" != 0 ]] && command -v sudo >/dev/null; then as_root=(sudo -n); fi
+    if command -v apt-get >/dev/null; then
+        echo "installing Debian's prometheus package (the tests run Prometheus and promtool) ..."
+        "${as_root[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+            || { "${as_root[@]}" apt-get update -qq >/dev/null \
+                 && "${as_root[@]}" apt-get install -y -qq --no-install-recommends prometheus \
+                    >/dev/null; } || true
+    fi
+    if ! command -v promtool >/dev/null; then
+        echo "error: the tests need Prometheus and promtool on PATH." >&2
+        echo "  Debian/Ubuntu:  sudo apt-get install -y prometheus" >&2
+        echo "  elsewhere:      https://prometheus.io/download/ (prometheus and promtool)" >&2
+        exit 1
+    fi
+fi
+
 if [[ ! -x .venv/bin/python ]]; then
     "$python" -m venv .venv
 fi

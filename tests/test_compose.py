@@ -58,7 +58,7 @@ def services() -> dict[str, Any]:
 def test_the_deployment_has_every_part(services: dict[str, Any]) -> None:
     assert set(services) == {
         "kafka", "kafka-init", "postgres", "spark-master", "spark-worker", "replica-agent",
-        "origin",
+        "origin", "prometheus", "grafana",
     }  # fmt: skip
     kafka = services["kafka"]
     assert kafka["image"].startswith("apache/kafka:")  # the official image
