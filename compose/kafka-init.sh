@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run once by compose.yaml's `kafka-init` (as the broker's admin) before the agent and the
 # origin start: creates the protocol's four topics and grants each principal only what
-# README.md's "Security" table says it needs. The broker refuses everything else
+# docs/operator/security.md's table says it needs. The broker refuses everything else
 # (allow.everyone.if.no.acl.found=false), so the agent cannot write `delta.in` and an
 # origin cannot write answers. Safe to run again.
 set -euo pipefail

@@ -5,9 +5,9 @@ consumer group, and kept by `requestId`: an origin only waits for answers to req
 made, and reading from the beginning does not depend on the broker's end offsets. The answers
 of the last `MAX_ANSWERED` requestIds are kept (a topic's whole history is read at start).
 
-Topics may be shared by replicas of different datamarts (docs/PROTOCOL.md, "Shared topics"):
-each answers `UNKNOWN_DATAMART` for the datamarts it does not serve. Such an answer is never
-taken over another's: once a replica has answered `delta.rq` for a datamart with its state,
+Topics may be shared by replicas of different datamarts (docs/contracts/PROTOCOL.md, "Shared
+topics"): each answers `UNKNOWN_DATAMART` for the datamarts it does not serve. Such an answer is
+never taken over another's: once a replica has answered `delta.rq` for a datamart with its state,
 `UNKNOWN_DATAMART` answers about that datamart are from other replicas and are set aside; a
 `delta.rq` answered only `UNKNOWN_DATAMART` gets that answer after `NOT_SERVED_GRACE` seconds
 without another, a transfer after its answer timeout without another.

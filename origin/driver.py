@@ -28,6 +28,7 @@ import structlog
 from origin.client import OriginClient
 from origin.errors import NoAnswer, ReplicaRefused
 from origin.sources import DeltaSource, SourceDelta
+from podd_runtime.backoff import Backoff
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_delta
 from protocol.gaps import parse_gaps, says_removed
@@ -222,7 +223,7 @@ class OriginDriver:
                 and load_failures < self.options.load_failed_retries
             ):
                 load_failures += 1
-                await asyncio.sleep(self.options.retry_backoff * 2 ** (load_failures - 1))
+                await asyncio.sleep(Backoff(self.options.retry_backoff).delay(load_failures))
                 request_id, chunks = self.frame(delta)
                 seen, again = 0, chunks
             else:

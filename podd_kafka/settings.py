@@ -25,12 +25,17 @@ class KafkaSettings(BaseSettings):
 
     #: Kafka bootstrap servers (`kafka://host:port`, comma-separated); None: embedded Tansu.
     broker: str | None = None
+    #: The topic of `delta.in` (a delta's chunks); a set of four topics per datamart, or shared.
     topic_delta_in: str = "delta.in"
+    #: The topic of `delta.in.rs` (the outcome of a transfer).
     topic_delta_in_rs: str = "delta.in.rs"
+    #: The topic of `delta.rq` (the origin asks the replica's state).
     topic_delta_rq: str = "delta.rq"
+    #: The topic of `delta.rs` (the replica's state).
     topic_delta_rs: str = "delta.rs"
     #: Partitions of `delta.in` when it is created here (the others get one).
     delta_in_partitions: int = Field(default=4, ge=1)
+    #: The replication factor of the topics created here.
     topic_replication_factor: int = Field(default=1, ge=1)
     #: How long a consumer's fetch may wait for data on the broker (latency-bound readers:
     #: the agent's `delta.in`/`delta.rq`, the origin's answers). Measured: Faust's fixed
@@ -53,12 +58,19 @@ class KafkaSettings(BaseSettings):
     origin_key: SecretStr | None = None
     #: The key being rotated out: still accepted on what is read, never used to sign.
     origin_key_previous: SecretStr | None = None
+    #: How clients connect to Kafka: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
     security_protocol: SecurityProtocol = "PLAINTEXT"
+    #: The SASL mechanism, with `sasl_username` and `sasl_password`.
     sasl_mechanism: SaslMechanism = "PLAIN"
+    #: The SASL user.
     sasl_username: str | None = None
+    #: The SASL password (never logged).
     sasl_password: SecretStr | None = None
+    #: The CA certificate that signed the brokers' (PEM); unset: the system's.
     ssl_cafile: Path | None = None
+    #: This client's certificate (PEM), for brokers that ask for one.
     ssl_certfile: Path | None = None
+    #: This client's private key (PEM).
     ssl_keyfile: Path | None = None
 
     @field_validator("origin_key", "origin_key_previous")

@@ -4,5 +4,5 @@ Wire messages (frozen pydantic models) and their `.avsc` schemas, OCF codecs, Pr
 and a DDL reader, the `delta.in` body decoder, the sequence rules (`sequence`), the gap items
 (`gaps`), staged chunk file names (`chunk_files`), the apply semantics as a reference model,
 and a seeded workload generator. No Kafka client, no Spark, no database import (a test reads
-the imports). `docs/PROTOCOL.md` is the contract it implements.
+the imports). `docs/contracts/PROTOCOL.md` is the contract it implements.
 """

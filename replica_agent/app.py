@@ -84,7 +84,7 @@ def build_app(
         topic_replication_factor=settings.topic_replication_factor,
         # Faust's leader-election topic (`<id>-__assignor-__leader`) serves only leader-only
         # timers, which the agent has none of; without it, the agent creates no topic and
-        # needs no Create ACL (README, "Security").
+        # needs no Create ACL (docs/operator/security.md).
         topic_disable_leader=True,
         producer_acks=-1,
         producer_compression_type=settings.compression_type,

@@ -19,12 +19,14 @@ from typing import TypeVar
 
 import structlog
 
+from podd_runtime.backoff import Backoff
+
 log = structlog.get_logger("replica_agent")
 
 T = TypeVar("T")
 
-#: Seconds between attempts while paused (the last repeats).
-BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+#: Seconds between attempts while paused: 0.5, doubling, then every 30 s.
+BACKOFF = Backoff(0.5, cap=30.0)
 #: The errors that waiting can cure (or that no skip may hide).
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE,
                          errno.ENFILE})  # fmt: skip
@@ -59,7 +61,7 @@ class Backpressure:
             log.error("paused: the disk refuses writes; retrying until it takes them",
                       what=what, error=f"{type(error).__name__}: {error}")  # fmt: skip
         self._paused[what] = (why, since)
-        await self._sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+        await self._sleep(BACKOFF.delay(attempt + 1))
 
     def resumed(self, what: str) -> None:
         paused = self._paused.pop(what, None)

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import structlog
 
+from podd_runtime.backoff import Backoff, retry_async
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.exit_codes import ExitCode
 from protocol.gaps import Gap, removed_message
@@ -42,8 +43,10 @@ from replica_store.transfer import StagedTransfer
 
 log = structlog.get_logger("replica_agent")
 
-#: Seconds between the registry's read attempts; about 30 s in all, then the agent restarts.
-REGISTRY_BACKOFF = (0.5, 1, 2, 4, 8, 16, 0)
+#: The registry's reads before an answer: 7 attempts, waits of 0.5 s doubling between them
+#: (about 30 s in all), then the agent restarts.
+REGISTRY_BACKOFF = Backoff(0.5)
+REGISTRY_ATTEMPTS = 7
 
 
 class Loader(Protocol):
@@ -342,15 +345,20 @@ class LoadWorker:
         """The registry's entry of the transfer's delta, whatever its date. If the registry
         cannot be read (with backoff, about 30 s), nothing may be answered: the agent
         restarts (FatalAgentError) and recovers from staging and the registry."""
-        for delay in REGISTRY_BACKOFF:
-            try:
-                return await asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num)
-            except Exception as exc:
-                if not delay:
-                    raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
-                log.warning("the registry cannot be read; trying again", error=repr(exc)[:300])
-                await asyncio.sleep(delay)
-        raise AssertionError("REGISTRY_BACKOFF ends with 0")
+
+        def again(_number: int, error: BaseException, _wait: float) -> None:
+            log.warning("the registry cannot be read; trying again", error=repr(error)[:300])
+
+        try:
+            return await retry_async(
+                lambda: asyncio.to_thread(self.registry, transfer.datamart, transfer.delta_num),
+                retry_on=Exception,
+                backoff=REGISTRY_BACKOFF,
+                attempts=REGISTRY_ATTEMPTS,
+                on_retry=again,
+            )
+        except Exception as exc:
+            raise FatalAgentError(f"the registry cannot be read: {exc!r}") from exc
 
     async def _settle_after_fault(self, transfer: Transfer) -> None:
         """An unexpected error: OK if the registry shows the delta applied, else LOAD_FAILED.

@@ -2,8 +2,8 @@
 the loader, the registry's tail, this process's hold on its datamarts, and the prestager.
 
 PostgreSQL (and ADB): the embedded server unless a DSN is given; Spark executors COPY into
-it; streams are prestaged while their delta arrives. ClickHouse (docs/REPLICA.md, "The ADQM
-store"): the embedded engine in `data_dir/clickhouse` unless a URL is given; executors hand
+it; streams are prestaged while their delta arrives. ClickHouse (docs/contracts/REPLICA.md, "The
+ADQM store"): the embedded engine in `data_dir/clickhouse` unless a URL is given; executors hand
 rows to the agent, the one writer; deltas are applied when complete (no prestage).
 """
 

@@ -38,6 +38,7 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: Datamarts served, each with its logical schema (Prostore DDL), paired in order; with
     #: no schema file at all, the schemas stored in the replica's catalog.
     datamart: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: (see `datamart`: `PODD_SCHEMA=a.sql,b.sql`)
     schema_file: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias="PODD_SCHEMA"
     )
@@ -45,17 +46,24 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: (`podd-replica-<datamarts>`), so agents of different datamarts on one Kafka never
     #: share a group and split each other's partitions.
     group_id: str = ""
+    #: The consumer group session's timeout: an agent gone this long loses its partitions.
     session_timeout_seconds: float = Field(default=10.0, gt=0)
     #: A transfer still incomplete this long after its first chunk is answered INCOMPLETE_DELTA.
     incomplete_timeout_seconds: float = Field(default=300.0, gt=0)
     #: The Prometheus endpoint is http://metrics_host:metrics_port/metrics.
     metrics_host: str = "127.0.0.1"
+    #: (see `metrics_host`; 0: a free port)
     metrics_port: int = Field(default=9464, ge=0, le=65535)
-    #: Bounds on what messages may claim (see docs/PROTOCOL.md, "Bounds").
+    #: Bounds on what messages may claim (see docs/contracts/PROTOCOL.md, "Bounds").
     max_chunk_number: int = Field(default=1_000_000, ge=1)
+    #: Transfers receiving chunks at once; beyond, the oldest incomplete one is evicted
+    #: (INCOMPLETE_DELTA).
     max_open_transfers: int = Field(default=8, ge=1)
+    #: Chunk bytes staged at once, in all open transfers; beyond, a transfer is evicted.
     max_staged_mib: float = Field(default=8192, gt=0)
+    #: The most gaps an INCOMPLETE_DELTA answer or a `delta.rs` names.
     max_missing_items: int = Field(default=100, ge=1)
+    #: The longest requestId, datamart or subscription a message may carry.
     max_name_chars: int = Field(default=256, ge=16)
     #: Finished requestIds remembered (their later chunks are dropped), in memory and on
     #: disk alike (the outbox keeps as many sent answers), so a restart changes nothing.
@@ -64,6 +72,7 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     #: taken) held at once, in all, and the chunk numbers they may hold; beyond either,
     #: the oldest replay is dropped unanswered.
     max_replays: int = Field(default=16, ge=1)
+    #: (see `max_replays`)
     max_replay_chunks: int = Field(default=100_000, ge=1)
     #: `delta.rq` answered per datamart and second at most; the rest are dropped, counted.
     max_state_answers_per_second: float = Field(default=100.0, gt=0)
@@ -92,7 +101,9 @@ class AgentSettings(LoaderSettings, KafkaSettings):
     topic_dead_letter: str | None = None
     #: Testing only: exit between this delta's commit and its answer (the crash tests).
     fault_crash_after_commit_of: int | None = None
+    #: `json`, `console`, or `auto` (JSON unless stderr is a terminal).
     log_format: LogFormat = "auto"
+    #: The least level logged: `DEBUG`, `INFO`, `WARNING`, `ERROR`.
     log_level: str = "INFO"
 
     @field_validator("datamart", "schema_file", mode="before")

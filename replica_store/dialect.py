@@ -1,5 +1,5 @@
 """Which statements the store sends: PostgreSQL's, or those an ADB (Greenplum 6 and 7) cluster
-also accepts (docs/REPLICA.md, "Statements").
+also accepts (docs/contracts/REPLICA.md, "Statements").
 
 Both give the same tables. Where they differ (the apply's statements, `DISTRIBUTED BY` on
 the tables the store creates on a Greenplum server) the choice is made here and in

@@ -7,13 +7,13 @@ that received the COMMIT has ended.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, fields
 from typing import Any
 
 import psycopg
 import structlog
 
+from podd_runtime.backoff import Backoff, retry
 from replica_store.errors import CommitStateUnknownError, TransientLoadError
 from replica_store.registry import RegistryEntry, registry_entry
 from replica_store.transfer import StagedTransfer
@@ -47,33 +47,39 @@ def settle_lost_commit(
     be reached, for at most `settle_seconds`: a late-landing commit is never
     taken for a failed one, so an applied delta is never answered LOAD_FAILED."""
     manifest = transfer.manifest
-    deadline = time.monotonic() + settle_seconds
-    delay = 0.1
-    while True:
-        try:
-            stored = _registry_after(dsn, backend, manifest.datamart, manifest.delta_num)
-            if stored is not None:
-                # Ours only if it carries our requestId: another writer's row for this
-                # delta means our COMMIT did not land (the delta is applied all the same).
-                ours = stored.request_id == manifest.request_id
-                return LoadResult.from_registry(stored, already_applied=not ours)
+
+    def read() -> LoadResult:
+        stored = _registry_after(dsn, backend, manifest.datamart, manifest.delta_num)
+        if stored is None:
             raise TransientLoadError(f"COMMIT failed and did not happen: {exc}") from exc
-        except psycopg.OperationalError as again:
-            if time.monotonic() + delay > deadline:
-                raise CommitStateUnknownError(
-                    f"delta {manifest.delta_num}: the connection broke during COMMIT "
-                    f"({exc}) and the registry could not be read for "
-                    f"{settle_seconds:g} s ({again})"
-                ) from again
-            log.warning("COMMIT state unknown: reading the registry again", error=str(again))
-        except _PendingCommit:
-            if time.monotonic() + delay > deadline:
-                raise CommitStateUnknownError(
-                    f"delta {manifest.delta_num}: the backend that received the COMMIT is "
-                    f"still running after {settle_seconds:g} s"
-                ) from exc
-        time.sleep(delay)
-        delay = min(delay * 2, 5.0)
+        # Ours only if it carries our requestId: another writer's row for this delta
+        # means our COMMIT did not land (the delta is applied all the same).
+        ours = stored.request_id == manifest.request_id
+        return LoadResult.from_registry(stored, already_applied=not ours)
+
+    def again(_number: int, error: BaseException, _wait: float) -> None:
+        if isinstance(error, psycopg.OperationalError):
+            log.warning("COMMIT state unknown: reading the registry again", error=str(error))
+
+    try:
+        return retry(
+            read,
+            retry_on=(psycopg.OperationalError, _PendingCommit),
+            backoff=Backoff(0.1, cap=5.0),
+            deadline_seconds=settle_seconds,
+            on_retry=again,
+        )
+    except psycopg.OperationalError as unread:
+        raise CommitStateUnknownError(
+            f"delta {manifest.delta_num}: the connection broke during COMMIT "
+            f"({exc}) and the registry could not be read for "
+            f"{settle_seconds:g} s ({unread})"
+        ) from unread
+    except _PendingCommit:
+        raise CommitStateUnknownError(
+            f"delta {manifest.delta_num}: the backend that received the COMMIT is "
+            f"still running after {settle_seconds:g} s"
+        ) from exc
 
 
 def _registry_after(

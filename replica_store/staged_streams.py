@@ -75,7 +75,8 @@ def record_staged_stream(
 ) -> None:
     """After every row of the table's stream is staged and committed."""
     stream = next(s for s in manifest.streams if s.table_name == table_name)
-    forget_staged_streams(conn, manifest.datamart, [table_name])  # no ON CONFLICT (docs/REPLICA.md)
+    # No ON CONFLICT (docs/contracts/REPLICA.md).
+    forget_staged_streams(conn, manifest.datamart, [table_name])
     conn.execute(
         f"INSERT INTO {_TABLE} (datamart, table_name, request_id, stream_number, "
         "chunk_count, staged, received) VALUES (%s, %s, %s, %s, %s, %s, %s)",

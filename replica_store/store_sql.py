@@ -3,7 +3,7 @@ the logical schema's names, each checked (`protocol.schema.check_name`: no `$`, 
 character, at most 63 bytes) and always an `Identifier`, and column types from the closed
 set of Prostore types. No value is ever part of the text: values go as parameters.
 
-Plain SQL that PostgreSQL and Greenplum-family databases share (docs/REPLICA.md,
+Plain SQL that PostgreSQL and Greenplum-family databases share (docs/contracts/REPLICA.md,
 "Statements"); on an ADB target every table is created `DISTRIBUTED BY` (`dialect`). The
 apply's statements are `apply_statements`'.
 """

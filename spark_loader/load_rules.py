@@ -4,12 +4,12 @@ then answered `LOAD_FAILED` (`LoaderSettings.load_attempts`, `retry_backoff_seco
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import structlog
 
+from podd_runtime.backoff import Backoff, retry
 from protocol.errors import ErrorCode, ProtocolError
 from replica_store.errors import LoadFailedError, TransientLoadError
 from replica_store.layout import Datamart
@@ -36,16 +36,21 @@ def with_retries(
 ) -> T:
     """`attempt()` until it returns; each `TransientLoadError` logged and retried after a
     doubling backoff, the last one raised as `LoadFailedError`."""
-    last_error = ""
-    for number in range(1, settings.load_attempts + 1):
-        try:
-            return attempt()
-        except TransientLoadError as exc:
-            last_error = str(exc)
-            bound.warning("load attempt failed", attempt=number, error=last_error)
-            if number < settings.load_attempts:
-                time.sleep(settings.retry_backoff_seconds * 2 ** (number - 1))
-    raise LoadFailedError(
-        f"delta {delta_num}: the replica store refused the load after "
-        f"{settings.load_attempts} attempts: {last_error}"
-    )
+
+    def failed(number: int, error: BaseException, _wait: float) -> None:
+        bound.warning("load attempt failed", attempt=number, error=str(error))
+
+    try:
+        return retry(
+            attempt,
+            retry_on=TransientLoadError,
+            attempts=settings.load_attempts,
+            backoff=Backoff(settings.retry_backoff_seconds),
+            on_retry=failed,
+        )
+    except TransientLoadError as exc:
+        failed(settings.load_attempts, exc, 0)
+        raise LoadFailedError(
+            f"delta {delta_num}: the replica store refused the load after "
+            f"{settings.load_attempts} attempts: {exc}"
+        ) from exc

@@ -1,7 +1,7 @@
 """The replica the settings choose, for the commands that load one (`podd-loader`,
 `podd-restore`): its store, the loader for it, and the hold that makes this process its
 datamarts' one writer. PostgreSQL (and ADB) by a DSN or the embedded server; ClickHouse by
-`PODD_STORE=clickhouse` or a ClickHouse URL (docs/REPLICA.md, "The ADQM store")."""
+`PODD_STORE=clickhouse` or a ClickHouse URL (docs/contracts/REPLICA.md, "The ADQM store")."""
 
 from __future__ import annotations
 

@@ -22,10 +22,10 @@ class LoaderSettings(BaseSettings):
     #: The replica database; None starts the embedded PostgreSQL in `data_dir/postgres`.
     replica_dsn: SecretStr | None = None
     #: The statements sent to the replica (`PODD_STORE_DIALECT`): `postgresql`, or `adb`
-    #: for an ADB (Greenplum 6/7) cluster; both give the same tables (docs/REPLICA.md).
+    #: for an ADB (Greenplum 6/7) cluster; both give the same tables (docs/contracts/REPLICA.md).
     store_dialect: Dialect = Dialect.POSTGRESQL
     #: Which store the replica is (`PODD_STORE`): `postgresql` (ADB too, by `store_dialect`)
-    #: or `clickhouse`, in Prostore's ADQM layout (docs/REPLICA.md, "The ADQM store").
+    #: or `clickhouse`, in Prostore's ADQM layout (docs/contracts/REPLICA.md, "The ADQM store").
     store: StoreKind = StoreKind.POSTGRESQL
     #: A ClickHouse replica: `chdb:///path` (the embedded engine, one process per
     #: directory) or `clickhouse://user:password@host:8123` (`clickhouses://` for TLS);
@@ -34,8 +34,8 @@ class LoaderSettings(BaseSettings):
     #: Put before every datamart's database name in ClickHouse (such as `env__`).
     clickhouse_database_prefix: str = ""
     #: A ClickHouse cluster's name: the store's DDL runs `ON CLUSTER` it, with shard tables
-    #: and `Distributed` ones (docs/REPLICA.md). Loading a cluster is not built yet: a load
-    #: is refused (`LoaderError`), so the DDL can be made and checked.
+    #: and `Distributed` ones (docs/contracts/REPLICA.md). Loading a cluster is not built yet: a
+    #: load is refused (`LoaderError`), so the DDL can be made and checked.
     clickhouse_cluster: str | None = None
     #: A delta for a ClickHouse replica whose chunk files take at most this many MiB is
     #: decoded in this process, a slice at a time (its rows go through this process to the
@@ -45,13 +45,17 @@ class LoaderSettings(BaseSettings):
     #: (`OPTIMIZE … FINAL`; 0: never, ClickHouse's background merges only). Reads with
     #: `FINAL` cost more with more parts; correctness never depends on it.
     clickhouse_optimize_parts: int = Field(default=200, ge=0)
+    #: Where the process keeps its own files: the embedded databases, staging (unless
+    #: `staging_dir`), status.
     data_dir: Path = Path("var")
     #: Staged chunk bodies (and owed answers); default: `data_dir/staging`. The driver and
     #: every executor read it at the same absolute path: on a cluster, a shared mount.
     staging_dir: Path | None = None
+    #: Spark's master: `local[N]`, `local[*]`, or `spark://HOST:7077` for a standalone cluster.
     spark_master: str = "local[*]"
     #: Extra Spark configuration, e.g. {"spark.executor.memory": "4g"}.
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    #: Serve Spark's web UI (off: nothing listens for it).
     spark_ui: bool = False
     #: A table whose chunk files exceed this many MiB is staged in several key slices, so
     #: the rows a Spark task holds at once stay bounded as deltas grow.
@@ -85,15 +89,20 @@ class LoaderSettings(BaseSettings):
     staging_jobs: int = Field(default=3, ge=1, le=64)
     #: Most bytes one block / one chunk body may decompress to (more is BAD_CHUNK).
     max_block_decoded_mib: float = Field(default=64, gt=0)
+    #: (see `max_block_decoded_mib`)
     max_chunk_decoded_mib: float = Field(default=256, gt=0)
     #: How often a load is tried on transient database or executor errors (a restarted
     #: PostgreSQL is waited for about 15 s with the defaults).
     load_attempts: int = Field(default=6, ge=1)
+    #: The first wait between two attempts; each next one doubles.
     retry_backoff_seconds: float = Field(default=0.5, ge=0)
     #: Bounds on every replica connection (seconds).
     db_connect_timeout_seconds: int = Field(default=10, ge=1)
+    #: (see `db_connect_timeout_seconds`)
     db_statement_timeout_seconds: float = Field(default=3600, gt=0)
+    #: (see `db_connect_timeout_seconds`)
     db_lock_timeout_seconds: float = Field(default=300, gt=0)
+    #: (see `db_connect_timeout_seconds`)
     db_keepalives_idle_seconds: int = Field(default=30, ge=1)
     #: While a statement runs, the server checks this often that the client is still
     #: connected, and ends the statement of one that is gone (PostgreSQL 14+; 0: never).

@@ -2,8 +2,8 @@
 
 No Docker engine runs here: the script runs for real (openssl), and what it makes is
 checked against what compose.yaml mounts and what the broker image reads; the ACLs that
-kafka-init.sh grants are checked against README's table. The clients' TLS settings meet a
-real broker in tests/test_kafka_tls.py.
+kafka-init.sh grants are checked against docs/operator/security.md's table. The clients' TLS
+settings meet a real broker in tests/test_kafka_tls.py.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from tests.test_compose import load_compose
 
 SCRIPT = REPO / "compose" / "make-secrets.sh"
 INIT = REPO / "compose" / "kafka-init.sh"
-#: README, "Security": (principal, operation, resource) a deployment grants.
-README_ACLS = {
+#: docs/operator/security.md: (principal, operation, resource) a deployment grants.
+DOCUMENTED_ACLS = {
     *{("agent", op, f"topic:{t}") for op in ("Read", "Describe") for t in ("delta.in", "delta.rq")},
     *{
         ("agent", op, f"topic:{t}")
@@ -198,8 +198,8 @@ def _granted() -> set[tuple[str, str, str]]:
 
 
 def test_kafka_init_grants_exactly_the_readmes_acls(compose: dict[str, Any]) -> None:
-    assert _granted() == README_ACLS
-    readme = (REPO / "README.md").read_text()
+    assert _granted() == DOCUMENTED_ACLS
+    readme = (REPO / "docs" / "operator" / "security.md").read_text()
     assert "| the replica agent | `delta.in`, `delta.rq` | Read, Describe |" in readme
     # The group granted is the agent's own.
     command = [str(c) for c in compose["services"]["replica-agent"]["command"]]

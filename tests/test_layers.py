@@ -2,7 +2,7 @@
 no module imports itself through others (no cycle between two modules, in any package).
 
     protocol ← podd_runtime ← podd_kafka, replica_store ← spark_loader
-             ← replica_agent, podd_restore, origin ← conformance ← bench
+             ← replica_agent, podd_restore, origin ← conformance ← tools ← bench
 
 Every import statement counts, also those inside functions (lazy imports are still arrows)
 and those under `if TYPE_CHECKING:` (a cycle hidden from the interpreter is still a cycle).
@@ -28,7 +28,8 @@ LEVELS = {
     "podd_restore": 4,
     "origin": 4,
     "conformance": 5,
-    "bench": 6,
+    "tools": 6,
+    "bench": 7,
 }
 #: What `protocol` may import besides itself: no Kafka client, Spark or database.
 PROTOCOL_FORBIDDEN = {"aiokafka", "faust", "pyspark", "py4j", "psycopg", "kafka", "mode"}
@@ -182,9 +183,9 @@ def test_tests_take_no_fixture_from_the_bench() -> None:
     assert users == []
 
 
-def test_the_wheel_ships_neither_bench_nor_tests() -> None:
+def test_the_wheel_ships_neither_bench_nor_tools_nor_tests() -> None:
     import tomllib  # noqa: PLC0415
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     shipped = config["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert {p.rstrip("*") for p in shipped} == set(LEVELS) - {"bench"}
+    assert {p.rstrip("*") for p in shipped} == set(LEVELS) - {"bench", "tools"}

@@ -11,7 +11,7 @@
     podd-origin cdc schema --format qlik|dataworks --topic T ... --datamart NAME
                            --broker kafka://HOST:PORT
 
-`run` cuts the topics into deltas by docs/CDC.md and drives the replica agent serving
+`run` cuts the topics into deltas by docs/contracts/CDC.md and drives the replica agent serving
 `--schema` (the DDL `schema` prints). Exit status: 0 done (with `--until-idle`), 1 the replica
 refused a delta, 2 unusable settings, state or broker, 3 bad input or a schema change in the
 source topic (named by topic, partition and offset; every delta before it is applied).

@@ -1,4 +1,4 @@
-"""The durable cut log (docs/CDC.md "Exactly once across crashes").
+"""The durable cut log (docs/contracts/CDC.md "Exactly once across crashes").
 
 Before the first `delta.in` of delta N is produced, N's cut is written here (fsync, rename,
 directory fsync): for every source partition the offsets it covers, the bound it was cut at,

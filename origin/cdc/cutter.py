@@ -1,4 +1,4 @@
-"""Cutting deltas from decoded records (docs/CDC.md "Common rules", "Transactions",
+"""Cutting deltas from decoded records (docs/contracts/CDC.md "Common rules", "Transactions",
 "Heartbeat and the delta cut"). Pure: no Kafka, and time only as the caller passes it.
 
 Qlik: the bound is the smallest last-read `changeSequence` over the partitions that are not

@@ -1,4 +1,4 @@
-"""DataWorks' "sync all data to Kafka" messages → records (docs/CDC.md "DataWorks").
+"""DataWorks' "sync all data to Kafka" messages → records (docs/contracts/CDC.md "DataWorks").
 
 Every value is one JSON object carrying its table's `schema`; the mapped table is cached by
 that schema, so a table whose columns change is seen at its first message with the new ones.

@@ -1,4 +1,4 @@
-"""Which delta a change belongs to: the one membership rule of docs/CDC.md's cut log.
+"""Which delta a change belongs to: the one membership rule of docs/contracts/CDC.md's cut log.
 
 `taken_by` serves the live cut (a change already in a delta is a copy), the restart and the
 rebuild of a recorded delta, so a rebuilt delta is the delta first sent.

@@ -1,4 +1,4 @@
-"""Qlik Replicate's Kafka messages → records (docs/CDC.md "Qlik Replicate").
+"""Qlik Replicate's Kafka messages → records (docs/contracts/CDC.md "Qlik Replicate").
 
 JSON or Avro, with or without the envelope. Metadata messages fill a catalog (schemaId and
 table name → the mapped table); a data message names its table by the envelope's

@@ -1,4 +1,4 @@
-"""The Avro schemas of Qlik Replicate's envelope and metadata message (docs/CDC.md).
+"""The Avro schemas of Qlik Replicate's envelope and metadata message (docs/contracts/CDC.md).
 
 The envelope is Qlik's published `MessageEnvelope`. The metadata record is the team's reading
 of Qlik's `MetadataMessage` (the fields CDC.md names); a data message is written with the

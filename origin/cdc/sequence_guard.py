@@ -1,5 +1,5 @@
-"""The source's order, checked before a change is fed to the cutter (docs/CDC.md, "Sequence
-integrity"). Pure: time only as the caller passes it.
+"""The source's order, checked before a change is fed to the cutter (docs/contracts/CDC.md,
+"Sequence integrity"). Pure: time only as the caller passes it.
 
 The cut trusts the source's order: for Qlik, every change at or below the last cut's bound
 is taken to be in a delta already, so a change that arrives with such a sequence would be

@@ -1,5 +1,7 @@
 """`podd-origin cdc` settings: flags, or `PODD_CDC_*` variables (the broker, topics and
-SASL/SSL settings are the origin's own `PODD_*`)."""
+SASL/SSL settings are the origin's own `PODD_*`). It drives the replica as any origin does
+(`OriginSessionSettings`) and has no workload: the reference origin's `PODD_INSERT_RATIO`
+and the like are not read here."""
 
 from __future__ import annotations
 
@@ -11,12 +13,24 @@ from pydantic import Field, field_validator
 from origin.cdc.cutlog import partition_key
 from origin.cdc.cutter import Bounds
 from origin.cdc.options import CdcOptions
-from origin.settings import OriginSettings
+from origin.settings import OriginSessionSettings
+from podd_runtime.renamed_settings import renamed
 
 
-class CdcSettings(OriginSettings):
+class CdcSettings(OriginSessionSettings):
+    #: The one datamart the topics are cut into (its schema: `cdc schema` derives one).
+    datamart: str | None = Field(
+        default=None, validation_alias=renamed("PODD_CDC_DATAMART", "PODD_DATAMART")
+    )
+    #: The datamart's logical schema (Prostore DDL), as the replica serves it.
+    schema_file: Path | None = Field(
+        default=None, validation_alias=renamed("PODD_CDC_SCHEMA", "PODD_SCHEMA")
+    )
+    #: The topics' format: Qlik Replicate's or DataWorks'.
     cdc_format: Literal["qlik", "dataworks"] | None = None
+    #: The source topics to read (every partition of each).
     cdc_topics: list[str] = Field(default_factory=list)
+    #: The run's durable state (the cut log, Qlik's table catalog): one per datamart.
     cdc_state_dir: Path | None = None
     #: A delta closes at this many changes (never inside a source transaction) ...
     cdc_max_delta_rows: int = Field(default=100_000, ge=1)
@@ -26,6 +40,7 @@ class CdcSettings(OriginSettings):
     cdc_settle_seconds: float = Field(default=2.0, ge=0)
     #: Bad input goes here, counted, instead of stopping the origin.
     cdc_dead_letter_topic: str | None = None
+    #: Where a partition starts while the cut log is empty.
     cdc_start: Literal["earliest", "latest"] = "earliest"
     #: `TOPIC:PARTITION=OFFSET` items: where a partition starts when the cut log is empty.
     cdc_start_offsets: list[str] = Field(default_factory=list)

@@ -1,5 +1,5 @@
 """A source table mapped onto the replica: names, types, key, and the check against the
-replica's logical schema (docs/CDC.md "Schema" and "Names").
+replica's logical schema (docs/contracts/CDC.md "Schema" and "Names").
 
 Names are lower-cased, and must then be plain identifiers (letters, digits, `_`, not starting
 with a digit, at most 63 bytes): nothing a source sends becomes SQL unless it is one.

@@ -1,7 +1,7 @@
 """Source column types → Prostore types, and source values → the replica's values.
 
-The mappings are docs/CDC.md's "Types" tables. A converter takes one decoded value (JSON, or
-Avro as fastavro reads it) and returns the value the replica stores, or raises `ValueError`
+The mappings are docs/contracts/CDC.md's "Types" tables. A converter takes one decoded value (JSON,
+or Avro as fastavro reads it) and returns the value the replica stores, or raises `ValueError`
 saying why it does not fit; the decoder turns that into `BadInput` with the position.
 """
 
@@ -26,7 +26,7 @@ BIGINT_RANGE = (-(2**63), 2**63 - 1)
 #: A value longer than this (UTF-8 bytes) is bad input even in an unbounded VARCHAR.
 MAX_VALUE_BYTES = 1 << 20
 
-#: Qlik data types (docs/CDC.md); NUMERIC is decided by precision and scale.
+#: Qlik data types (docs/contracts/CDC.md); NUMERIC is decided by precision and scale.
 QLIK_TYPES: dict[str, TypeKind] = {
     "INT1": TypeKind.INT32, "INT2": TypeKind.INT32, "INT4": TypeKind.INT32,
     "UINT1": TypeKind.INT32, "UINT2": TypeKind.INT32,
@@ -44,7 +44,7 @@ QLIK_NUMBERS = frozenset(
 #: The widest NUMERIC(p, 0) that fits BIGINT.
 NUMERIC_BIGINT_PRECISION = 18
 
-#: DataWorks column types (docs/CDC.md).
+#: DataWorks column types (docs/contracts/CDC.md).
 DATAWORKS_TYPES: dict[str, TypeKind] = {
     "BOOLEAN": TypeKind.BOOLEAN, "LONG": TypeKind.BIGINT, "DOUBLE": TypeKind.DOUBLE,
     "STRING": TypeKind.VARCHAR, "DATE": TypeKind.TIMESTAMP, "BYTES": TypeKind.VARCHAR,

@@ -1,5 +1,6 @@
 """How each writer puts a source value on the wire, and what the replica must hold for it
-(docs/CDC.md "Types", written out here a second time on purpose: see the package's doc)."""
+(docs/contracts/CDC.md "Types", written out here a second time on purpose: see the package's
+doc)."""
 
 from __future__ import annotations
 

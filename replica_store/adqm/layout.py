@@ -1,4 +1,4 @@
-"""The ADQM store's tables (docs/REPLICA.md, "The ADQM store"), as DDL statements.
+"""The ADQM store's tables (docs/contracts/REPLICA.md, "The ADQM store"), as DDL statements.
 
 Per datamart, a database (the prefix, then the datamart's name) with, for each table `t`:
 

@@ -1,7 +1,7 @@
 """ClickHouse names of a datamart's store: databases, tables, views, always quoted.
 
-The ADQM store takes only Prostore names (docs/REPLICA.md: a letter, then letters, digits and
-`_`); a schema with any other name is refused when its store is made, never escaped into
+The ADQM store takes only Prostore names (docs/contracts/REPLICA.md: a letter, then letters, digits
+and `_`); a schema with any other name is refused when its store is made, never escaped into
 something that reads differently. Quoting is still applied to every name (backticks).
 """
 

@@ -1,8 +1,8 @@
 """The ADQM store's registry of applied deltas and its catalog of datamarts.
 
 ClickHouse has no multi-statement transaction: a delta is part of the replica once its
-registry row is written, and only then (docs/REPLICA.md). A single-row INSERT is atomic, so
-the registry row is the commit point. `publishing` records a delta before its first table
+registry row is written, and only then (docs/contracts/REPLICA.md). A single-row INSERT is atomic,
+so the registry row is the commit point. `publishing` records a delta before its first table
 is published: a later start that finds one after the last registered delta undoes it.
 """
 

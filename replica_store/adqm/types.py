@@ -1,4 +1,4 @@
-"""Prostore types in the ADQM store (docs/REPLICA.md, "The ADQM store": Types), and the
+"""Prostore types in the ADQM store (docs/contracts/REPLICA.md, "The ADQM store": Types), and the
 rows a delta brings, checked and shaped for ClickHouse before anything is written.
 
 Decoding (`protocol.body`) already refused what no store may hold (nulls in NOT NULL

@@ -1,4 +1,4 @@
-"""Undo a delta published and not registered (docs/REPLICA.md: "undone by compensating
+"""Undo a delta published and not registered (docs/contracts/REPLICA.md: "undone by compensating
 inserts, never by a delete racing merges, before the next load")."""
 
 from __future__ import annotations

@@ -320,7 +320,7 @@ def test_a_store_that_refuses_the_load_is_load_failed_then_recovers(
 
 def test_the_agent_creates_no_topic_of_its_own(agent: AgentProcess) -> None:
     """On a Kafka with ACLs the agent may only read and write the protocol's topics
-    (README, "Security"): Faust's leader-election topic would need Create."""
+    (docs/operator/security.md): Faust's leader-election topic would need Create."""
 
     async def topics() -> list[str]:
         admin = AIOKafkaAdminClient(bootstrap_servers=agent.broker.removeprefix("kafka://"))

@@ -1,7 +1,7 @@
 """Agents of different datamarts on one topic set: real Tansu, PostgreSQL and Spark, two agent
 processes, two reference origins at once. Each agent answers UNKNOWN_DATAMART for the
 datamart it does not serve (the contract's answer); the origins set those answers aside once
-the serving replica has answered, so both finish (docs/PROTOCOL.md, "Shared topics").
+the serving replica has answered, so both finish (docs/contracts/PROTOCOL.md, "Shared topics").
 
 Before, an origin took the other agent's UNKNOWN_DATAMART for its replica's word and stopped."""
 

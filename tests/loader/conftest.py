@@ -32,8 +32,8 @@ NewLoader = Callable[..., DeltaLoader]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests of a `RUN_ON_CLUSTER` module that use Spark run in local mode, on the cluster and
     with staging in the driver; every test of a loader runs with both dialects' statements
-    (docs/REPLICA.md), except the `adb` dialect on the cluster: where Spark runs changes no
-    statement the store sends (CI time)."""
+    (docs/contracts/REPLICA.md), except the `adb` dialect on the cluster: where Spark runs changes
+    no statement the store sends (CI time)."""
     dialects = "store_dialect" in metafunc.fixturenames
     on_cluster = getattr(metafunc.module, "RUN_ON_CLUSTER", False)
     if on_cluster and "spark_where" in metafunc.fixturenames:

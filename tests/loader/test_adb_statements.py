@@ -1,5 +1,5 @@
-"""Every statement the `adb` dialect sends is one Greenplum 6 and 7 accept (docs/REPLICA.md,
-"Statements"), and it gives the tables the `postgresql` dialect gives.
+"""Every statement the `adb` dialect sends is one Greenplum 6 and 7 accept
+(docs/contracts/REPLICA.md, "Statements"), and it gives the tables the `postgresql` dialect gives.
 
 A PostgreSQL server of this module's own logs every statement it receives (the driver's,
 the open apply's, the Spark executors' COPY sessions). The loads go through every path:

@@ -23,7 +23,7 @@ from protocol.schema import LogicalSchema
 from tests.agent.conftest import AgentProcess
 
 #: The replica's schema for `qlik_marketing()` + `qlik_every_type()`, written out by hand
-#: from docs/CDC.md's type table (the derived DDL must equal it).
+#: from docs/contracts/CDC.md's type table (the derived DDL must equal it).
 QLIK_DDL = """
 CREATE TABLE dm.sales (id BIGINT NOT NULL, transaction_date TIMESTAMP, product_code VARCHAR(256),
   product_units BIGINT, store_id BIGINT, description VARCHAR(256), PRIMARY KEY (id))

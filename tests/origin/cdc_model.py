@@ -1,8 +1,8 @@
 """What a replica fed from a CDC topic must hold, computed from the writers' raw changes.
 
 Independent of the cutter: from each message as written (its change, sequence, partition and
-offset) and the bounds the cut log recorded, the documented rules (docs/CDC.md) place every
-change in its delta; the reference model (`protocol.apply_model`) applies them.
+offset) and the bounds the cut log recorded, the documented rules (docs/contracts/CDC.md) place
+every change in its delta; the reference model (`protocol.apply_model`) applies them.
 """
 
 from __future__ import annotations

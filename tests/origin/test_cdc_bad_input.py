@@ -1,5 +1,5 @@
-"""docs/CDC.md "Bad input" and "Schema", each on the real broker: a valid topic with one hostile
-message in it. `cdc run` stops naming topic, partition and offset (exit 3), with every delta
+"""docs/contracts/CDC.md "Bad input" and "Schema", each on the real broker: a valid topic with one
+hostile message in it. `cdc run` stops naming topic, partition and offset (exit 3), with every delta
 before it applied and nothing after it; with a dead-letter topic it goes on instead."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""docs/CDC.md, the CDC origin's code, and the team's contract (../shared/spec/CDC.md, when it
-is beside the checkout) agree: the Qlik header table, both type mappings, DataWorks' ops and
+"""docs/contracts/CDC.md, the CDC origin's code, and the team's contract (../shared/spec/CDC.md,
+when it is beside the checkout) agree: the Qlik header table, both type mappings, DataWorks' ops and
 the Avro schemas the origin reads."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from origin.cdc.qlik_avro import ENVELOPE, METADATA
 from origin.cdc.values import DATAWORKS_TYPES, QLIK_TYPES, qlik_column
 from tests.protocol.test_contract_docs import canonical, json_schemas, table_rows
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "CDC.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "contracts" / "CDC.md"
 _WORD = re.compile(r"→|[A-Z][A-Z0-9]+")
 
 

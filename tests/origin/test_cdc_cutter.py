@@ -1,4 +1,4 @@
-"""The cutter's rules (docs/CDC.md), on records made by hand: no Kafka, time passed in."""
+"""The cutter's rules (docs/contracts/CDC.md), on records made by hand: no Kafka, time passed in."""
 
 from __future__ import annotations
 

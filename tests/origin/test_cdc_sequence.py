@@ -1,5 +1,5 @@
-"""Sequence integrity (docs/CDC.md, "Sequence integrity"), on records made by hand: a change
-that breaks the source's order stops the run naming where it was read, never a silent drop
+"""Sequence integrity (docs/contracts/CDC.md, "Sequence integrity"), on records made by hand: a
+change that breaks the source's order stops the run naming where it was read, never a silent drop
 or an out-of-order apply; copies still count as duplicates. Pure: no Kafka, time passed in.
 
 Before, the Qlik cut treated every change at or below the last bound as a copy: a sequence

@@ -1,10 +1,11 @@
 """The project's contract documents (`docs/`) and the code that implements them agree.
 
-Always: the `.avsc` files equal the schemas in `docs/PROTOCOL.md` and `docs/BACKUP.md`, the
-error codes equal the table in `docs/PROTOCOL.md`, and the type mappings equal the table in
-`docs/REPLICA.md`. When the team's contracts are beside the checkout (`../shared/spec`, or
-`$PODD_SPEC_DIR`), `docs/` must also equal them in every part that can drift: schemas,
-error codes, the types table, the backup key table and the demo datamart.
+Always: the `.avsc` files equal the schemas in `docs/contracts/PROTOCOL.md` and
+`docs/contracts/BACKUP.md`, the error codes equal the table in `docs/contracts/PROTOCOL.md`, and
+the type mappings equal the table in `docs/contracts/REPLICA.md`. When the team's contracts are
+beside the checkout (`../shared/spec`, or `$PODD_SPEC_DIR`), `docs/` must also equal them in every
+part that can drift: schemas, error codes, the types table, the backup key table and the demo
+datamart.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from protocol.errors import ErrorCode
 from protocol.types import TypeKind
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = REPO / "docs"
+DOCS = REPO / "docs" / "contracts"
 MESSAGE_SCHEMAS = ("DeltaInKey", "DeltaInResult", "DeltaRequest", "DeltaState")
 BACKUP_SCHEMAS = ("BackupKey", "ChangelogRecord")
 
@@ -121,7 +122,7 @@ def test_the_demo_datamart_is_the_contracts(spec: Path) -> None:
 
 
 def test_the_replica_contract_is_carried_whole(spec: Path) -> None:
-    """docs/REPLICA.md is the contract, then what this project adds."""
+    """docs/contracts/REPLICA.md is the contract, then what this project adds."""
     ours = (DOCS / "REPLICA.md").read_text().split("\n## What this project adds")[0]
     theirs = (spec / "REPLICA.md").read_text().replace(" (contract)", "", 1)
     assert ours.strip() == theirs.strip()

@@ -55,8 +55,8 @@ def model(cls: type[W], **fields: st.SearchStrategy[Any]) -> st.SearchStrategy[W
 
 
 def contract_schemas() -> dict[str, dict[str, Any]]:
-    """The message schemas as `docs/PROTOCOL.md` writes them."""
-    return json_schemas(REPO / "docs" / "PROTOCOL.md")
+    """The message schemas as `docs/contracts/PROTOCOL.md` writes them."""
+    return json_schemas(REPO / "docs" / "contracts" / "PROTOCOL.md")
 
 
 def test_every_shipped_schema_parses() -> None:

@@ -276,7 +276,7 @@ def test_a_row_error_found_by_the_executors_names_its_message(
     # Every delta to the executors: the run starts Spark beside its first fetch.
     done = restore(
         "run", "--topic", topic, "--datamart", schema.datamart,
-        env={"PODD_IN_DRIVER_MAX_MIB": "0"},
+        env={"PODD_RESTORE_IN_DRIVER_MAX_MIB": "0"},
     )  # fmt: skip
     assert done.returncode == 1
     assert f"delta 1 (run run-n), topic {topic} partition 0 offset {one}" in done.stderr
