@@ -2,7 +2,7 @@
 
 The protocol sends one delta at a time and waits for its `delta.in.rs`, so a replica that
 catches up after an outage runs at 1 / (per-delta round trip). The reference origin
-(`origin.driver.OriginDriver`) asks the replica's state, then frames, sends and waits for
+(`origin.reference.ReferenceOrigin`) asks the replica's state, then frames, sends and waits for
 each delta in turn, as it does in production. The deltas are generated before the clock
 starts (the generator is the test workload's, not the origin's job); framing them (Avro
 encoding) is the origin's job and is timed.
@@ -19,7 +19,8 @@ from typing import Any
 from bench.agent_run import AgentConfig, running_agent
 from bench.datagen import bench_schema
 from origin.client import OriginClient
-from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
+from origin.reference import ReferenceOrigin
+from origin.session import DeltaOutcome, SessionOptions
 from origin.sources import SourceDelta, WorkloadSource
 from podd_kafka.settings import KafkaSettings
 from protocol.schema import LogicalSchema
@@ -75,7 +76,7 @@ async def catch_up(
     with running_agent(agent, [source.schema], work_dir / "agent-catch-up",
                        kafka.topic_environment()):  # fmt: skip
         async with OriginClient(kafka, kafka.bootstrap_servers()) as client:
-            driver = OriginDriver(client, source, DriverOptions(chunk_rows=1000), on_delta)
+            driver = ReferenceOrigin(client, source, SessionOptions(chunk_rows=1000), on_delta)
             print(f"catch-up: sending {deltas:,} deltas, one at a time", flush=True)
             started = time.perf_counter()
             await driver.run(deltas)

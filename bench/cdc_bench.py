@@ -39,7 +39,7 @@ from origin.cdc_write.qlik_writer import QlikWriter, Written
 from origin.cdc_write.source import SourceDatabase, SourceTable
 from origin.cdc_write.tables import dataworks_marketing, qlik_marketing
 from origin.client import OriginClient
-from origin.driver import DriverOptions
+from origin.session import SessionOptions
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
@@ -89,7 +89,7 @@ async def cdc_run(
     with running_agent(config, [schema], root / f"agent-{fmt}", kafka.topic_environment()) as agent:
         async with OriginClient(kafka, bootstrap) as client:
             print(f"[{fmt}] the CDC origin cuts and sends", flush=True)
-            origin = CdcOrigin(client, schema, options, DriverOptions(answer_timeout=600),
+            origin = CdcOrigin(client, schema, options, SessionOptions(answer_timeout=600),
                                lambda line: print(f"  {line}", flush=True))  # fmt: skip
             with MachineCpu(agent.process.pid) as cpu:
                 stats = await origin.run()

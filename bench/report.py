@@ -270,10 +270,10 @@ def _catch_up_section(c: dict[str, Any]) -> list[str]:
         "## Catch-up: many small deltas, one at a time",
         "",
         f"{c['deltas']:,} deltas of {c['rows_per_delta']:,} rows over {c['tables']} tables, "
-        "sent by the reference origin (`origin.driver.OriginDriver`) to a fresh agent: ask the "
-        "replica's state, then frame, send and wait for each delta's answer before the next, "
-        "as the protocol requires (the origin frames delta N + 1 while N is applied), first in "
-        "the run, on an idle replica. Timed "
+        "sent by the reference origin (`origin.reference.ReferenceOrigin`) to a fresh agent: "
+        "ask the replica's state, then frame, send and wait for each delta's answer before the "
+        "next, as the protocol requires (the origin frames delta N + 1 while N is applied), "
+        "first in the run, on an idle replica. Timed "
         "from the first delta's framing to the last answer; the first `delta.rq` handshake "
         f"took {c['handshake_seconds']:.2f} s more.",
         "",

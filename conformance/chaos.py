@@ -37,8 +37,9 @@ from conformance.chaos_faults import DiskFiller, ExtraFaults
 from conformance.chaos_report import ChaosRun, report
 from conformance.hostile import HostileMessages
 from origin.client import OriginClient
-from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
+from origin.reference import ReferenceOrigin
+from origin.session import DeltaOutcome, SessionOptions
 from origin.sources import WorkloadSource
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
@@ -175,7 +176,7 @@ async def _malformed(
 
 async def _replays(
     client: OriginClient,
-    driver: OriginDriver,
+    driver: ReferenceOrigin,
     done: list[DeltaOutcome],
     run: ChaosRun,
     finished: asyncio.Event,
@@ -197,7 +198,7 @@ async def _replays(
         delta = await asyncio.to_thread(own.delta, rng.choice(applied)) if applied else None
         if delta is None or finished.is_set():
             continue
-        _, chunks = driver.frame(delta)
+        _, chunks = driver.session.frame(delta)
         whole = rng.random() < 0.5
         try:
             await client.send_chunks(chunks if whole else chunks[:-1])
@@ -226,10 +227,10 @@ async def _drive(
         noise = asyncio.create_task(
             _malformed(client, HostileMessages(source.schema, args.seed), run, finished)
         )
-        options = DriverOptions(
+        options = SessionOptions(
             chunk_rows=args.chunk_rows, answer_timeout=30, state_timeout=15, state_attempts=20
         )
-        driver = OriginDriver(client, source, options, done.append)
+        driver = ReferenceOrigin(client, source, options, done.append)
         replays = asyncio.create_task(_replays(client, driver, done, run, finished, args.seed))
         try:
             # Until the replica itself says it holds every delta, once every fault is in: a
@@ -258,7 +259,7 @@ async def _drive(
 async def _deltas_left(
     deltas: int,
     done: list[DeltaOutcome],
-    driver: OriginDriver,
+    driver: ReferenceOrigin,
     injected_all: asyncio.Event,
     run: ChaosRun,
     settle_timeout: float = 300,
@@ -274,7 +275,7 @@ async def _deltas_left(
         run.failures.append(f"the faults were still being injected {settle_timeout:g} s "
                             "after the last delta")  # fmt: skip
         return 0
-    expected = (await driver.state()).expected_delta_num
+    expected = (await driver.session.state()).expected_delta_num
     if expected < deltas:
         print(f"  origin: the replica expects delta {expected} again; resending",
               file=sys.stderr)  # fmt: skip

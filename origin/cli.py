@@ -35,9 +35,9 @@ import structlog
 from origin.backup import BackupLayout, incremental, produce, snapshot
 from origin.cdc import cli as cdc_cli
 from origin.client import OriginClient
-from origin.driver import OriginDriver
 from origin.errors import OriginError
 from origin.progress import DeltaProgress
+from origin.reference import ReferenceOrigin
 from origin.settings import OriginSettings
 from origin.sources import DeltaSource, DirectorySource, WorkloadSource, save_deltas
 from podd_runtime.exit_codes import run_command
@@ -66,7 +66,7 @@ async def drive(settings: OriginSettings, *, quiet: bool = False) -> int:
         raise OriginError("give --broker kafka://HOST:PORT (the broker the replica agent uses)")
     progress = DeltaProgress(settings.deltas, sys.stderr if quiet else sys.stdout)
     async with OriginClient(settings, bootstrap) as client:
-        driver = OriginDriver(client, source, settings.driver_options(), progress)
+        driver = ReferenceOrigin(client, source, settings.session_options(), progress)
         outcomes = await driver.run(settings.deltas)
     rows = sum(o.rows for o in outcomes)
     print(f"{len(outcomes)} delta(s) applied, {rows:,} rows")

@@ -25,9 +25,10 @@ import psycopg
 
 from origin.client import OriginClient
 from origin.demo_clickhouse import clickhouse_report
-from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import OriginError
 from origin.progress import DeltaProgress
+from origin.reference import ReferenceOrigin
+from origin.session import DeltaOutcome, SessionOptions
 from origin.sources import WorkloadSource, replica_model
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
@@ -65,8 +66,8 @@ async def _drive(
 ) -> list[DeltaOutcome]:
     settings = KafkaSettings(broker=bootstrap)
     async with OriginClient(settings, settings.bootstrap_servers()) as client:
-        options = DriverOptions(chunk_rows=args.chunk_rows, state_timeout=20, state_attempts=6)
-        driver = OriginDriver(client, source, options, DeltaProgress(args.deltas))
+        options = SessionOptions(chunk_rows=args.chunk_rows, state_timeout=20, state_attempts=6)
+        driver = ReferenceOrigin(client, source, options, DeltaProgress(args.deltas))
         return await driver.run(args.deltas)
 
 

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TextIO
 
-from origin.driver import DeltaOutcome
+from origin.session import DeltaOutcome
 
 
 class DeltaProgress:

@@ -14,8 +14,8 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from origin.driver import DriverOptions
 from origin.errors import OriginError
+from origin.session import SessionOptions
 from origin.sources import START_DATE
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.renamed_settings import WarnsOfOldNames, renamed
@@ -67,8 +67,8 @@ class OriginSessionSettings(WarnsOfOldNames, KafkaSettings):
             raise OriginError(f"cannot read the schema: {exc}") from None
         return parse_schema(text, self.datamart)
 
-    def driver_options(self) -> DriverOptions:
-        return DriverOptions(
+    def session_options(self) -> SessionOptions:
+        return SessionOptions(
             chunk_rows=self.chunk_rows,
             answer_timeout=self.answer_timeout_seconds,
             state_timeout=self.state_timeout_seconds,

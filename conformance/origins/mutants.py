@@ -3,7 +3,7 @@
 
     python -m conformance.origins.mutants NAME run --broker ... (podd-origin's `run` flags)
 
-Each is `podd-origin run` with one part of `origin.driver.OriginDriver` replaced. They are
+Each is `podd-origin run` with one part of `origin.reference.ReferenceOrigin` replaced. They are
 test tools, never an origin to use.
 """
 
@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import origin.driver as driver_module
+import origin.session as session_module
 from origin.cli import build_parser, settings_from
 from origin.client import OriginClient
-from origin.driver import DeltaOutcome, OriginDriver
 from origin.progress import DeltaProgress
+from origin.reference import ReferenceOrigin
+from origin.session import DeltaOutcome, OriginSession
 from origin.sources import START_DATE, SourceDelta
 from podd_runtime.exit_codes import run_command
 from protocol.framing import Chunk
@@ -68,7 +69,7 @@ def _with_key(chunk: Chunk, **fields: Any) -> Chunk:
     return replace(chunk, key=chunk.key.model_copy(update=fields))
 
 
-class MutantDriver(OriginDriver):
+class MutantSession(OriginSession):
     mutant = ""
 
     def frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
@@ -132,21 +133,22 @@ class MutantDriver(OriginDriver):
 
 async def drive(
     argv: Sequence[str],
-    driver_class: type[OriginDriver] = OriginDriver,
+    session_class: type[OriginSession] = OriginSession,
     client_class: type[OriginClient] = OriginClient,
-) -> tuple[OriginDriver, int]:
-    """`podd-origin run` with these flags, by a driver and a client of the given classes:
-    the driver, and how many deltas it sent."""
+) -> tuple[ReferenceOrigin, int]:
+    """`podd-origin run` with these flags, its protocol session and its client of the given
+    classes: the origin, and how many deltas it sent."""
     from origin.cli import source_for  # noqa: PLC0415
 
     settings = settings_from(build_parser().parse_args(list(argv)))
     schema = settings.logical_schema()
     async with client_class(settings, settings.bootstrap_servers()) as client:
-        driver = driver_class(
+        driver = ReferenceOrigin(
             client,
             source_for(settings, schema),
-            settings.driver_options(),
+            settings.session_options(),
             DeltaProgress(settings.deltas, sys.stdout),
+            session_class=session_class,
         )
         outcomes = await driver.run(settings.deltas)
     return driver, len(outcomes)
@@ -169,9 +171,9 @@ def tool_main(
 
 async def _drive(name: str, argv: Sequence[str]) -> int:
     if name == "resend-everything":
-        driver_module.chunks_missing = lambda chunks, missing: list(chunks)
+        session_module.chunks_missing = lambda chunks, missing: list(chunks)
 
-    class Named(MutantDriver):
+    class Named(MutantSession):
         mutant = name
 
     _, sent = await drive(argv, Named)

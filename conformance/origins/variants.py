@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import origin.driver as driver_module
+import origin.session as session_module
 from conformance.origins.mutants import drive, tool_main
 from origin.client import OriginClient
 from protocol.framing import Chunk
@@ -54,15 +54,15 @@ def new_sync(body: bytes) -> bytes:
 
 async def _drive(name: str, argv: Sequence[str]) -> int:
     if name == "re-encode":
-        named_by = driver_module.chunks_missing
+        named_by = session_module.chunks_missing
 
         def anew(chunks: Iterable[Chunk], missing: str | Iterable[str]) -> list[Chunk]:
             return [replace(c, body=new_sync(c.body)) for c in named_by(chunks, missing)]
 
-        driver_module.chunks_missing = anew
+        session_module.chunks_missing = anew
     elif name == "whole-again":
         # Every INCOMPLETE_DELTA taken as "removed": the driver starts the delta over.
-        vars(driver_module)["says_removed"] = lambda message: True
+        vars(session_module)["says_removed"] = lambda message: True
     client_class = TwiceClient if name == "twice" else OriginClient
     _, sent = await drive(argv, client_class=client_class)
     print(f"{sent} delta(s) sent by the {name} variant")

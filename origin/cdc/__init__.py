@@ -2,5 +2,5 @@
 
 Decoders (`qlik`, `dataworks`) turn a Kafka value into records; the `cutter` decides deltas
 from records alone; the `cutlog` makes each cut durable before its first `delta.in`; the
-`runner` reads the topics and drives the replica through `origin.driver`.
+`runner` reads the topics and drives the replica through `origin.session`.
 """

@@ -93,7 +93,7 @@ async def _run(settings: CdcSettings) -> int:
     if not bootstrap:
         raise OriginError("give --broker kafka://HOST:PORT")
     async with OriginClient(settings, bootstrap) as client:
-        origin = CdcOrigin(client, schema, options, settings.driver_options(),
+        origin = CdcOrigin(client, schema, options, settings.session_options(),
                            lambda line: print(line, flush=True))  # fmt: skip
         stats = await origin.run()
     extra = f"; {stats.dead_lettered:,} message(s) to {options.dead_letter_topic}" if (

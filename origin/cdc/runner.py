@@ -4,7 +4,7 @@
    the log, or behind its first record, is an error naming both; recorded deltas it has not
    applied are rebuilt from exactly their offsets and sent again.
 2. Read every partition from where the last cut left it (or the start offsets).
-3. When a delta is due, record its cut durably, then send it (`origin.driver`) and wait for
+3. When a delta is due, record its cut durably, then send it (`origin.session`) and wait for
    `delta.in.rs`; one delta in flight, as the protocol requires. The next delta is cut and
    framed meanwhile, and sent once the one in flight is applied.
 4. Bad input stops reading its partition; what can still be cut before it is applied, then
@@ -32,7 +32,7 @@ from origin.cdc.records import Change, Position, Record
 from origin.cdc.rows import rows_digest
 from origin.cdc.topic_reader import TopicReader, read_spans
 from origin.client import OriginClient
-from origin.driver import DriverOptions, OriginDriver, Resync
+from origin.session import OriginSession, Resync, SessionOptions
 from origin.sources import SourceDelta
 from protocol.framing import Chunk
 from protocol.schema import LogicalSchema
@@ -44,30 +44,19 @@ GC_THRESHOLDS = (100_000, 50, 100)
 PROGRESS_SECONDS = 10.0
 
 
-class _NoDeltas:
-    """The driver's source; the CDC origin hands it each delta itself."""
-
-    def __init__(self, schema: LogicalSchema) -> None:
-        self.schema = schema
-
-    def delta(self, num: int) -> SourceDelta | None:
-        del num
-        return None
-
-
 class CdcOrigin:
     def __init__(
         self,
         client: OriginClient,
         schema: LogicalSchema,
         options: CdcOptions,
-        driver_options: DriverOptions,
+        session_options: SessionOptions,
         out: Callable[[str], None],
     ) -> None:
         self.client = client
         self.schema = schema
         self.options = options
-        self.driver = OriginDriver(client, _NoDeltas(schema), driver_options)
+        self.session = OriginSession(client, schema, session_options)
         self.cutlog = CutLog(options.state_dir, schema.datamart)
         self.out = out
         self.stats = CdcStats()
@@ -89,7 +78,7 @@ class CdcOrigin:
             gc.set_threshold(*thresholds)
 
     async def _run(self) -> CdcStats:
-        expected = (await self.driver.state()).expected_delta_num
+        expected = (await self.session.state()).expected_delta_num
         last = self.cutlog.last
         if last is not None:
             first = min(self.cutlog.cuts)
@@ -289,7 +278,7 @@ class CdcOrigin:
     def _frame(self, cut: Cut, rows: dict[str, Any]) -> tuple[SourceDelta, tuple[str, list[Chunk]]]:
         delta = SourceDelta(cut.delta, cut.date, rows)
         started = time.monotonic()
-        framing = self.driver.frame(delta)
+        framing = self.session.frame(delta)
         self.stats.frame_seconds += time.monotonic() - started
         return delta, framing
 
@@ -302,9 +291,9 @@ class CdcOrigin:
     ) -> None:
         started = time.monotonic()
         try:
-            outcome = await self.driver.transfer(delta, framing)
+            outcome = await self.session.transfer(delta, framing)
         except Resync:
-            state = await self.driver.state()
+            state = await self.session.state()
             raise CdcError(
                 f"delta {cut.delta} was refused OUT_OF_SEQUENCE and the replica now expects "
                 f"{state.expected_delta_num}: another origin drives it? Run again to reconcile"

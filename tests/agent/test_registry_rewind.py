@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from conformance.chaos_faults import rewind_replica
-from origin.driver import DriverOptions, OriginDriver
+from origin.reference import ReferenceOrigin
+from origin.session import SessionOptions
 from origin.sources import WorkloadSource, replica_model
 from protocol.workload import WorkloadSpec
 from replica_store.store import ReplicaStore
@@ -43,7 +44,7 @@ def expected_after_rewind(agent: AgentProcess, datamart: str, wanted: int) -> li
 def drive(agent: AgentProcess, source: WorkloadSource, count: int) -> list[int]:
     async def scenario() -> list[int]:
         async with Origin(agent.broker, agent.topics) as client:
-            driver = OriginDriver(client, source, DriverOptions(chunk_rows=25))
+            driver = ReferenceOrigin(client, source, SessionOptions(chunk_rows=25))
             outcomes = await asyncio.wait_for(driver.run(count), timeout=240)
             return [o.delta_num for o in outcomes]
 

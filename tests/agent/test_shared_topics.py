@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from origin.driver import DriverOptions, OriginDriver
+from origin.reference import ReferenceOrigin
+from origin.session import SessionOptions
 from origin.sources import WorkloadSource, replica_model
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
@@ -51,7 +52,7 @@ def test_two_agents_of_two_datamarts_on_one_topic_set_and_both_origins_finish(
 
     async def drive(agent: AgentProcess, source: WorkloadSource) -> list[int]:
         async with Origin(agent.broker, agent.topics) as client:
-            driver = OriginDriver(client, source, DriverOptions(chunk_rows=25))
+            driver = ReferenceOrigin(client, source, SessionOptions(chunk_rows=25))
             outcomes = await asyncio.wait_for(driver.run(3), timeout=240)
             return [o.delta_num for o in outcomes]
 

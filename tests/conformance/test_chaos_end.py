@@ -15,7 +15,7 @@ from conformance.chaos_report import ChaosRun
 
 
 class Replica:
-    """`OriginDriver.state` as the replica answers it: it expects `expected`."""
+    """`ReferenceOrigin.state` as the replica answers it: it expects `expected`."""
 
     def __init__(self, expected: int) -> None:
         self.expected, self.asked = expected, 0

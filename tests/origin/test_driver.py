@@ -12,8 +12,9 @@ import pytest
 
 from origin import cli
 from origin.client import OriginClient
-from origin.driver import DeltaOutcome, DriverOptions, OriginDriver
 from origin.errors import ReplicaRefused
+from origin.reference import ReferenceOrigin
+from origin.session import DeltaOutcome, SessionOptions
 from origin.sources import START_DATE, WorkloadSource, replica_model
 from protocol.apply_model import ReplicaModel
 from protocol.errors import ErrorCode
@@ -73,13 +74,13 @@ async def drive(
     count: int,
     *,
     client_type: type[OriginClient] = OriginClient,
-    options: DriverOptions | None = None,
+    options: SessionOptions | None = None,
     setup: Callable[[OriginClient], None] = lambda _: None,
 ) -> tuple[list[DeltaOutcome], OriginClient]:
     settings = agent.topics.settings(agent.broker)
     async with client_type(settings, [agent.broker]) as client:
         setup(client)
-        driver = OriginDriver(client, WorkloadSource(schema, SPEC), options or DriverOptions())
+        driver = ReferenceOrigin(client, WorkloadSource(schema, SPEC), options or SessionOptions())
         return await driver.run(count), client
 
 
@@ -90,7 +91,7 @@ def model_of(schema: LogicalSchema, last: int, spec: WorkloadSpec = SPEC) -> Rep
 def test_deltas_in_order_then_resumed_from_the_replicas_state(
     agent: AgentProcess, schema: LogicalSchema, replica_dsn: str
 ) -> None:
-    first, _ = asyncio.run(drive(agent, schema, 3, options=DriverOptions(chunk_rows=7)))
+    first, _ = asyncio.run(drive(agent, schema, 3, options=SessionOptions(chunk_rows=7)))
     assert [o.delta_num for o in first] == [0, 1, 2]
     assert all(o.result is not None and o.resends == 0 for o in first)
     assert first[0].chunks_sent > len(schema.tables)  # chunked as asked
@@ -104,7 +105,7 @@ def test_a_paced_origin_sends_each_delta_over_the_time_its_rate_asks(
 ) -> None:
     """`--rate`: 60 rows at 30 rows/s in chunks of at most 10: the last chunk is due after
     50 rows at least, 1.67 s (an unpaced 60-row delta is answered in about 0.1 s)."""
-    options = DriverOptions(chunk_rows=10, rows_per_second=30)
+    options = SessionOptions(chunk_rows=10, rows_per_second=30)
     outcomes, _ = asyncio.run(drive(agent, schema, 2, options=options))
     assert [o.delta_num for o in outcomes] == [0, 1]
     assert all(o.rows == 60 and o.seconds >= 1.66 for o in outcomes), outcomes
@@ -119,7 +120,7 @@ def test_incomplete_delta_is_completed_by_resending_only_the_missing_chunk(
         client.drop_on_first_send = lambda c: c.key.stream_number == 2 and c.key.chunk_number == 2
 
     outcomes, client = asyncio.run(
-        drive(agent, schema, 1, client_type=FaultyClient, options=DriverOptions(chunk_rows=5),
+        drive(agent, schema, 1, client_type=FaultyClient, options=SessionOptions(chunk_rows=5),
               setup=lose)
     )  # fmt: skip
     (outcome,) = outcomes
@@ -138,7 +139,7 @@ def test_a_transfer_lost_entirely_is_sent_again_after_asking_the_state(
         assert isinstance(client, FaultyClient)
         client.drop_on_first_send = lambda _: True
 
-    options = DriverOptions(answer_timeout=6)
+    options = SessionOptions(answer_timeout=6)
     outcomes, client = asyncio.run(
         drive(agent, schema, 2, client_type=FaultyClient, options=options, setup=lose_all)
     )
@@ -156,7 +157,7 @@ def test_a_lost_answer_is_settled_from_the_replicas_state(
         assert isinstance(client, FaultyClient)
         client.hide_answers_of_first_transfer = True
 
-    options = DriverOptions(answer_timeout=6)
+    options = SessionOptions(answer_timeout=6)
     outcomes, _ = asyncio.run(
         drive(agent, schema, 2, client_type=FaultyClient, options=options, setup=hide)
     )
@@ -174,7 +175,7 @@ def test_an_error_it_cannot_fix_stops_the_origin_and_says_why(
 
     async def conflicting() -> None:
         async with OriginClient(agent.topics.settings(agent.broker), [agent.broker]) as client:
-            await OriginDriver(client, source).run(1)
+            await ReferenceOrigin(client, source).run(1)
 
     with pytest.raises(ReplicaRefused, match="DELTA_CONFLICT") as refused:
         asyncio.run(conflicting())

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from origin.driver import chunks_missing
 from origin.errors import OriginError
+from origin.session import chunks_missing
 from origin.sources import START_DATE, DirectorySource, WorkloadSource, save_deltas
 from protocol.framing import frame_delta
 from protocol.schema import LogicalSchema

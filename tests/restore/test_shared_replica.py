@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from origin.backup import BackupLayout, incremental
-from origin.driver import DriverOptions, OriginDriver
+from origin.reference import ReferenceOrigin
+from origin.session import SessionOptions
 from origin.sources import WorkloadSource, replica_model
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
@@ -24,7 +25,7 @@ from tests.restore.test_restore import assert_as_of_every_delta
 def _drive(agent: AgentProcess, source: WorkloadSource, count: int) -> list[int]:
     async def scenario() -> list[int]:
         async with Origin(agent.broker, agent.topics) as client:
-            driver = OriginDriver(client, source, DriverOptions(chunk_rows=25))
+            driver = ReferenceOrigin(client, source, SessionOptions(chunk_rows=25))
             return [o.delta_num for o in await driver.run(count)]
 
     return asyncio.run(scenario())

@@ -1,18 +1,23 @@
-"""The origin's loop: ask the replica's state, stream the delta it expects, wait, go on.
+"""An origin's side of the protocol, for one datamart: ask the replica's state, send one
+delta's transfer and wait until the replica applied it, resending as the protocol allows. The
+reference origin (`origin.reference`), the CDC origin and the conformance harness's faulty
+origins all drive a replica through it.
 
-1. `delta.rq` → `delta.rs`: the replica expects delta N.
-2. Frame delta N (one stream per table, `chunk_rows` rows per chunk) under a new
+A transfer (`OriginSession.transfer`):
+
+1. Frame delta N (one stream per table, `chunk_rows` rows per chunk) under a new
    requestId and produce every chunk on `delta.in`.
-3. Wait for `delta.in.rs` of that requestId:
-   - OK: delta N is done; go on with N + 1.
+2. Wait for `delta.in.rs` of that requestId:
+   - OK: delta N is done.
    - INCOMPLETE_DELTA: resend only the chunks its message names, same requestId (or, when
      it says the replica removed the transfer, all of it under a new requestId).
-   - OUT_OF_SEQUENCE: ask the state again and resume from what the replica expects.
+   - OUT_OF_SEQUENCE: `Resync`: the caller asks the state and resumes from it.
    - LOAD_FAILED: resend under a new requestId, a few times, with backoff.
-   - any other error: the origin cannot fix it; stop and say why.
-4. No answer within the timeout: ask the state again. Delta N applied → go on (the answer
-   was lost); our transfer open with gaps → send the gaps; loading → wait on; the replica
-   knows nothing of it → resend under a new requestId.
+   - any other error: the origin cannot fix it (`ReplicaRefused`).
+3. No answer within the timeout: ask the state. Delta N applied → done (the answer was
+   lost); our transfer open with gaps → send the gaps; loading → wait on; the replica
+   knows nothing of it → resend under a new requestId; it expects an earlier delta →
+   `Resync`.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ import structlog
 
 from origin.client import OriginClient
 from origin.errors import NoAnswer, ReplicaRefused
-from origin.sources import DeltaSource, SourceDelta
+from origin.sources import SourceDelta
 from podd_runtime.backoff import Backoff
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_delta
 from protocol.gaps import parse_gaps, says_removed
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState
+from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin")
 
@@ -66,7 +72,7 @@ class DeltaOutcome:
 
 
 @dataclass
-class DriverOptions:
+class SessionOptions:
     chunk_rows: int = 1000
     answer_timeout: float = 120.0
     state_timeout: float = 30.0
@@ -77,29 +83,22 @@ class DriverOptions:
     rows_per_second: float = 0.0
 
 
-@dataclass(frozen=True)
-class _Framed:
-    delta: SourceDelta
-    framing: tuple[str, list[Chunk]]  # requestId, chunks
-
-
 class Resync(Exception):
     """The replica expects another delta than the one in flight."""
 
 
-class OriginDriver:
+class OriginSession:
+    """One datamart's protocol session with its replica, over an `OriginClient`."""
+
     def __init__(
         self,
         client: OriginClient,
-        source: DeltaSource,
-        options: DriverOptions | None = None,
-        on_delta: Callable[[DeltaOutcome], None] | None = None,
+        schema: LogicalSchema,
+        options: SessionOptions | None = None,
     ) -> None:
         self.client = client
-        self.source = source
-        self.schema = source.schema
-        self.options = options or DriverOptions()
-        self.on_delta = on_delta or (lambda _: None)
+        self.schema = schema
+        self.options = options or SessionOptions()
 
     async def state(self) -> DeltaState:
         """`delta.rq` until answered; refuses a replica that does not serve the datamart."""
@@ -121,50 +120,6 @@ class OriginDriver:
             f"requests of {self.options.state_timeout:g} s: is a replica agent listening on "
             f"{self.client.settings.topic_delta_rq}?"
         )
-
-    async def run(self, count: int | None = None) -> list[DeltaOutcome]:
-        """Send up to `count` deltas (None: until the source ends), from what the replica
-        expects. Raises ReplicaRefused or NoAnswer when it cannot go on.
-
-        While the replica applies delta N, delta N + 1 is read and framed in a thread, so
-        the next send does not wait for it (still one delta in flight, as the protocol
-        requires)."""
-        outcomes: list[DeltaOutcome] = []
-        expected = (await self.state()).expected_delta_num
-        ahead: tuple[int, asyncio.Task[_Framed | None]] | None = None
-        while count is None or len(outcomes) < count:
-            framed = None
-            if ahead is not None:  # always waited for: the source is never read by two threads
-                (number, task), ahead = ahead, None
-                await asyncio.wait([task])
-                if number == expected:  # else a resync made it useless
-                    framed = task.result()
-            framed = framed or self._prepare(expected)
-            if framed is None:
-                log.info("source has no more deltas", next=expected)
-                break
-
-            def read_ahead(number: int = expected + 1) -> None:
-                nonlocal ahead
-                if count is None or len(outcomes) + 1 < count:
-                    ahead = (number, asyncio.create_task(asyncio.to_thread(self._prepare, number)))
-
-            try:
-                outcome = await self.transfer(framed.delta, framed.framing, on_sent=read_ahead)
-            except Resync:
-                expected = (await self.state()).expected_delta_num
-                log.info("resuming from the replica's state", expected=expected)
-                continue
-            outcomes.append(outcome)
-            self.on_delta(outcome)
-            expected += 1
-        if ahead is not None:
-            await asyncio.wait([ahead[1]])
-        return outcomes
-
-    def _prepare(self, number: int) -> _Framed | None:
-        delta = self.source.delta(number)
-        return None if delta is None else _Framed(delta, self.frame(delta))
 
     async def transfer(
         self,
