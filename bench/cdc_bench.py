@@ -29,21 +29,21 @@ from bench.cdc_peer import create_tables, follow
 from bench.cpu import MachineCpu
 from bench.run import Bench
 from bench.run_args import build_parser as bench_parser
-from origin.cdc.cutter import Bounds
-from origin.cdc.options import CdcOptions
-from origin.cdc.runner import CdcOrigin
-from origin.cdc.schema_scan import scan
-from origin.cdc_write.dataworks_writer import DataWorksWriter
-from origin.cdc_write.produce import produce
-from origin.cdc_write.qlik_writer import QlikWriter, Written
-from origin.cdc_write.source import SourceDatabase, SourceTable
-from origin.cdc_write.tables import dataworks_marketing, qlik_marketing
 from origin.client import OriginClient
 from origin.session import SessionOptions
+from podd_cdc.cutter import Bounds
+from podd_cdc.options import CdcOptions
+from podd_cdc.runner import CdcOrigin
+from podd_cdc.schema_scan import scan
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from replica_store.embedded_pg import replica_dsn
+from tools.cdc_write.dataworks_writer import DataWorksWriter
+from tools.cdc_write.produce import produce
+from tools.cdc_write.qlik_writer import QlikWriter, Written
+from tools.cdc_write.source import SourceDatabase, SourceTable
+from tools.cdc_write.tables import dataworks_marketing, qlik_marketing
 
 PARTITIONS = 4
 REPO = Path(__file__).resolve().parents[1]

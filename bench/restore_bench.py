@@ -29,10 +29,10 @@ from bench.cpu import MachineCpu
 from bench.datagen import bench_schema
 from bench.e2e import send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas
-from origin.backup import BackupLayout, produce, prostore_changelog
 from origin.client import OriginClient
 from podd_kafka.settings import KafkaSettings
 from protocol.backup_writer import BackupMessage, encode_backup_key, encode_changelog
+from tools.backup_topic import BackupLayout, produce, prostore_changelog
 
 ANSWER_TIMEOUT = 1800.0
 

@@ -4,17 +4,12 @@
                     [--deltas N] [--source-dir DIR | workload flags] [--chunk-rows 1000]
     podd-origin record --datamart NAME --schema FILE.sql --out DIR --deltas N [workload flags]
     podd-origin state --broker kafka://HOST:PORT --datamart NAME
-    podd-origin backup --broker kafka://HOST:PORT --topic T --datamart NAME --schema FILE.sql
-                       --deltas N [--first-delta K] [--snapshot-depth D] [--threads 1]
-                       [--partitions 1] [--chunk-size 1000] [--increment-id RUN]
 
 `run` asks the replica's state (`delta.rq`), streams the delta it expects on `delta.in`,
 waits for `delta.in.rs`, and goes on; it resends what an INCOMPLETE_DELTA names, resumes from
 the replica's state after a lost answer, and stops on an error it cannot fix, saying why.
 Deltas come from a seeded workload (`--rows-per-delta`, `--seed`, the insert/update/delete mix,
 `--null-ratio`) or from a directory of saved deltas (`--source-dir`, written by `record`).
-`backup` writes deltas to a topic as Prostore's BACKUP_TO_KAFKA does (incremental, or a
-snapshot with `--snapshot-depth`), for `podd-restore`.
 Every flag is also a `PODD_*` variable. Exit status: 0 done, 1 the replica refused a delta,
 2 unusable settings or no answer.
 """
@@ -32,8 +27,6 @@ from typing import Any
 
 import structlog
 
-from origin.backup import BackupLayout, incremental, produce, snapshot
-from origin.cdc import cli as cdc_cli
 from origin.client import OriginClient
 from origin.errors import OriginError
 from origin.progress import DeltaProgress
@@ -96,41 +89,16 @@ def record(settings: OriginSettings, out: str) -> int:
     return 0
 
 
-async def backup(settings: OriginSettings, args: argparse.Namespace) -> int:
-    schema = settings.logical_schema()
-    source = source_for(settings, schema)
-    bootstrap = settings.bootstrap_servers()
-    if not bootstrap or not args.topic:
-        raise OriginError("give --broker kafka://HOST:PORT and --topic TOPIC")
-    if settings.deltas is None:
-        raise OriginError("give --deltas N: how many deltas to write")
-    layout = BackupLayout(args.threads, args.partitions, settings.chunk_rows)
-    last = args.first_delta + settings.deltas - 1
-    if args.snapshot_depth is None:
-        numbers = range(args.first_delta, last + 1)
-        messages = incremental(source, numbers, layout, args.increment_id)
-    else:
-        messages = snapshot(source, last, args.snapshot_depth, layout, args.increment_id)
-    sent = await produce(settings, bootstrap, args.topic, args.partitions, messages)
-    kind = (
-        "incremental" if args.snapshot_depth is None else f"snapshot (depth {args.snapshot_depth})"
-    )
-    print(f"{sent} message(s) of {schema.datamart} written to {args.topic}: {kind}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podd-origin", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="drive a replica agent")
     rec = commands.add_parser("record", help="save workload deltas as files")
     state = commands.add_parser("state", help="print the replica's delta.rs")
-    bak = commands.add_parser("backup", help="write deltas to a topic as BACKUP_TO_KAFKA does")
-    cdc_cli.add_parser(commands)
-    for command in (run, rec, state, bak):
+    for command in (run, rec, state):
         command.add_argument("--datamart")
         command.add_argument("--schema", dest="schema_file", help="Prostore DDL file")
-    for command in (run, rec, bak):
+    for command in (run, rec):
         command.add_argument("--deltas", type=int, help="how many deltas")
         command.add_argument("--rows-per-delta", type=int)
         command.add_argument("--insert-ratio", type=float)
@@ -140,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--seed", type=int)
         command.add_argument("--start-date", help="date of delta 0, ISO 8601")
         command.add_argument("--delta-interval-seconds", type=float)
-    for command in (run, state, bak):
+    for command in (run, state):
         command.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
         command.add_argument("--state-timeout-seconds", type=float)
         for topic in ("delta-in", "delta-in-rs", "delta-rq", "delta-rs"):
@@ -151,21 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--load-failed-retries", type=int)
     run.add_argument("--rate", type=float, help="rows per second to send at (default: unpaced)")
     rec.add_argument("--out", required=True, help="directory to write")
-    bak.add_argument("--topic", help="the backup topic")
-    bak.add_argument("--source-dir", help="saved deltas instead of the workload")
-    bak.add_argument("--first-delta", type=int, default=0, help="the first delta written")
-    bak.add_argument("--snapshot-depth", type=int, help="a snapshot reaching D deltas back")
-    bak.add_argument("--threads", type=int, default=1, help="writer streams")
-    bak.add_argument("--partitions", type=int, default=1)
-    bak.add_argument("--chunk-size", dest="chunk_rows", type=int, help="rows per message")
-    bak.add_argument("--increment-id", help="the run's id (default: a new UUID)")
     return parser
 
 
-_NOT_SETTINGS = (
-    "command", "out", "topic", "first_delta", "snapshot_depth", "threads", "partitions",
-    "increment_id",
-)  # fmt: skip
+_NOT_SETTINGS = ("command", "out")
 
 
 def settings_from(args: argparse.Namespace) -> OriginSettings:
@@ -184,15 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    if args.command == "cdc":
-        return cdc_cli.main(args)
     settings = settings_from(args)
     if args.command == "record":
         return record(settings, args.out)
     if args.command == "state":
         return asyncio.run(print_state(settings))
-    if args.command == "backup":
-        return asyncio.run(backup(settings, args))
     return asyncio.run(drive(settings))
 
 

@@ -1,6 +1,6 @@
 """Writing BACKUP_TO_KAFKA messages the way Prostore's DTM Tools write them (BACKUP.md).
 
-Used by `podd-origin backup` and the tests: keys are a record named `topicA` whose
+Used by `tools.write_backup` and the tests: keys are a record named `topicA` whose
 `deltaDate` is a plain long with the logical type on the field; row bodies are records named
 `row` whose every field (`sys_op` too) is a `["null", T]` union with `"doc": ""`, timestamps,
 dates and times as plain long/int; changelog bodies hold `ChangelogRecord`s.

@@ -9,8 +9,8 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 from pydantic import BaseModel, ValidationError
 
-from origin.cdc.errors import BadInput
 from origin.errors import NoAnswer, ReplicaRefused
+from podd_cdc.errors import BadInput
 from podd_kafka.errors import BrokerError
 from podd_restore.errors import RestoreStopped
 from podd_runtime.exit_codes import describe, exit_code_for, run_command

@@ -2,7 +2,7 @@
 no module imports itself through others (no cycle between two modules, in any package).
 
     protocol ← podd_runtime ← podd_kafka, replica_store ← spark_loader
-             ← replica_agent, podd_restore, origin ← conformance ← tools ← bench
+             ← replica_agent, podd_restore, origin ← podd_cdc, conformance ← tools ← bench
 
 Every import statement counts, also those inside functions (lazy imports are still arrows)
 and those under `if TYPE_CHECKING:` (a cycle hidden from the interpreter is still a cycle).
@@ -27,6 +27,7 @@ LEVELS = {
     "replica_agent": 4,
     "podd_restore": 4,
     "origin": 4,
+    "podd_cdc": 5,
     "conformance": 5,
     "tools": 6,
     "bench": 7,
@@ -189,3 +190,13 @@ def test_the_wheel_ships_neither_bench_nor_tools_nor_tests() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     shipped = config["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {p.rstrip("*") for p in shipped} == set(LEVELS) - {"bench", "tools"}
+
+
+def test_the_cdc_topic_writers_import_nothing_of_the_readers() -> None:
+    """A test that writes a topic with `tools.cdc_write` and reads it with `podd_cdc` checks
+    both against the contract, not one against the other."""
+    writers = sorted((REPO / "tools" / "cdc_write").glob("*.py"))
+    assert writers
+    for path in writers:
+        read = [module for _, module in imports_of(path) if module == "podd_cdc"]
+        assert not read, f"{path.name} imports the CDC readers"

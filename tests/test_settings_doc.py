@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from origin.cdc.settings import CdcSettings
 from origin.settings import OriginSettings
+from podd_cdc.settings import CdcSettings
 from podd_restore.settings import RestoreSettings
 from podd_runtime.backoff import Backoff, retry
 from podd_runtime.renamed_settings import old_names_in_use

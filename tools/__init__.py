@@ -1,3 +1,3 @@
 """Tools run from a checkout, not shipped in the wheel: the settings reference's generator,
-and the writers of test topics (backup, Qlik, DataWorks) that the tests, the demo and the
-benchmarks use."""
+and the writers of test topics (`write_backup`; `cdc_write`: Qlik and DataWorks) that the
+tests, the docs' examples and the benchmarks use."""

@@ -25,8 +25,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
 
-from origin.cdc.settings import CdcSettings
 from origin.settings import OriginSettings
+from podd_cdc.settings import CdcSettings
 from podd_kafka.settings import KafkaSettings
 from podd_restore.settings import RestoreSettings
 from replica_agent.settings import AgentSettings
@@ -38,12 +38,12 @@ TARGET = REPO / "docs" / "operator" / "settings.md"
 #: (title, the class, the commands reading it, what it adds to the classes before it).
 SECTIONS: list[tuple[str, type[BaseSettings], str]] = [
     ("Kafka (every command that reads or writes the topics)", KafkaSettings,
-     "`replica-agent`, `podd-origin`, `podd-origin cdc`, `podd-restore`, `podd-conformance`"),
+     "`replica-agent`, `podd-origin`, `podd-cdc`, `podd-restore`, `podd-conformance`"),
     ("The replica and its loader", LoaderSettings,
      "`replica-agent`, `podd-loader`, `podd-restore`"),
     ("The replica agent", AgentSettings, "`replica-agent run`"),
     ("The origin driver", OriginSettings, "`podd-origin run`, `record`, `state`"),
-    ("The CDC origin", CdcSettings, "`podd-origin cdc run`, `schema`"),
+    ("The CDC origin", CdcSettings, "`podd-cdc run`, `schema`"),
     ("Restore", RestoreSettings, "`podd-restore check`, `run`"),
 ]  # fmt: skip
 

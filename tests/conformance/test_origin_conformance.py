@@ -95,13 +95,14 @@ def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_cdc_origin_passes_every_scenario(
     broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`podd-origin cdc run` over a Qlik topic that each scenario's origin writes first (once:
+    """`podd-cdc run` over a Qlik topic that each scenario's origin writes first (once:
     `{state_dir}` remembers it across the harness's kill and restart)."""
-    origin = f"{shlex.quote(sys.executable)} -m origin.cli cdc"
+    origin = f"{shlex.quote(sys.executable)} -m podd_cdc.cli"
+    writer = f"{shlex.quote(sys.executable)} -m tools.cdc_write"
     kafka = f"kafka://{broker}"
     probe = f"cdc-schema-{uuid.uuid4().hex[:8]}"
     write = "--format qlik --transactions 20 --full-load 5 --partitions 1"
-    subprocess.run(shlex.split(f"{origin} write {write} --topic {probe} --broker {kafka}"),
+    subprocess.run(shlex.split(f"{writer} {write} --topic {probe} --broker {kafka}"),
                    check=True, capture_output=True)  # fmt: skip
     ddl = subprocess.run(
         shlex.split(f"{origin} schema --format qlik --topic {probe} --datamart cdcmart "
@@ -112,7 +113,7 @@ def test_the_cdc_origin_passes_every_scenario(
     schema.write_text(ddl)
     source = "--format qlik --topic {topic_delta_in}.qlik --broker {broker}"
     template = (
-        f"sh -c 'test -e {{state_dir}}/written || ({origin} write {write} "
+        f"sh -c 'test -e {{state_dir}}/written || ({writer} {write} "
         f"--topic {{topic_delta_in}}.qlik --broker {{broker}} && touch {{state_dir}}/written); "
         f"exec {origin} run {source} --datamart {{datamart}} --schema {{schema}} "
         "--state-dir {state_dir}/cut --max-delta-rows 30 --until-idle 1 "

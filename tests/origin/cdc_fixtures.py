@@ -1,5 +1,5 @@
 """Real parts for the CDC origin's tests: an agent serving datamarts of the CDC schemas, topics
-written by the writers, and `podd-origin cdc` run as a user runs it (a process)."""
+written by the writers, and `podd-cdc` run as a user runs it (a process)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from origin.cdc.cutlog import Cut, CutLog
-from origin.cdc_write.produce import Compression, Landed, produce
-from origin.cdc_write.qlik_writer import Written
-from origin.cdc_write.source import SourceTable
-from origin.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
+from podd_cdc.cutlog import Cut, CutLog
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
 from tests.agent.conftest import AgentProcess
+from tools.cdc_write.produce import Compression, Landed, produce
+from tools.cdc_write.qlik_writer import Written
+from tools.cdc_write.source import SourceTable
+from tools.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 
 #: The replica's schema for `qlik_marketing()` + `qlik_every_type()`, written out by hand
 #: from docs/contracts/CDC.md's type table (the derived DDL must equal it).
@@ -82,7 +82,7 @@ class CdcReplica:
     def command(self, *extra: str, topics: Iterable[str] | None = None) -> list[str]:
         schema_file = self.agent.data_dir / f"{self.datamart}.sql"
         flags = [
-            sys.executable, "-m", "origin.cli", "cdc", "run", "--format", self.fmt,
+            sys.executable, "-m", "podd_cdc.cli", "run", "--format", self.fmt,
             "--datamart", self.datamart, "--schema", str(schema_file),
             "--broker", f"kafka://{self.agent.broker}", "--state-dir", str(self.state_dir),
             "--settle-seconds", "0.5", "--answer-timeout-seconds", "30",

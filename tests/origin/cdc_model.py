@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from origin.cdc.cutlog import Cut
-from origin.cdc_write.produce import Landed
-from origin.cdc_write.source import SourceChange, SourceTable
-from origin.cdc_write.wire import dataworks_replica, qlik_replica
+from podd_cdc.cutlog import Cut
 from protocol.apply_model import DELETE, UPSERT, DeltaRow, ReplicaModel, apply_delta
 from protocol.schema import LogicalSchema
+from tools.cdc_write.produce import Landed
+from tools.cdc_write.source import SourceChange, SourceTable
+from tools.cdc_write.wire import dataworks_replica, qlik_replica
 
 
 def _padded(sequence: str) -> str:

@@ -15,15 +15,15 @@ import psutil
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from origin.cdc_write.dataworks_writer import DataWorksWriter
-from origin.cdc_write.produce import Landed
-from origin.cdc_write.qlik_writer import QlikWriter, Written
-from origin.cdc_write.source import SourceColumn, SourceDatabase, SourceTable
-from origin.cdc_write.tables import qlik_every_type, qlik_marketing
 from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, replica_for
 from tests.origin.cdc_model import expected_replica
+from tools.cdc_write.dataworks_writer import DataWorksWriter
+from tools.cdc_write.produce import Landed
+from tools.cdc_write.qlik_writer import QlikWriter, Written
+from tools.cdc_write.source import SourceColumn, SourceDatabase, SourceTable
+from tools.cdc_write.tables import qlik_every_type, qlik_marketing
 
 cdc_agent = cdc_agent_fixture(qlik=12, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from origin.cdc import qlik
-from origin.cdc.catalog import CATALOG, LEGACY_CATALOG, QlikCatalog
-from origin.cdc.cutter import Bounds, Cutter
-from origin.cdc.dataworks import DataWorksDecoder
-from origin.cdc.errors import BadInput
-from origin.cdc.qlik import QlikDecoder
-from origin.cdc.records import Position
+from podd_cdc import qlik
+from podd_cdc.catalog import CATALOG, LEGACY_CATALOG, QlikCatalog
+from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.errors import BadInput
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.records import Position
 from tests.origin.test_cdc_cutter import P0, P1, SCHEMA
 from tests.origin.test_cdc_cutter import qlik as qlik_change
 from tests.origin.test_cdc_decode import dataworks, qlik_metadata

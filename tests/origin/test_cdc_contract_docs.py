@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from origin.cdc.dataworks import NO_ROW_OPS, ROW_OPS, TABLE_DDL
-from origin.cdc.qlik_avro import ENVELOPE, METADATA
-from origin.cdc.values import DATAWORKS_TYPES, QLIK_TYPES, qlik_column
+from podd_cdc.dataworks import NO_ROW_OPS, ROW_OPS, TABLE_DDL
+from podd_cdc.qlik_avro import ENVELOPE, METADATA
+from podd_cdc.values import DATAWORKS_TYPES, QLIK_TYPES, qlik_column
 from tests.protocol.test_contract_docs import canonical, json_schemas, table_rows
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "contracts" / "CDC.md"

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from origin.cdc.cutlog import Cut
-from origin.cdc.cutter import Bounds, Cutter
-from origin.cdc.membership import rebuild
-from origin.cdc.records import Change, Heartbeat, Position, Record, RowChange
-from origin.cdc.rows import rows_digest
+from podd_cdc.cutlog import Cut
+from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.membership import rebuild
+from podd_cdc.records import Change, Heartbeat, Position, Record, RowChange
+from podd_cdc.rows import rows_digest
 from protocol.apply_model import DeltaRow
 from protocol.ddl import parse_schema
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from origin.cdc.dataworks import DataWorksDecoder
-from origin.cdc.errors import AwaitingMetadata, BadInput, TableRefused
-from origin.cdc.qlik import QlikDecoder
-from origin.cdc.records import Change, Heartbeat, Skipped, TableSeen
+from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.errors import AwaitingMetadata, BadInput, TableRefused
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.records import Change, Heartbeat, Skipped, TableSeen
 
 
 def qlik_metadata(columns: dict[str, tuple[str, int, int, int, int]], server: str = "db1",

@@ -1,5 +1,5 @@
 """The CDC origin end to end on real parts: Qlik and DataWorks topics written by the writers,
-cut by `podd-origin cdc run` (a process), applied by the real agent (Tansu, PostgreSQL, Spark);
+cut by `podd-cdc run` (a process), applied by the real agent (Tansu, PostgreSQL, Spark);
 the replica equals the model of the raw changes as of every delta."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from origin.cdc_write.dataworks_writer import DataWorksWriter
-from origin.cdc_write.produce import Landed
-from origin.cdc_write.qlik_writer import QlikWriter, Written
-from origin.cdc_write.source import SourceDatabase, SourceTable
-from origin.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, cdc_schema, replica_for
 from tests.origin.cdc_model import expected_replica, transactions_whole
+from tools.cdc_write.dataworks_writer import DataWorksWriter
+from tools.cdc_write.produce import Landed
+from tools.cdc_write.qlik_writer import QlikWriter, Written
+from tools.cdc_write.source import SourceDatabase, SourceTable
+from tools.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 
 cdc_agent = cdc_agent_fixture(qlik=10, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())

@@ -1,4 +1,4 @@
-"""The msgspec fast paths of Qlik and DataWorks messages (`origin.cdc.json_fast`) decide
+"""The msgspec fast paths of Qlik and DataWorks messages (`podd_cdc.json_fast`) decide
 exactly as the exact paths do: for good messages the same change, and for every bad one the
 exact path's error (a fast path may only step aside, never accept what the exact path
 refuses)."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from origin.cdc.dataworks import DataWorksDecoder
-from origin.cdc.errors import BadInput
-from origin.cdc.json_fast import plain_message
-from origin.cdc.qlik import QlikDecoder
+from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.errors import BadInput
+from podd_cdc.json_fast import plain_message
+from podd_cdc.qlik import QlikDecoder
 from tests.origin.test_cdc_decode import ROW, TYPES, qlik_data, qlik_metadata
 
 BIG = 10**30

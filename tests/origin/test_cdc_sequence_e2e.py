@@ -1,5 +1,5 @@
-"""Sequence integrity end to end: Qlik topics written by the writer, cut by `podd-origin cdc
-run` (a process), applied by the real agent (Tansu, PostgreSQL, Spark). A change that breaks
+"""Sequence integrity end to end: Qlik topics written by the writer, cut by `podd-cdc run`
+(a process), applied by the real agent (Tansu, PostgreSQL, Spark). A change that breaks
 the source's order stops the run with exit 3 naming topic, partition and offset, and the
 replica holds exactly what was cut before it, as of every delta.
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from origin.cdc_write.source import SourceDatabase
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import cdc_agent_fixture, replica_for
 from tests.origin.test_cdc_e2e import QLIK_TABLES, check, qlik_topic
+from tools.cdc_write.source import SourceDatabase
 
 cdc_agent = cdc_agent_fixture(qlik=2, dataworks=0)
 DAY_MS = 86_400_000

@@ -14,8 +14,8 @@ import uuid
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
-from origin.cdc.cutlog import partition_key
-from origin.cdc.topic_reader import TopicReader
+from podd_cdc.cutlog import partition_key
+from podd_cdc.topic_reader import TopicReader
 from podd_kafka.settings import KafkaSettings
 
 

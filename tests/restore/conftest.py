@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from origin.backup import produce
 from origin.sources import WorkloadSource
 from podd_kafka.settings import Compression, KafkaSettings
 from protocol.apply_model import ReplicaModel, apply_delta, last_row_per_key
@@ -24,6 +23,7 @@ from protocol.backup import ChangelogRecord
 from protocol.backup_writer import BackupMessage, increment_messages
 from protocol.schema import LogicalSchema, table_ddl
 from protocol.workload import WorkloadSpec
+from tools.backup_topic import produce
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from origin.backup import BackupLayout, incremental
 from origin.sources import WorkloadSource
 from podd_kafka.settings import KafkaSettings
 from podd_restore.errors import RestoreError
@@ -26,6 +25,7 @@ from protocol.ocf import OcfLimits, decoded_size
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
 from tests.restore.conftest import renamed, with_duplicates, write_topic
+from tools.backup_topic import BackupLayout, incremental
 
 DELTAS = 4
 

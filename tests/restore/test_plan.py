@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from origin.backup import BackupLayout, incremental
 from origin.sources import WorkloadSource
 from podd_restore.plan import BackupChunk, BackupIndex, Place
 from podd_restore.runner import needs_spark
@@ -13,6 +12,7 @@ from protocol.backup import BackupKey, BackupMessageType
 from protocol.backup_writer import BackupMessage
 from protocol.schema import LogicalSchema
 from protocol.workload import WorkloadSpec
+from tools.backup_topic import BackupLayout, incremental
 
 DATE = datetime(2026, 1, 1, tzinfo=UTC)
 _offsets = iter(range(10**6))

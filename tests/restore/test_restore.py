@@ -17,7 +17,6 @@ import time
 import pytest
 
 from conformance import raw_batches as rb
-from origin.backup import BackupLayout, incremental, snapshot
 from origin.sources import WorkloadSource, replica_model
 from podd_kafka.settings import Compression
 from protocol.apply_model import (
@@ -40,6 +39,7 @@ from tests.restore.conftest import (
     with_duplicates,
     write_topic,
 )
+from tools.backup_topic import BackupLayout, incremental, snapshot
 
 
 def _is(message: BackupMessage, *, delta: int, stream: int, last: bool) -> bool:

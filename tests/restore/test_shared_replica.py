@@ -8,7 +8,6 @@ import asyncio
 
 import pytest
 
-from origin.backup import BackupLayout, incremental
 from origin.reference import ReferenceOrigin
 from origin.session import SessionOptions
 from origin.sources import WorkloadSource, replica_model
@@ -20,6 +19,7 @@ from tests.agent.kafka_io import Origin
 from tests.loader.staging_helpers import assert_matches_model
 from tests.restore.conftest import Restore, renamed, write_topic
 from tests.restore.test_restore import assert_as_of_every_delta
+from tools.backup_topic import BackupLayout, incremental
 
 
 def _drive(agent: AgentProcess, source: WorkloadSource, count: int) -> list[int]:

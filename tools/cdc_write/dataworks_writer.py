@@ -14,9 +14,9 @@ import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from origin.cdc_write.qlik_writer import Written, partition_of
-from origin.cdc_write.source import SourceChange, SourceTable, SourceTransaction
-from origin.cdc_write.wire import dataworks_json
+from tools.cdc_write.qlik_writer import Written, partition_of
+from tools.cdc_write.source import SourceChange, SourceTable, SourceTransaction
+from tools.cdc_write.wire import dataworks_json
 
 
 class DataWorksWriter:

@@ -1,4 +1,4 @@
-"""`podd-origin cdc run`: read CDC topics, cut deltas, drive the replica over the protocol.
+"""`podd-cdc run`: read CDC topics, cut deltas, drive the replica over the protocol.
 
 1. Ask the replica's state (`delta.rq`) and reconcile it with the cut log: a replica ahead of
    the log, or behind its first record, is an error naming both; recorded deltas it has not
@@ -22,22 +22,22 @@ from typing import Any
 
 import structlog
 
-from origin.cdc.cutlog import Cut, CutLog
-from origin.cdc.cutter import Cutter
-from origin.cdc.errors import AwaitingMetadata, BadInput, CdcError
-from origin.cdc.intake import Intake, make_decoder
-from origin.cdc.membership import in_delta, rebuild
-from origin.cdc.options import CdcOptions, CdcStats
-from origin.cdc.records import Change, Position, Record
-from origin.cdc.rows import rows_digest
-from origin.cdc.topic_reader import TopicReader, read_spans
 from origin.client import OriginClient
 from origin.session import OriginSession, Resync, SessionOptions
 from origin.sources import SourceDelta
+from podd_cdc.cutlog import Cut, CutLog
+from podd_cdc.cutter import Cutter
+from podd_cdc.errors import AwaitingMetadata, BadInput, CdcError
+from podd_cdc.intake import Intake, make_decoder
+from podd_cdc.membership import in_delta, rebuild
+from podd_cdc.options import CdcOptions, CdcStats
+from podd_cdc.records import Change, Position, Record
+from podd_cdc.rows import rows_digest
+from podd_cdc.topic_reader import TopicReader, read_spans
 from protocol.framing import Chunk
 from protocol.schema import LogicalSchema
 
-log = structlog.get_logger("origin.cdc")
+log = structlog.get_logger("podd_cdc")
 #: The collector's thresholds while the origin runs (see `CdcOrigin.run`).
 GC_THRESHOLDS = (100_000, 50, 100)
 #: A progress line while reading, this often.
@@ -148,7 +148,7 @@ class CdcOrigin:
     async def _seed_taken(self, cutter: Cutter) -> None:
         """Qlik, after a restart: the changes the last delta took, read back from its
         offsets, so that a copy of one written after its cut counts as a duplicate, as it
-        would have in the run that cut it (`origin.cdc.sequence_guard`)."""
+        would have in the run that cut it (`podd_cdc.sequence_guard`)."""
         last = self.cutlog.last
         if self.options.fmt != "qlik" or last is None:
             return

@@ -1,4 +1,4 @@
-"""`podd-origin cdc schema`: the replica's Prostore DDL, derived from what a topic says of its
+"""`podd-cdc schema`: the replica's Prostore DDL, derived from what a topic says of its
 tables (Qlik metadata messages; DataWorks `schema` objects), read to the topic's end."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from origin.cdc.errors import AwaitingMetadata, BadInput, TableRefused
-from origin.cdc.intake import make_decoder
-from origin.cdc.options import CdcOptions
-from origin.cdc.topic_reader import TopicReader
+from podd_cdc.errors import AwaitingMetadata, BadInput, TableRefused
+from podd_cdc.intake import make_decoder
+from podd_cdc.options import CdcOptions
+from podd_cdc.topic_reader import TopicReader
 from podd_kafka.settings import KafkaSettings
 from protocol.schema import LogicalSchema, Table
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from origin.cdc.cutlog import Cut, partition_key
-from origin.cdc.records import Change, Position, Record
-from origin.cdc.rows import delta_rows
+from podd_cdc.cutlog import Cut, partition_key
+from podd_cdc.records import Change, Position, Record
+from podd_cdc.rows import delta_rows
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 

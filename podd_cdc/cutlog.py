@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from origin.cdc.errors import CdcError
+from podd_cdc.errors import CdcError
 from podd_runtime.files import durable_write
 
 _FILE = re.compile(r"cut-(\d{10})\.json\Z")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from origin.cdc.cutter import Bounds
-from origin.cdc.membership import Format
+from podd_cdc.cutter import Bounds
+from podd_cdc.membership import Format
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from typing import Any
 
-from origin.cdc.cutlog import Cut, Span, partition_key
-from origin.cdc.dataworks import millis_time
-from origin.cdc.membership import Format, le, taken_by
-from origin.cdc.records import Change, Heartbeat, Position, Record
-from origin.cdc.rows import delta_rows, rows_digest
-from origin.cdc.sequence_guard import SequenceGuard
+from podd_cdc.cutlog import Cut, Span, partition_key
+from podd_cdc.dataworks import millis_time
+from podd_cdc.membership import Format, le, taken_by
+from podd_cdc.records import Change, Heartbeat, Position, Record
+from podd_cdc.rows import delta_rows, rows_digest
+from podd_cdc.sequence_guard import SequenceGuard
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
@@ -145,7 +145,7 @@ class Cutter:
 
     def check(self, at: Position, record: Record, wall: datetime) -> None:
         """`SequenceStop` if `record`, read at `at`, breaks the source's order
-        (`origin.cdc.sequence_guard`); call it before `feed`, which it leaves untouched."""
+        (`podd_cdc.sequence_guard`); call it before `feed`, which it leaves untouched."""
         part = self.parts[partition_key(at.topic, at.partition)]
         held = self._identities.__contains__
         self.guard.check(at, record, wall, last=self.last, newest=part.last_key, held=held)

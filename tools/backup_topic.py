@@ -1,4 +1,4 @@
-"""`podd-origin backup`: a delta source written to a topic as BACKUP_TO_KAFKA writes it.
+"""A delta source written to a topic as BACKUP_TO_KAFKA writes it (`tools.write_backup`).
 
 Incremental: one increment per delta with its original number and date, the changelog of
 the schema up to it (Prostore's `CREATE TABLE` with its stray closing parenthesis). Snapshot:

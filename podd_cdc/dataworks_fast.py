@@ -1,4 +1,4 @@
-"""The shapes of a DataWorks row message, for the fast path (`origin.cdc.json_fast`). Every
+"""The shapes of a DataWorks row message, for the fast path (`podd_cdc.json_fast`). Every
 field is optional and unchecked here: the decoder checks them as the exact path does. The
 `schema` stays raw: its bytes name the mapped table once it has been seen."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from origin.cdc.json_fast import NULL
+from podd_cdc.json_fast import NULL
 
 
 class Stamps(msgspec.Struct):

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from origin.cdc.dataworks_fast import MESSAGE_READER
-from origin.cdc.errors import BadInput, SchemaStop, an_object
-from origin.cdc.json_fast import (
+from podd_cdc.dataworks_fast import MESSAGE_READER
+from podd_cdc.errors import BadInput, SchemaStop, an_object
+from podd_cdc.json_fast import (
     DecodeError,
     NotSure,
     Raw,
@@ -22,8 +22,8 @@ from origin.cdc.json_fast import (
     plain_message,
     row_reader,
 )
-from origin.cdc.records import Change, Heartbeat, Record, RowChange, Skipped
-from origin.cdc.tables import (
+from podd_cdc.records import Change, Heartbeat, Record, RowChange, Skipped
+from podd_cdc.tables import (
     DATAWORKS_ROW_ID,
     MappedTable,
     SourceNames,
@@ -31,7 +31,7 @@ from origin.cdc.tables import (
     map_table,
     replica_name,
 )
-from origin.cdc.values import dataworks_column
+from podd_cdc.values import dataworks_column
 from protocol.schema import LogicalSchema
 
 ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})

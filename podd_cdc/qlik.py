@@ -17,8 +17,8 @@ from typing import Any
 import fastavro
 import orjson
 
-from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, an_object
-from origin.cdc.json_fast import (
+from podd_cdc.errors import AwaitingMetadata, BadInput, SchemaStop, an_object
+from podd_cdc.json_fast import (
     NULL,
     DecodeError,
     NotSure,
@@ -27,12 +27,12 @@ from origin.cdc.json_fast import (
     plain_message,
     row_reader,
 )
-from origin.cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
-from origin.cdc.qlik_fast import ENVELOPE_READER
-from origin.cdc.records import Change, Record, RowChange, TableSeen
-from origin.cdc.sequence_guard import sequence_time
-from origin.cdc.tables import MappedTable, SourceNames, check_against, map_table
-from origin.cdc.values import qlik_column
+from podd_cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
+from podd_cdc.qlik_fast import ENVELOPE_READER
+from podd_cdc.records import Change, Record, RowChange, TableSeen
+from podd_cdc.sequence_guard import sequence_time
+from podd_cdc.tables import MappedTable, SourceNames, check_against, map_table
+from podd_cdc.values import qlik_column
 from protocol.schema import LogicalSchema
 
 UPSERTS = frozenset({"INSERT", "UPDATE", "REFRESH"})
@@ -55,7 +55,7 @@ def _read_avro(data: Any, schema: Any) -> Any:
 def sequence_key(value: Any) -> str:
     """`changeSequence` as a key that sorts as the number it is: as Qlik writes it, 35 digits
     whose first 16 are a time (`YYYYMMDDHHmmSShh`), else bad input. (How far ahead of the
-    clock it may be is `origin.cdc.sequence_guard`'s.)"""
+    clock it may be is `podd_cdc.sequence_guard`'s.)"""
     if (
         type(value) is not str
         or len(value) != SEQUENCE_DIGITS

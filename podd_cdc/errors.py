@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from origin.cdc.records import Position
 from origin.errors import OriginError
+from podd_cdc.records import Position
 from protocol.exit_codes import ExitCode
 
 

@@ -15,13 +15,13 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from origin.cdc.cutlog import Span, partition_key, split_key
-from origin.cdc.errors import CdcError
+from podd_cdc.cutlog import Span, partition_key, split_key
+from podd_cdc.errors import CdcError
 from podd_kafka.batch_guard import guard_batches
 from podd_kafka.client import aiokafka_options
 from podd_kafka.settings import KafkaSettings
 
-log = structlog.get_logger("origin.cdc")
+log = structlog.get_logger("podd_cdc")
 #: The largest message read (a Kafka fetch of one partition); larger ones cannot be read.
 MAX_MESSAGE_BYTES = 16 << 20
 #: Records taken from one partition per batch.

@@ -9,7 +9,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from origin.cdc_write.source import SourceColumn
+from tools.cdc_write.source import SourceColumn
 
 _QLIK_JSON_NUMBERS = {"INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4", "REAL4", "REAL8"}
 _EPOCH = datetime(1970, 1, 1)

@@ -2,10 +2,10 @@
 
 Bad input stops reading its partition (`blocked`: the runner cuts what it still can, then
 stops with the error) or, with a dead-letter topic, goes there; a change that breaks the
-source's order (`origin.cdc.sequence_guard`) or a schema change always stops it. A Qlik
+source's order (`podd_cdc.sequence_guard`) or a schema change always stops it. A Qlik
 data message whose metadata is not read yet pauses its partition (`waiting`) until the
 metadata comes or the wait bound passes; then it is bad input. The metadata messages read
-are kept durably (`origin.cdc.catalog`), so a restarted run knows tables described before
+are kept durably (`podd_cdc.catalog`), so a restarted run knows tables described before
 its start.
 """
 
@@ -18,19 +18,19 @@ from typing import Any
 
 import structlog
 
-from origin.cdc.catalog import QlikCatalog
-from origin.cdc.cutlog import partition_key
-from origin.cdc.cutter import Cutter
-from origin.cdc.dataworks import DataWorksDecoder
-from origin.cdc.errors import AwaitingMetadata, BadInput, SchemaStop, SequenceStop
-from origin.cdc.options import CdcOptions, CdcStats
-from origin.cdc.qlik import QlikDecoder
-from origin.cdc.records import Position, TableSeen
-from origin.cdc.topic_reader import TopicReader
 from origin.client import OriginClient
+from podd_cdc.catalog import QlikCatalog
+from podd_cdc.cutlog import partition_key
+from podd_cdc.cutter import Cutter
+from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.errors import AwaitingMetadata, BadInput, SchemaStop, SequenceStop
+from podd_cdc.options import CdcOptions, CdcStats
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.records import Position, TableSeen
+from podd_cdc.topic_reader import TopicReader
 from protocol.schema import LogicalSchema
 
-log = structlog.get_logger("origin.cdc")
+log = structlog.get_logger("podd_cdc")
 
 #: A dead letter larger than a broker's default message size is cut to its first 64 KiB
 #: (header `podd-truncated-from` gives the size): the source topic may take larger messages

@@ -1,4 +1,4 @@
-"""`podd-origin cdc` settings: flags, or `PODD_CDC_*` variables (the broker, topics and
+"""`podd-cdc` settings: flags, or `PODD_CDC_*` variables (the broker, topics and
 SASL/SSL settings are the origin's own `PODD_*`). It drives the replica as any origin does
 (`OriginSessionSettings`) and has no workload: the reference origin's `PODD_INSERT_RATIO`
 and the like are not read here."""
@@ -10,10 +10,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from origin.cdc.cutlog import partition_key
-from origin.cdc.cutter import Bounds
-from origin.cdc.options import CdcOptions
 from origin.settings import OriginSessionSettings
+from podd_cdc.cutlog import partition_key
+from podd_cdc.cutter import Bounds
+from podd_cdc.options import CdcOptions
 from podd_runtime.renamed_settings import renamed
 
 

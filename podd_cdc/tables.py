@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from origin.cdc.errors import BadInput, SchemaStop, TableRefused
-from origin.cdc.records import RowChange
-from origin.cdc.values import Converter, SourceColumn, convert_value
+from podd_cdc.errors import BadInput, SchemaStop, TableRefused
+from podd_cdc.records import RowChange
+from podd_cdc.values import Converter, SourceColumn, convert_value
 from protocol.schema import Column, LogicalSchema, Table
 
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")

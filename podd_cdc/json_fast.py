@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from origin.cdc.tables import MappedTable
-from origin.cdc.values import MAX_VALUE_BYTES, SourceColumn
+from podd_cdc.tables import MappedTable
+from podd_cdc.values import MAX_VALUE_BYTES, SourceColumn
 from protocol.types import TypeKind
 
 #: Integers orjson reads as integers; larger ones it reads as floats, so they take the exact

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from origin.cdc.records import Change, Position
+from podd_cdc.records import Change, Position
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from origin.cdc_write.source import SourceColumn as C
-from origin.cdc_write.source import SourceTable
+from tools.cdc_write.source import SourceColumn as C
+from tools.cdc_write.source import SourceTable
 
 
 def qlik_marketing() -> tuple[SourceTable, ...]:

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import fastavro
 
-from origin.cdc_write.source import SourceChange, SourceTable, SourceTransaction
-from origin.cdc_write.wire import qlik_avro, qlik_avro_type, qlik_json
+from tools.cdc_write.source import SourceChange, SourceTable, SourceTransaction
+from tools.cdc_write.wire import qlik_avro, qlik_avro_type, qlik_json
 
 _ENVELOPE = fastavro.parse_schema({
     "type": "record", "name": "MessageEnvelope", "fields": [

@@ -1,20 +1,21 @@
-"""`podd-origin cdc`: Qlik Replicate and DataWorks topics as a versioned replica.
+"""`podd-cdc`: Qlik Replicate and DataWorks topics as a versioned replica.
 
-    podd-origin cdc run --format qlik|dataworks --topic T [--topic T2 ...] --datamart NAME
-                        --schema FILE.sql --broker kafka://HOST:PORT --state-dir DIR
-                        [--max-delta-rows 100000] [--max-delta-age-seconds 10]
-                        [--settle-seconds 2] [--dead-letter-topic T] [--start earliest|latest]
-                        [--start-offset TOPIC:P=OFFSET ...] [--until-idle SECONDS]
-                        [--metadata-wait-seconds 30] [--max-pending-changes 500000]
-                        [--max-pending-mib 1024] [--max-ahead-hours 24]
-                        [--topic-table TOPIC=TABLE ...] [--chunk-rows 1000]
-    podd-origin cdc schema --format qlik|dataworks --topic T ... --datamart NAME
-                           --broker kafka://HOST:PORT
+    podd-cdc run --format qlik|dataworks --topic T [--topic T2 ...] --datamart NAME
+                 --schema FILE.sql --broker kafka://HOST:PORT --state-dir DIR
+                 [--max-delta-rows 100000] [--max-delta-age-seconds 10]
+                 [--settle-seconds 2] [--dead-letter-topic T] [--start earliest|latest]
+                 [--start-offset TOPIC:P=OFFSET ...] [--until-idle SECONDS]
+                 [--metadata-wait-seconds 30] [--max-pending-changes 500000]
+                 [--max-pending-mib 1024] [--max-ahead-hours 24]
+                 [--topic-table TOPIC=TABLE ...] [--chunk-rows 1000]
+    podd-cdc schema --format qlik|dataworks --topic T ... --datamart NAME
+                    --broker kafka://HOST:PORT
 
 `run` cuts the topics into deltas by docs/contracts/CDC.md and drives the replica agent serving
 `--schema` (the DDL `schema` prints). Exit status: 0 done (with `--until-idle`), 1 the replica
 refused a delta, 2 unusable settings, state or broker, 3 bad input or a schema change in the
 source topic (named by topic, partition and offset; every delta before it is applied).
+`podd-cdc run|schema`, its old name, still works for one release.
 """
 
 from __future__ import annotations
@@ -22,23 +23,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from origin.cdc.runner import CdcOrigin
-from origin.cdc.schema_scan import scan
-from origin.cdc.settings import CdcSettings
-from origin.cdc_write import cli as write_cli
+from origin import cli as origin_cli
 from origin.client import OriginClient
 from origin.errors import OriginError
+from podd_cdc.runner import CdcOrigin
+from podd_cdc.schema_scan import scan
+from podd_cdc.settings import CdcSettings
+from podd_runtime.exit_codes import run_command
+from protocol.console import log_to_stderr
 from protocol.exit_codes import ExitCode
 
 
-def add_parser(commands: Any) -> None:
-    cdc = commands.add_parser("cdc", help="Qlik Replicate / DataWorks topics into a replica")
-    actions = cdc.add_subparsers(dest="cdc_command", required=True)
+def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="cdc_command", required=True)
     run = actions.add_parser("run", help="cut CDC topics into deltas and drive a replica")
-    write_cli.add_parser(actions)
     schema = actions.add_parser("schema", help="print the replica's DDL derived from the topic")
     for command in (run, schema):
         command.add_argument("--format", dest="cdc_format", choices=("qlik", "dataworks"))
@@ -78,6 +80,7 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--state-timeout-seconds", type=float)
     for topic in ("delta-in", "delta-in-rs", "delta-rq", "delta-rs"):
         run.add_argument(f"--topic-{topic}")
+    return parser
 
 
 def _settings(args: argparse.Namespace) -> CdcSettings:
@@ -113,24 +116,43 @@ async def _schema(settings: CdcSettings) -> int:
     options = settings.model_copy(update={"cdc_state_dir": Path()}).options()
     found = await scan(settings, bootstrap, options)
     for reason, where in found.refused.items():
-        print(f"podd-origin: refused at {where}: {reason}", file=sys.stderr)
+        print(f"podd-cdc: refused at {where}: {reason}", file=sys.stderr)
     if not found.tables:
-        print(f"podd-origin: no table described in {found.messages:,} message(s)",
+        print(f"podd-cdc: no table described in {found.messages:,} message(s)",
               file=sys.stderr)  # fmt: skip
         return ExitCode.BAD_INPUT
     print(found.schema(settings.datamart).to_ddl())
     return ExitCode.BAD_INPUT if found.refused else ExitCode.OK
 
 
-def main(args: argparse.Namespace) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "podd-cdc") -> int:
+    args = build_parser(prog).parse_args(argv)
+    log_to_stderr()
+    return run_command(prog, lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
-        if args.cdc_command == "write":
-            return write_cli.main(args)
         settings = _settings(args)
         if args.cdc_command == "schema":
             return asyncio.run(_schema(settings))
         settings.options()  # settings errors before any connection
         return asyncio.run(_run(settings))
-    except ValueError as exc:  # settings; the other errors map in `origin.cli.main`
-        print(f"podd-origin: invalid settings: {exc}", file=sys.stderr)
+    except ValueError as exc:  # settings; the other errors map in `run_command`
+        print(f"podd-cdc: invalid settings: {exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN
+
+
+def podd_origin(argv: Sequence[str] | None = None) -> int:
+    """`podd-origin`, whose `cdc` subcommand is now `podd-cdc` (kept for one release)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["cdc"]:
+        print(
+            "podd-origin cdc is now podd-cdc; the old name goes in a later release", file=sys.stderr
+        )
+        return main(args[1:], prog="podd-origin cdc")
+    return origin_cli.main(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

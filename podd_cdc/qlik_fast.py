@@ -1,5 +1,5 @@
 """The shapes of a Qlik JSON data message in its envelope, for the fast path
-(`origin.cdc.json_fast`). Every field is optional and unchecked here: the decoder checks them
+(`podd_cdc.json_fast`). Every field is optional and unchecked here: the decoder checks them
 as the exact path does; the row is read by the table's `RowReader`."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from origin.cdc.json_fast import NULL
+from podd_cdc.json_fast import NULL
 
 
 class Headers(msgspec.Struct):

@@ -10,9 +10,9 @@ from typing import Literal
 
 from aiokafka import AIOKafkaProducer
 
-from origin.cdc_write.qlik_writer import Written
 from podd_kafka.client import aiokafka_options, partition_count
 from podd_kafka.settings import KafkaSettings
+from tools.cdc_write.qlik_writer import Written
 
 Compression = Literal["gzip", "snappy", "lz4", "zstd"] | None
 

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from origin.cdc.cutlog import Cut, partition_key
-from origin.cdc.errors import SequenceStop
-from origin.cdc.records import Change, Heartbeat, Position, Record
+from podd_cdc.cutlog import Cut, partition_key
+from podd_cdc.errors import SequenceStop
+from podd_cdc.records import Change, Heartbeat, Position, Record
 
 #: Identities of changes the recent cuts took, remembered at most.
 MAX_TAKEN = 200_000

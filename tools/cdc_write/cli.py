@@ -1,7 +1,8 @@
-"""`podd-origin cdc write`: fill a topic as Qlik Replicate or DataWorks would, from the seeded
-source database, to try `cdc run` (the demo, the README, a benchmark by hand).
+"""`python -m tools.cdc_write`: fill a topic as Qlik Replicate or DataWorks would, from the
+seeded source database, to try `podd-cdc run` (the docs, the tests, a benchmark by hand). A
+tool run from a checkout, not shipped: a real deployment reads the vendor's own topics.
 
-    podd-origin cdc write --format qlik|dataworks --topic T --broker kafka://HOST:PORT
+    python -m tools.cdc_write --format qlik|dataworks --topic T --broker kafka://HOST:PORT
                           [--transactions 1000] [--max-transaction-changes 10]
                           [--full-load 100] [--partitions 4] [--encoding json|avro]
                           [--compression gzip|snappy|lz4|zstd] [--seed 0]
@@ -15,18 +16,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
+from collections.abc import Sequence
 
-from origin.cdc_write.dataworks_writer import DataWorksWriter
-from origin.cdc_write.produce import produce
-from origin.cdc_write.qlik_writer import QlikWriter, Written
-from origin.cdc_write.source import SourceDatabase
-from origin.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 from podd_kafka.settings import KafkaSettings
+from tools.cdc_write.dataworks_writer import DataWorksWriter
+from tools.cdc_write.produce import produce
+from tools.cdc_write.qlik_writer import QlikWriter, Written
+from tools.cdc_write.source import SourceDatabase
+from tools.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 
 
-def add_parser(actions: Any) -> None:
-    write = actions.add_parser("write", help="write a demo CDC topic (Qlik or DataWorks)")
+def build_parser() -> argparse.ArgumentParser:
+    write = argparse.ArgumentParser(
+        prog="python -m tools.cdc_write", description="write a demo CDC topic (Qlik or DataWorks)"
+    )
     write.add_argument("--format", dest="cdc_format", choices=("qlik", "dataworks"), required=True)
     write.add_argument("--topic", required=True)
     write.add_argument("--broker", required=True, help="Kafka bootstrap, kafka://HOST:PORT")
@@ -37,6 +40,7 @@ def add_parser(actions: Any) -> None:
     write.add_argument("--encoding", choices=("json", "avro"), default="json")
     write.add_argument("--compression", choices=("gzip", "snappy", "lz4", "zstd"))
     write.add_argument("--seed", type=int, default=0)
+    return write
 
 
 def messages(args: argparse.Namespace) -> tuple[list[Written], int]:
@@ -60,7 +64,8 @@ def messages(args: argparse.Namespace) -> tuple[list[Written], int]:
     return list(dataworks.transactions(transactions)), changes
 
 
-def main(args: argparse.Namespace) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     settings = KafkaSettings(broker=args.broker)
     found, changes = messages(args)
     landed = asyncio.run(

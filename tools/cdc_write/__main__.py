@@ -1,0 +1,3 @@
+from tools.cdc_write.cli import main
+
+raise SystemExit(main())
