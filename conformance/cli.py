@@ -1,12 +1,16 @@
-"""`podd-conformance`: run the protocol's scenarios against a replica agent.
+"""`podd-conformance`: run the protocol's scenarios against a replica agent, or an origin.
 
-    podd-conformance --broker kafka://HOST:PORT --datamart NAME --schema FILE.sql
+    podd-conformance replica --broker kafka://HOST:PORT --datamart NAME --schema FILE.sql
                      [--replica DSN] [--incomplete-wait SECONDS] [--topic-delta-in ...]
-    podd-conformance --list
+                     [--scenario NAME ...] [--junit FILE.xml]
+    podd-conformance replica --list
     podd-conformance origin --origin "COMMAND TEMPLATE" ...   (certify an origin instead)
 
+`podd-conformance` with no side named is `podd-conformance replica`.
+
 The agent must serve NAME (with that logical schema) on the given topics, and the datamart
-must have no applied delta: the scenarios build its history from delta 0. One line per
+must have no applied delta: the scenarios build its history from delta 0 (with --scenario,
+only the named ones run, in their order, each on what the ones before it left). One line per
 scenario (PASS/FAIL/SKIP and why), then a summary. With --replica, the replica's tables are
 compared with the reference model after every scenario (REPLICA.md's layout), and the
 load-failed scenario renames one table for a moment. Exit status: 0 all passed (or skipped),
@@ -22,7 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conformance.context import HarnessOptions
-from conformance.harness import run_scenarios, summary
+from conformance.harness import run_scenarios
+from conformance.origins.origin_cli import main as origin_main
+from conformance.report import summary, write_junit
+from conformance.scenario import chosen, listing, unknown
 from conformance.scenarios import SCENARIOS
 from origin.client import OriginClient
 from podd_kafka.settings import KafkaSettings
@@ -32,8 +39,12 @@ from protocol.ddl import parse_schema
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="podd-conformance", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="podd-conformance replica", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    parser.add_argument("--scenario", action="append", help="run only these (repeatable)")
+    parser.add_argument("--junit", type=Path, help="write a JUnit XML report here")
     parser.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
     parser.add_argument("--datamart")
     parser.add_argument("--schema", type=Path, help="the datamart's Prostore DDL")
@@ -85,24 +96,31 @@ async def _run(args: argparse.Namespace, settings: KafkaSettings) -> int:
                 file=sys.stderr,
             )
             return ExitCode.CANNOT_RUN
+        picked = chosen(SCENARIOS, args.scenario)
         outcomes = await run_scenarios(
-            client, schema, options, args.replica, lambda o: print(o.line(), flush=True)
+            client, schema, options, args.replica, lambda o: print(o.line(), flush=True), picked
         )
     print(summary(outcomes))
+    if args.junit:
+        write_junit(outcomes, args.junit, "podd-replica-conformance")
     return ExitCode.FAILED if any(o.verdict == "FAIL" for o in outcomes) else ExitCode.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["origin"]:  # certify an origin instead (`conformance.origins`)
-        from conformance.origins.origin_cli import main as origin_main  # noqa: PLC0415
-
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["origin"]:  # certify an origin instead (`conformance.origins`)
         log_to_stderr()
-        return run_command("podd-conformance origin", lambda: origin_main(argv[1:]))
-    args = build_parser().parse_args(argv)
+        return run_command("podd-conformance origin", lambda: origin_main(words[1:]))
+    if words[:1] == ["replica"]:
+        words = words[1:]
+    args = build_parser().parse_args(words)
+    missing = unknown(SCENARIOS, args.scenario)
+    if missing:
+        named = ", ".join(missing)
+        print(f"podd-conformance: no scenario {named} (--list shows them)", file=sys.stderr)
+        return ExitCode.CANNOT_RUN
     if args.list:
-        for scenario in SCENARIOS:
-            print(f"{scenario.name:<28} {scenario.rule}")
+        print(listing(SCENARIOS))
         return 0
     log_to_stderr()
     overrides = {

@@ -1,30 +1,15 @@
-"""Run the scenarios in order against one datamart and report one line each."""
+"""Run the replica scenarios in order against one datamart and report one line each."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Sequence
 
 from conformance.context import Context, HarnessOptions, ScenarioFailed, ScenarioSkipped
-from conformance.scenarios import SCENARIOS
+from conformance.report import Outcome, Problem, Verdict
+from conformance.scenarios import SCENARIOS, Scenario
 from origin.client import OriginClient
 from protocol.schema import LogicalSchema
-
-Verdict = Literal["PASS", "FAIL", "SKIP"]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    name: str
-    verdict: Verdict
-    detail: str
-    seconds: float
-
-    def line(self) -> str:
-        why = f": {self.detail}" if self.detail else ""
-        return f"{self.verdict}  {self.name:<28} {self.seconds:6.1f} s{why}"
 
 
 async def run_scenarios(
@@ -33,32 +18,29 @@ async def run_scenarios(
     options: HarnessOptions,
     dsn: str | None = None,
     report: Callable[[Outcome], None] = lambda _: None,
+    chosen: Sequence[Scenario] = SCENARIOS,
 ) -> list[Outcome]:
-    """Every scenario once, in order; a failure does not stop the ones after it."""
+    """Every chosen scenario once, in order; a failure does not stop the ones after it.
+    (Scenarios build on the replica the ones before them left: run alone, a scenario
+    starts from what the datamart holds then.)"""
     ctx = Context(client, schema, options, dsn)
     outcomes: list[Outcome] = []
-    for scenario in SCENARIOS:
+    for scenario in chosen:
         started = time.perf_counter()
-        verdict: Verdict = "PASS"
-        detail = ""
+        problems: tuple[Problem, ...] = ()
+        skipped = ""
         try:
             await scenario.run(ctx)
         except ScenarioSkipped as skip:
-            verdict, detail = "SKIP", str(skip)
+            skipped = str(skip)
         except ScenarioFailed as failure:
-            verdict, detail = "FAIL", str(failure)
+            problems = (Problem("check", str(failure)),)
         except Exception as error:
-            verdict, detail = "FAIL", f"{type(error).__name__}: {error}"
-        outcome = Outcome(scenario.name, verdict, detail, time.perf_counter() - started)
+            problems = (Problem("error", f"{type(error).__name__}: {error}"),)
+        verdict: Verdict = "FAIL" if problems else "SKIP" if skipped else "PASS"
+        outcome = Outcome(
+            scenario.name, verdict, time.perf_counter() - started, problems, skipped_because=skipped
+        )
         outcomes.append(outcome)
         report(outcome)
     return outcomes
-
-
-def summary(outcomes: list[Outcome]) -> str:
-    counts = {v: sum(o.verdict == v for o in outcomes) for v in ("PASS", "FAIL", "SKIP")}
-    seconds = sum(o.seconds for o in outcomes)
-    return (
-        f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped "
-        f"of {len(outcomes)} scenarios in {seconds:.0f} s"
-    )

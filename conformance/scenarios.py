@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import psycopg
 
 from conformance.context import Context, ScenarioSkipped, check
+from conformance.scenario import ScenarioBase
 from protocol.apply_model import DeltaRow
 from protocol.body_writer import encode_body
 from protocol.errors import ErrorCode
@@ -27,9 +28,9 @@ Run = Callable[[Context], Awaitable[None]]
 
 
 @dataclass(frozen=True)
-class Scenario:
-    name: str
-    rule: str
+class Scenario(ScenarioBase):
+    """A replica scenario: `run` plays the origin's side and checks the replica."""
+
     run: Run
 
 

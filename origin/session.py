@@ -181,7 +181,7 @@ class OriginSession:
                 await asyncio.sleep(Backoff(self.options.retry_backoff).delay(load_failures))
                 request_id, chunks = self.frame(delta)
                 seen, again = 0, chunks
-            else:
+            else:  # STOP_CODES, or LOAD_FAILED once its resends are used up
                 raise ReplicaRefused(
                     delta.num, result.error_code or "ERROR", result.error_message or ""
                 )

@@ -26,6 +26,17 @@ class ErrorCode(StrEnum):
     LOAD_FAILED = "LOAD_FAILED"
 
 
+#: Answers after which an origin must stop: no resend fixes what they say (PROTOCOL.md). The
+#: origins stop on them and the harness that certifies origins checks that they do.
+STOP_CODES: tuple[ErrorCode, ...] = (
+    ErrorCode.DELTA_CONFLICT,
+    ErrorCode.BAD_CHUNK,
+    ErrorCode.UNKNOWN_TABLE,
+    ErrorCode.SCHEMA_MISMATCH,
+    ErrorCode.UNKNOWN_DATAMART,
+)
+
+
 class PoddError(Exception):
     """Root of the project's exceptions."""
 

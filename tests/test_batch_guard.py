@@ -1,6 +1,6 @@
 """Kafka batches a consumer cannot read are skipped with their offsets named, never fatal.
 
-Batches built by hand (`conformance.raw_batches`) go to a real broker: valid ones in every
+Batches built by hand (`conformance.forges.raw_batches`) go to a real broker: valid ones in every
 Kafka codec, and broken ones (garbage under a codec's bits, a codec number that is none, a
 wrong CRC, a zstd bomb). A plain aiokafka consumer with the guard installed reads every
 valid record once, in order, and hears of each broken batch by its offsets."""
@@ -16,7 +16,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer import fetcher
 
-from conformance import raw_batches as rb
+from conformance.forges import raw_batches as rb
 from podd_kafka import batch_guard
 from podd_kafka.batch_guard import BatchGuard, PoisonBatch
 from podd_kafka.client import ensure_topics

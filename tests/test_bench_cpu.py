@@ -33,9 +33,9 @@ def test_a_busy_child_of_the_agent_is_counted_as_its_and_the_machine_counts_it_t
     assert whole["spark_workers"] == 0.0
     assert whole["machine"] >= whole["other"]
     assert whole["wall"] >= 0.9
-    # The window after the spin holds almost none of it.
-    after = cpu.timeline.between(spun + 0.15, time.time())
-    assert after["other"] < 0.1
+    # The spin is placed in its own window. (Nothing is asserted of the window after it:
+    # "other" holds whatever else the machine runs meanwhile, and a test must not assume an
+    # idle machine.)
     assert cpu.timeline.between(started, spun)["other"] >= 0.45
 
 

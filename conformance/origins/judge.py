@@ -40,21 +40,10 @@ from conformance.origins.seen import (
     Where,
 )
 from protocol.codec import decode_delta_in_key
-from protocol.errors import ErrorCode, PoddError
+from protocol.errors import STOP_CODES, ErrorCode, PoddError
 from protocol.gaps import Gap
 from protocol.messages import DeltaInKey, DeltaInResult, DeltaStatus
 from protocol.schema import LogicalSchema
-
-#: Answers after which an origin must stop (it cannot fix what they say).
-STOP_CODES = frozenset(
-    {
-        ErrorCode.DELTA_CONFLICT,
-        ErrorCode.BAD_CHUNK,
-        ErrorCode.UNKNOWN_TABLE,
-        ErrorCode.SCHEMA_MISMATCH,
-        ErrorCode.UNKNOWN_DATAMART,
-    }
-)
 
 
 class OriginJudge(ChunkChecks):

@@ -29,14 +29,10 @@ from contextlib import ExitStack
 from importlib import resources
 from pathlib import Path
 
-from conformance.origins.origin_report import repeated, summary, table, write_junit
-from conformance.origins.origin_runner import (
-    OriginOutcome,
-    RunOptions,
-    check_template,
-    run_origin_scenario,
-)
+from conformance.origins.origin_runner import RunOptions, check_template, run_origin_scenario
 from conformance.origins.origin_scenarios import OriginScenario, scenarios
+from conformance.report import Outcome, repeated, summary, table, write_junit
+from conformance.scenario import chosen, listing, unknown
 from podd_kafka.broker import embedded_broker
 from podd_kafka.settings import KafkaSettings
 from podd_runtime.exit_codes import ExitCode
@@ -70,15 +66,14 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     every = scenarios()
     if args.list:
-        for scenario in every:
-            print(f"{scenario.name:<26} {scenario.rule}")
+        print(listing(every))
         return ExitCode.OK
-    unknown = sorted(set(args.scenario or ()) - {s.name for s in every})
+    missing = unknown(every, args.scenario)
     problem = None
     if not args.origin:
         problem = 'give --origin "COMMAND TEMPLATE"'
-    elif unknown:
-        problem = f"no scenario {', '.join(unknown)} (--list shows them)"
+    elif missing:
+        problem = f"no scenario {', '.join(missing)} (--list shows them)"
     else:
         try:
             check_template(args.origin)
@@ -88,8 +83,7 @@ def main(argv: Sequence[str]) -> int:
     if problem is not None:
         print(f"podd-conformance origin: {problem}", file=sys.stderr)
         return ExitCode.CANNOT_RUN
-    chosen = [s for s in every if not args.scenario or s.name in args.scenario]
-    chosen = [s for s in chosen for _ in range(max(1, args.repeat))]
+    picked = chosen(every, args.scenario, args.repeat)
     with ExitStack() as stack:
         if args.broker:
             settings = KafkaSettings(broker=args.broker)
@@ -110,7 +104,7 @@ def main(argv: Sequence[str]) -> int:
             deadline=args.deadline,
         )
         print(f"conformance of the origin `{args.origin}` on {','.join(bootstrap)}", flush=True)
-        outcomes = asyncio.run(run_all(chosen, options))
+        outcomes = asyncio.run(run_all(picked, options))
         print()
         print(table(outcomes))
         print()
@@ -118,15 +112,14 @@ def main(argv: Sequence[str]) -> int:
         if args.repeat > 1:
             print(repeated(outcomes))
         if args.junit:
-            write_junit(outcomes, args.junit)
+            write_junit(outcomes, args.junit, "podd-origin-conformance")
     return ExitCode.FAILED if any(o.verdict == "FAIL" for o in outcomes) else ExitCode.OK
 
 
-async def run_all(chosen: Sequence[OriginScenario], options: RunOptions) -> list[OriginOutcome]:
+async def run_all(chosen: Sequence[OriginScenario], options: RunOptions) -> list[Outcome]:
     outcomes = []
     for scenario in chosen:
         outcome = await run_origin_scenario(scenario, options)
-        first = f": {outcome.violations[0]}" if outcome.violations else ""
-        print(f"{outcome.verdict}  {outcome.name:<26} {outcome.seconds:5.1f} s{first}", flush=True)
+        print(outcome.line(), flush=True)
         outcomes.append(outcome)
     return outcomes

@@ -18,12 +18,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from conformance.origins.checking_replica import LONG_AGO, CheckingReplica
 from conformance.origins.judge import OriginJudge
 from conformance.origins.origin_scenarios import OriginRestart, OriginScenario
 from conformance.origins.seen import Violation
+from conformance.report import Outcome, Problem
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
 from protocol.schema import LogicalSchema
@@ -43,8 +43,6 @@ TEMPLATE_FIELDS = (
     "topic_delta_rs",
 )
 
-Verdict = Literal["PASS", "FAIL"]
-
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -60,16 +58,6 @@ class RunOptions:
     deadline: float = 60.0
     #: Seconds read after the origin exits (late messages are judged too).
     quiet: float = 1.0
-
-
-@dataclass(frozen=True)
-class OriginOutcome:
-    name: str
-    verdict: Verdict
-    violations: tuple[Violation, ...]
-    seconds: float
-    exit_code: int | None
-    log: Path
 
 
 def check_template(template: str) -> None:
@@ -133,7 +121,7 @@ class _Origin:
         )
 
 
-async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> OriginOutcome:
+async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> Outcome:
     started = time.monotonic()
     prefix = f"conformance-{scenario.name}-{uuid.uuid4().hex[:8]}"
     topics = {
@@ -189,13 +177,13 @@ async def run_origin_scenario(scenario: OriginScenario, options: RunOptions) -> 
     violations += judge.finish()
     code = None if origin.process is None else origin.process.returncode
     violations += _ending(scenario, judge, timed_out, code, log, options)
-    return OriginOutcome(
+    problems = tuple(Problem(v.rule, v.message, str(v.where or "")) for v in violations)
+    return Outcome(
         scenario.name,
-        "FAIL" if violations else "PASS",
-        tuple(violations),
+        "FAIL" if problems else "PASS",
         time.monotonic() - started,
-        code,
-        log,
+        problems,
+        output=f"origin exit code {code}; its output: {log}",
     )
 
 

@@ -18,16 +18,17 @@ from conformance.origins.checking_replica import (
     other_request_id,
 )
 from conformance.origins.seen import TransferSeen
-from protocol.errors import ErrorCode
+from conformance.scenario import ScenarioBase
+from protocol.errors import STOP_CODES, ErrorCode
 from protocol.gaps import Gap, removed_message
 
 Expect = Literal["finish", "stop", "finish-or-stop"]
 
 
 @dataclass(frozen=True)
-class OriginScenario:
-    name: str
-    rule: str
+class OriginScenario(ScenarioBase):
+    """An origin scenario: the checking replica's script, and how the origin must end."""
+
     make: Callable[[], Script]
     deltas: int = 3
     start: int = 0
@@ -223,13 +224,7 @@ LATE = 1.5
 
 
 def scenarios() -> list[OriginScenario]:
-    stop_codes = (
-        ErrorCode.DELTA_CONFLICT,
-        ErrorCode.BAD_CHUNK,
-        ErrorCode.UNKNOWN_TABLE,
-        ErrorCode.SCHEMA_MISMATCH,
-        ErrorCode.UNKNOWN_DATAMART,
-    )
+    stop_codes = STOP_CODES
     out = [
         OriginScenario(
             "fresh-replica",

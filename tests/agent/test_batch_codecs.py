@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conformance import raw_batches as rb
+from conformance.forges import raw_batches as rb
 from origin.client import OriginClient
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.codec import encode_delta_in_key

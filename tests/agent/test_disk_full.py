@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.chaos_faults import DiskFiller
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.messages import DeltaStatus
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
+from reliability.chaos_faults import DiskFiller
 from tests.agent.conftest import AgentProcess, renamed
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_hostile import health

@@ -13,7 +13,7 @@ from collections import Counter
 import psutil
 from aiokafka import AIOKafkaConsumer
 
-from conformance.hostile import HostileMessages
+from conformance.forges.hostile import HostileMessages
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.codec import decode_delta_in_key, encode_delta_in_key
 from protocol.errors import ErrorCode

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.ocf_forge import SYNC, header, zigzag
+from conformance.forges.ocf import SYNC, header, zigzag
 from podd_runtime.files import FileWrite, temporary_path
 from protocol.body_writer import body_schema
 from protocol.chunk_range import ChunkRange

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-from conformance.chaos_faults import rewind_replica
 from origin.reference import ReferenceOrigin
 from origin.session import SessionOptions
 from origin.sources import WorkloadSource, replica_model
 from protocol.workload import WorkloadSpec
+from reliability.chaos_faults import rewind_replica
 from replica_store.store import ReplicaStore
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin

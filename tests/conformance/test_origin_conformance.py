@@ -15,10 +15,10 @@ import pytest
 
 from conformance import cli
 from conformance.origins.mutants import MUTANTS
-from conformance.origins.origin_report import repeated
-from conformance.origins.origin_runner import OriginOutcome, command_of
+from conformance.origins.origin_runner import command_of
 from conformance.origins.origin_scenarios import scenarios
 from conformance.origins.variants import VARIANTS
+from conformance.report import Outcome, repeated
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "examples" / "marketing.sql"
@@ -182,10 +182,10 @@ def test_repeat_runs_each_scenario_and_names_flaky_verdicts(
     assert "| fresh-replica | 2 | 0 |  |" in out
     assert "0 flaky scenario(s) of 1" in out
     flaky = [
-        OriginOutcome("a", "PASS", (), 1.0, 0, tmp_path),
-        OriginOutcome("a", "FAIL", (), 1.0, 0, tmp_path),
-        OriginOutcome("b", "FAIL", (), 1.0, 0, tmp_path),
-        OriginOutcome("b", "FAIL", (), 1.0, 0, tmp_path),
+        Outcome("a", "PASS", 1.0),
+        Outcome("a", "FAIL", 1.0),
+        Outcome("b", "FAIL", 1.0),
+        Outcome("b", "FAIL", 1.0),
     ]
     text = repeated(flaky)
     assert "| a | 2 | 1 | FLAKY |" in text

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.ocf_forge import read_records
+from conformance.forges.ocf import read_records
 from protocol.body import arrow_schema, decode_body
 from protocol.body_writer import body_schema, encode_body
 from protocol.schema import LogicalSchema, Table

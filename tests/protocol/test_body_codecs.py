@@ -14,7 +14,7 @@ import fastavro
 import pytest
 import zstandard
 
-from conformance.ocf_forge import SYNC, header, zigzag
+from conformance.forges.ocf import SYNC, header, zigzag
 from protocol.body import decode_body
 from protocol.body_writer import body_schema, encode_body
 from protocol.errors import BadChunkError

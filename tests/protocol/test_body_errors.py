@@ -13,7 +13,7 @@ from fastavro.read import HEADER_SCHEMA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.ocf_forge import container, header, string, zigzag
+from conformance.forges.ocf import container, header, string, zigzag
 from protocol.body import read_body_layout
 from protocol.body_writer import body_schema, encode_body
 from protocol.errors import BadChunkError, ErrorCode, ProtocolError, SchemaMismatchError

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.ocf_forge import read_records
+from conformance.forges.ocf import read_records
 from protocol.avro_schemas import SCHEMA_NAMES, parsed_schema, schema_json
 from protocol.backup import BackupKey, BackupMessageType, ChangelogRecord
 from protocol.codec import (

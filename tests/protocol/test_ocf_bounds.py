@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.ocf_forge import SYNC, container, header, zigzag
+from conformance.forges.ocf import SYNC, container, header, zigzag
 from protocol.avro_schemas import schema_json
 from protocol.body import decode_body
 from protocol.body_writer import body_schema, encode_body

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conformance import raw_batches as rb
+from conformance.forges import raw_batches as rb
 from origin.sources import WorkloadSource, replica_model
 from podd_kafka.settings import Compression
 from protocol.apply_model import (

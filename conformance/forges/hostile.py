@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
-from conformance.ocf_forge import SYNC, header, zigzag
+from conformance.forges.ocf import SYNC, header, zigzag
 from protocol.avro_schemas import schema_json
 from protocol.body_writer import body_schema, encode_body
 from protocol.codec import encode_delta_in_key, encode_message

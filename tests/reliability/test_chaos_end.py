@@ -10,12 +10,12 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, cast
 
-from conformance.chaos import _deltas_left
-from conformance.chaos_report import ChaosRun
+from reliability.chaos import _deltas_left
+from reliability.chaos_report import ChaosRun
 
 
 class Replica:
-    """`ReferenceOrigin.state` as the replica answers it: it expects `expected`."""
+    """`OriginSession.state` as the replica answers it: it expects `expected`."""
 
     def __init__(self, expected: int) -> None:
         self.expected, self.asked = expected, 0

@@ -1,4 +1,4 @@
-"""What a chaos run (`conformance.chaos`) saw, and its report (RELIABILITY.md)."""
+"""What a chaos run (`reliability.chaos`) saw, and its report (RELIABILITY.md)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
     lines = [
         "# Reliability: deltas through faults",
         "",
-        f"`python -m conformance.chaos --deltas {args.deltas} "
+        f"`python -m reliability.chaos --deltas {args.deltas} "
         f"--rows-per-delta {args.rows_per_delta} --kills {args.kills} "
         f"--pg-restarts {args.pg_restarts} --seed {args.seed}` on a 2-core "
         "VM: embedded Tansu and PostgreSQL, the agent as a process (local[2] Spark), the "

@@ -1,4 +1,4 @@
-"""The end of a chaos run (`conformance.chaos`): the replica against the reference model,
+"""The end of a chaos run (`reliability.chaos`): the replica against the reference model,
 also as of every delta, the registry's rows, and whether any transfer that applied a delta
 was answered ERROR (a lie)."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.chaos_report import ChaosRun
 from origin.client import OriginClient
 from origin.sources import WorkloadSource, replica_model
 from protocol.apply_model import rows_as_of
 from protocol.errors import ErrorCode
 from protocol.messages import DeltaStatus
+from reliability.chaos_report import ChaosRun
 from replica_store.adqm.client import is_clickhouse_url
 from replica_store.adqm.store import AdqmStore
 from replica_store.replica_reader import differences

@@ -1,4 +1,4 @@
-"""`python -m conformance.chaos`: deltas through faults, then the replica must be exactly right.
+"""`python -m reliability.chaos`: deltas through faults, then the replica must be exactly right.
 
 The reference origin drives N deltas (default 100) into a real agent process while:
 * the agent is killed with `kill -9` `--kills` times, each a random moment after a random
@@ -9,7 +9,7 @@ The reference origin drives N deltas (default 100) into a real agent process whi
   and deltas already applied are replayed under new requestIds (whole, or cut short);
 * a second agent for the same datamart is started (it must stop at start), the staging disk
   is filled and freed (the agent must pause, then go on), and the replica's database is
-  rewound by two deltas (`conformance.chaos_faults`).
+  rewound by two deltas (`reliability.chaos_faults`).
 The agent is supervised as a service manager would: whenever its process ends, it starts
 again. At the end: the replica equals the reference model, also as of every delta; the
 registry has one row per delta; and no transfer that applied a delta was ever answered ERROR
@@ -32,14 +32,11 @@ from pathlib import Path
 
 import psutil
 
-from conformance.chaos_check import check_replica
-from conformance.chaos_faults import DiskFiller, ExtraFaults
-from conformance.chaos_report import ChaosRun, report
-from conformance.hostile import HostileMessages
+from conformance.forges.hostile import HostileMessages
 from origin.client import OriginClient
 from origin.errors import OriginError
 from origin.reference import ReferenceOrigin
-from origin.session import DeltaOutcome, SessionOptions
+from origin.session import DeltaOutcome, OriginSession, SessionOptions
 from origin.sources import WorkloadSource
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
@@ -50,6 +47,9 @@ from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
 from protocol.workload import WorkloadSpec
+from reliability.chaos_check import check_replica
+from reliability.chaos_faults import DiskFiller, ExtraFaults
+from reliability.chaos_report import ChaosRun, report
 from replica_store.embedded_pg import EmbeddedPostgres
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "marketing.sql"
@@ -238,7 +238,7 @@ async def _drive(
             # the origin then sends the lost deltas again (the outcomes outnumber the deltas).
             while True:
                 try:
-                    count = await _deltas_left(args.deltas, done, driver, injected_all, run)
+                    count = await _deltas_left(args.deltas, done, driver.session, injected_all, run)
                     if not count:
                         break
                     await driver.run(count)
@@ -259,7 +259,7 @@ async def _drive(
 async def _deltas_left(
     deltas: int,
     done: list[DeltaOutcome],
-    driver: ReferenceOrigin,
+    session: OriginSession,
     injected_all: asyncio.Event,
     run: ChaosRun,
     settle_timeout: float = 300,
@@ -275,7 +275,7 @@ async def _deltas_left(
         run.failures.append(f"the faults were still being injected {settle_timeout:g} s "
                             "after the last delta")  # fmt: skip
         return 0
-    expected = (await driver.session.state()).expected_delta_num
+    expected = (await session.state()).expected_delta_num
     if expected < deltas:
         print(f"  origin: the replica expects delta {expected} again; resending",
               file=sys.stderr)  # fmt: skip
@@ -325,7 +325,7 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="conformance.chaos", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="reliability.chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--deltas", type=int, default=100)
     parser.add_argument("--rows-per-delta", type=int, default=1000)
     parser.add_argument("--chunk-rows", type=int, default=250)
@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run = run_chaos(args)
     except (PoddError, OSError) as exc:
-        print(f"conformance.chaos: {exc}", file=sys.stderr)
+        print(f"reliability.chaos: {exc}", file=sys.stderr)
         return 2
     text = report(run, args)
     print(text)

@@ -1,7 +1,7 @@
 """The chaos command, 20 deltas (CI's version): kill -9s, PostgreSQL crash restarts,
 malformed messages, a second agent, the staging disk filled and freed, the database rewound,
 then the replica equals the model and no applied delta was answered ERROR.
-`python -m conformance.chaos` (100 deltas) writes RELIABILITY.md."""
+`python -m reliability.chaos` (100 deltas) writes RELIABILITY.md."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the work directory
     done = subprocess.run(
         [
-            sys.executable, "-m", "conformance.chaos", "--deltas", "20", "--rows-per-delta", "300",
+            sys.executable, "-m", "reliability.chaos", "--deltas", "20", "--rows-per-delta", "300",
             "--kills", "3", "--kill-within", "3", "--pg-restarts", "2", "--seed", "3",
             "--work-dir", str(tmp_path), "--report", str(report),
         ],
@@ -61,7 +61,7 @@ def test_deltas_through_kills_on_a_clickhouse_replica(tmp_path: Path) -> None:
     }
     argv = [part for flag, value in flags.items() for part in (flag, value)]
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.chaos", *argv],
+        [sys.executable, "-m", "reliability.chaos", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
