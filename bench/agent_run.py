@@ -37,9 +37,14 @@ def running_agent(
 ) -> Iterator[AgentChild]:
     """An agent serving `schemas`, ready (recovered, metrics up) when the block starts."""
     spec = AgentSpec(
-        schemas, config.bootstrap, config.dsn, data_dir, config.group_id, config.spark_master,
+        schemas,
+        config.bootstrap,
+        config.dsn,
+        data_dir,
+        config.group_id,
+        config.spark_master,
         dict(config.env) | dict(extra_env or {}),
-    )  # fmt: skip
+    )
     agent = start_agent(spec, data_dir / "agent.log")
     try:
         agent.wait_ready()

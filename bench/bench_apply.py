@@ -88,9 +88,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # Generated in a child process, so this process's memory is the loader driver's alone.
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         dirs = pool.submit(
-            _stage_both, root, schema.datamart, args.tables, args.preload, args.rows,
+            _stage_both,
+            root,
+            schema.datamart,
+            args.tables,
+            args.preload,
+            args.rows,
             args.chunk_rows,
-        ).result()  # fmt: skip
+        ).result()
     preload, delta = (StagedTransfer.open(d) for d in dirs)
     results: dict[str, Any] = {"rows": args.rows, "preload": args.preload, "tables": args.tables}
     with replica_dsn(args.replica, root / "pg") as dsn:

@@ -73,8 +73,9 @@ async def catch_up(
         answered.append(time.perf_counter())
         done.append(outcome)
 
-    with running_agent(agent, [source.schema], work_dir / "agent-catch-up",
-                       kafka.topic_environment()):  # fmt: skip
+    with running_agent(
+        agent, [source.schema], work_dir / "agent-catch-up", kafka.topic_environment()
+    ):
         async with OriginClient(kafka, kafka.bootstrap_servers()) as client:
             driver = ReferenceOrigin(client, source, SessionOptions(chunk_rows=1000), on_delta)
             print(f"catch-up: sending {deltas:,} deltas, one at a time", flush=True)

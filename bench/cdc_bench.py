@@ -51,8 +51,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def ten_tables(shapes: tuple[SourceTable, ...]) -> tuple[SourceTable, ...]:
     keyed = [t for t in shapes if t.key]
-    return tuple(replace(keyed[i % len(keyed)], name=f"{keyed[i % len(keyed)].name}_{i}")
-                 for i in range(10))  # fmt: skip
+    return tuple(
+        replace(keyed[i % len(keyed)], name=f"{keyed[i % len(keyed)].name}_{i}") for i in range(10)
+    )
 
 
 def source(fmt: str, changes: int, seed: int) -> tuple[list[Written], int]:
@@ -73,44 +74,72 @@ def source(fmt: str, changes: int, seed: int) -> tuple[list[Written], int]:
 
 
 async def cdc_run(
-    fmt: str, kafka: KafkaSettings, config: AgentConfig, root: Path, changes: int, seed: int,
-    dsn: str, *, peer: bool,
-) -> dict[str, Any]:  # fmt: skip
+    fmt: str,
+    kafka: KafkaSettings,
+    config: AgentConfig,
+    root: Path,
+    changes: int,
+    seed: int,
+    dsn: str,
+    *,
+    peer: bool,
+) -> dict[str, Any]:
     bootstrap = kafka.bootstrap_servers()
     topic = f"bench-cdc-{fmt}-{uuid.uuid4().hex[:6]}"
     print(f"[{fmt}] writing {changes:,} source changes", flush=True)
     messages, count = source(fmt, changes, seed)
     await produce(kafka, bootstrap, topic, PARTITIONS, messages)
-    options = CdcOptions(fmt=fmt, topics=[topic], state_dir=root / f"state-{fmt}",  # type: ignore[arg-type]
-                         bounds=Bounds(max_rows=100_000), settle=1.0, until_idle=2.0)  # fmt: skip
+    options = CdcOptions(
+        fmt=fmt,  # type: ignore[arg-type]
+        topics=[topic],
+        state_dir=root / f"state-{fmt}",
+        bounds=Bounds(max_rows=100_000),
+        settle=1.0,
+        until_idle=2.0,
+    )
     found = await scan(kafka, bootstrap, options)
     schema = found.schema(f"bench_cdc_{fmt}_{uuid.uuid4().hex[:6]}")
     out: dict[str, Any] = {"source_changes": count, "messages": len(messages)}
     with running_agent(config, [schema], root / f"agent-{fmt}", kafka.topic_environment()) as agent:
         async with OriginClient(kafka, bootstrap) as client:
             print(f"[{fmt}] the CDC origin cuts and sends", flush=True)
-            origin = CdcOrigin(client, schema, options, SessionOptions(answer_timeout=600),
-                               lambda line: print(f"  {line}", flush=True))  # fmt: skip
+            origin = CdcOrigin(
+                client,
+                schema,
+                options,
+                SessionOptions(answer_timeout=600),
+                lambda line: print(f"  {line}", flush=True),
+            )
             with MachineCpu(agent.process.pid) as cpu:
                 stats = await origin.run()
     assert stats.first_read is not None
     assert stats.last_answer is not None
     seconds = stats.last_answer - stats.first_read
     out |= {
-        "seconds": round(seconds, 3), "deltas": stats.deltas, "changes": stats.changes,
-        "rows": stats.rows, "changes_per_second": round(count / seconds),
-        "phases": {"parse": round(stats.parse_seconds, 3), "cut": round(stats.cut_seconds, 3),
-                   "frame": round(stats.frame_seconds, 3),
-                   "send_and_load": round(stats.load_seconds, 3)},
+        "seconds": round(seconds, 3),
+        "deltas": stats.deltas,
+        "changes": stats.changes,
+        "rows": stats.rows,
+        "changes_per_second": round(count / seconds),
+        "phases": {
+            "parse": round(stats.parse_seconds, 3),
+            "cut": round(stats.cut_seconds, 3),
+            "frame": round(stats.frame_seconds, 3),
+            "send_and_load": round(stats.load_seconds, 3),
+        },
         "cpu": cpu.timeline.whole(),
-    }  # fmt: skip
+    }
     if peer:
         print(f"[{fmt}] the peer follows the same topic row by row", flush=True)
         tables = create_tables(dsn, schema)
-        peer_seconds, applied = await follow(bootstrap, topic, PARTITIONS, len(messages), dsn,
-                                             schema, tables)  # fmt: skip
-        out["peer"] = {"seconds": round(peer_seconds, 3), "changes": applied,
-                       "changes_per_second": round(applied / peer_seconds)}  # fmt: skip
+        peer_seconds, applied = await follow(
+            bootstrap, topic, PARTITIONS, len(messages), dsn, schema, tables
+        )
+        out["peer"] = {
+            "seconds": round(peer_seconds, 3),
+            "changes": applied,
+            "changes_per_second": round(applied / peer_seconds),
+        }
     return out
 
 
@@ -130,8 +159,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if args.delta_in_rows:
                     print(f"[delta.in] the {args.delta_in_rows:,}-row delta", flush=True)
                     point = await bench.point(args.delta_in_rows, headline=False)
-                    results["delta_in"] = {"rows": point["rows"], "seconds": point["e2e_seconds"],
-                                           "rows_per_second": point["rows_per_second"]}  # fmt: skip
+                    results["delta_in"] = {
+                        "rows": point["rows"],
+                        "seconds": point["e2e_seconds"],
+                        "rows_per_second": point["rows_per_second"],
+                    }
                 for fmt in args.formats:
                     # A fresh embedded broker per format: Tansu keeps every message in memory,
                     # and holding the runs before (3.4M messages, 2.6 GB) slowed its fetches
@@ -141,9 +173,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         await ensure_topics(kafka, kafka.bootstrap_servers())
                         agent = replace(bench.agent, bootstrap=fresh)
                         results[fmt] = await cdc_run(
-                            fmt, kafka, agent, root, args.changes, args.seed, dsn,
+                            fmt,
+                            kafka,
+                            agent,
+                            root,
+                            args.changes,
+                            args.seed,
+                            dsn,
                             peer=fmt == "qlik" and not args.no_peer,
-                        )  # fmt: skip
+                        )
 
             asyncio.run(measure())
     finally:
@@ -163,8 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-peer", action="store_true", help="skip the per-row peer")
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
-    parser.add_argument("--record", action="store_true",
-                        help="merge into bench-results.json and render BENCHMARKS.md")  # fmt: skip
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="merge into bench-results.json and render BENCHMARKS.md",
+    )
     args = parser.parse_args(argv)
     results = run(args)
     print(json.dumps(results, indent=1))

@@ -39,22 +39,35 @@ def _statements(peer: str, table: Table) -> tuple[str, str]:
     key = [q(k) for k in table.primary_key]
     values = ", ".join(f"%s::{c.type.to_postgres()}" for c in table.columns)
     updates = ", ".join(f"{n} = EXCLUDED.{n}" for n in names if n not in key)
-    upsert = (f"INSERT INTO {target} ({', '.join(names)}) VALUES ({values}) "
-              f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")  # fmt: skip
+    upsert = (
+        f"INSERT INTO {target} ({', '.join(names)}) VALUES ({values}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
     delete = f"DELETE FROM {target} WHERE " + " AND ".join(
         f"{q(k)} = %s::{table.column(k).type.to_postgres()}" for k in table.primary_key
     )
     return upsert, delete
 
 
-async def follow(bootstrap: list[str], topic: str, partitions: int, messages: int, dsn: str,
-                 schema: LogicalSchema, peer: str) -> tuple[float, int]:  # fmt: skip
+async def follow(
+    bootstrap: list[str],
+    topic: str,
+    partitions: int,
+    messages: int,
+    dsn: str,
+    schema: LogicalSchema,
+    peer: str,
+) -> tuple[float, int]:
     """Seconds from the first message read to the last batch committed; changes applied."""
     tables = {t.name: t for t in schema}
     statements = {t.name: _statements(peer, t) for t in schema}
     by_id: dict[str, tuple[Table, list[str]]] = {}
-    reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                              auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await reader.start()
     reader.assign([TopicPartition(topic, p) for p in range(partitions)])
     applied = seen = 0
@@ -80,8 +93,10 @@ async def follow(bootstrap: list[str], topic: str, partitions: int, messages: in
                 for body in bodies:
                     if body["type"] == "MD":
                         message = body["message"]
-                        columns = sorted(message["tableStructure"]["tableColumns"].items(),
-                                         key=lambda c: c[1]["ordinal"])  # fmt: skip
+                        columns = sorted(
+                            message["tableStructure"]["tableColumns"].items(),
+                            key=lambda c: c[1]["ordinal"],
+                        )
                         name = message["lineage"]["table"].lower()
                         by_id[message["schemaId"]] = (tables[name], [c for c, _ in columns])
                 if held and len(by_id) == len(tables):

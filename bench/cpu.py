@@ -26,14 +26,28 @@ import psutil
 from bench.sampling import PeriodicSampler
 
 GROUPS = (
-    "origin", "broker", "agent", "spark_jvm", "spark_workers",
-    "postgres", "postgres_background", "other", "sampler",
-)  # fmt: skip
+    "origin",
+    "broker",
+    "agent",
+    "spark_jvm",
+    "spark_workers",
+    "postgres",
+    "postgres_background",
+    "other",
+    "sampler",
+)
 #: PostgreSQL's own processes (their command line names them), not a client's backend.
 _PG_BACKGROUND = (
-    b"walwriter", b"checkpointer", b"background writer", b"autovacuum", b"io worker",
-    b"logical replication", b"walsummarizer", b"postgres -D", b"/bin/postgres",
-)  # fmt: skip
+    b"walwriter",
+    b"checkpointer",
+    b"background writer",
+    b"autovacuum",
+    b"io worker",
+    b"logical replication",
+    b"walsummarizer",
+    b"postgres -D",
+    b"/bin/postgres",
+)
 
 
 @dataclass

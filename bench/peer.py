@@ -101,9 +101,13 @@ class _Batcher:
 
 
 async def run_peer(
-    settings: KafkaSettings, bootstrap: list[str], sent: Sent, dsn: str, schema: LogicalSchema,
+    settings: KafkaSettings,
+    bootstrap: list[str],
+    sent: Sent,
+    dsn: str,
+    schema: LogicalSchema,
     peer: str,
-) -> tuple[float, int]:  # fmt: skip
+) -> tuple[float, int]:
     """Seconds to consume and apply the delta's messages row by row; rows applied."""
     rows = 0
     async with delta_records(settings, bootstrap, sent) as records:
@@ -125,9 +129,9 @@ def live_rows(dsn: str, schema_name: str, tables: list[str], *, actual: bool) ->
     with psycopg.connect(dsn) as conn:
         total = 0
         for name in tables:
-            target = physical(schema_name, name, "actual") if actual else (
-                f"{q(schema_name)}.{q(name)}"
-            )  # fmt: skip
+            target = (
+                physical(schema_name, name, "actual") if actual else (f"{q(schema_name)}.{q(name)}")
+            )
             row = conn.execute(f"SELECT count(*) FROM {target}").fetchone()
             total += int(row[0]) if row else 0
         return total

@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.report_cdc import cdc_section
 from bench.report_clickhouse import clickhouse_section
+from bench.report_cluster import cluster_section
 from bench.report_remaining import (
     CATCH_UP_CYCLE,
     overlapped,
@@ -161,9 +162,12 @@ def render(results: dict[str, Any]) -> str:
             "chunk to complete)",
             f"decode, last row per key and COPY to staging {phases.get('stage_s', 0):.2f} s",
             f"the one apply transaction {phases.get('apply_s', 0):.2f} s"
-            + (" (beside staging: a job's tables applied while the next job stages)"
-               if overlapped(phases) else ""),
-        ]  # fmt: skip
+            + (
+                " (beside staging: a job's tables applied while the next job stages)"
+                if overlapped(phases)
+                else ""
+            ),
+        ]
         if "load_to_answer_s" in phases:
             parts.append(f"load start to answer {phases['load_to_answer_s']:.2f} s")
         lines += ["Where the end-to-end time went (the agent's log): " + "; ".join(parts) + ".", ""]
@@ -218,7 +222,7 @@ def render(results: dict[str, Any]) -> str:
             f"| {mem['jvm_mib']:.0f} | {mem['workers_mib']:.0f} |"
         )
     if results.get("cluster"):
-        lines += ["", *_cluster_section(main, results["cluster"], s["spark_master"])]
+        lines += ["", *cluster_section(main, results["cluster"], s["spark_master"])]
     if results.get("restore"):
         lines += ["", *restore_section(results["restore"], main)]
     if results.get("clickhouse"):
@@ -323,44 +327,6 @@ def _before_after(main: dict[str, Any], catch: dict[str, Any] | None) -> list[st
     ]
 
 
-def _cluster_section(local: dict[str, Any], cluster: dict[str, Any], master: str) -> list[str]:
-    """The headline delta and the 1-row latency, local mode beside a standalone cluster."""
-    rows = []
-    for name, p in (
-        (f"`{master}`", local),
-        (f"standalone, 1 worker, {cluster['cores']} cores", cluster),
-    ):
-        ph = p.get("agent_phases", {})
-        lat = p.get("latency", {})
-        rows.append(
-            f"| {name} | {p['e2e_seconds']:.2f} | {ph.get('stage_s', 0):.2f} | "
-            f"{ph.get('apply_s', 0):.2f} | {lat.get('median_seconds', 0):.3f} | "
-            f"{lat.get('p95_seconds', 0):.3f} |"
-        )
-    local_stage = local.get("agent_phases", {}).get("stage_s", 0)
-    cluster_stage = cluster.get("agent_phases", {}).get("stage_s", 0)
-    lat_gap = cluster.get("latency", {}).get("median_seconds", 0) - local.get("latency", {}).get(
-        "median_seconds", 0
-    )
-    return [
-        "## On a Spark cluster",
-        "",
-        f"The same {local['rows']:,}-row delta (on its own {local['preload']:,}-row pre-load) "
-        "and the same 1-row latency series, in the same run, with the agent's loader on a "
-        "standalone master and one worker started from the installed pyspark on this machine "
-        "(executors in their own JVM and working directory, reading the staging directory by "
-        "absolute path).",
-        "",
-        "| Spark | end to end s | stage s | apply s | 1-row median s | 1-row p95 s |",
-        "|---|---:|---:|---:|---:|---:|",
-        *rows,
-        "",
-        f"The cluster's overhead per delta: {cluster['e2e_seconds'] - local['e2e_seconds']:+.2f} s "
-        f"end to end for the big delta ({cluster_stage - local_stage:+.2f} s in staging, the "
-        f"part the executors run), {lat_gap:+.3f} s for a 1-row delta.",
-    ]
-
-
 def write_report(results: dict[str, Any], out: Path) -> Path:
     main = next(p for p in results["points"] if "floors" in p)
     big = [
@@ -372,19 +338,29 @@ def write_report(results: dict[str, Any], out: Path) -> Path:
         big.append(("peer: per-row upserts", main["peer"]["seconds"]))
     panels: list[Panel] = [(f"A {main['rows']:,}-row delta, seconds (shorter is better)", "s", big)]
     if main.get("latency"):
-        panels.append((
-            "A 1-row delta, last chunk to answer, median (shorter is better)", "s",
-            [("before issue 16", BEFORE["latency_median"]),
-             ("now", main["latency"]["median_seconds"]),
-             ("target", LATENCY_TARGET)],
-        ))  # fmt: skip
+        panels.append(
+            (
+                "A 1-row delta, last chunk to answer, median (shorter is better)",
+                "s",
+                [
+                    ("before issue 16", BEFORE["latency_median"]),
+                    ("now", main["latency"]["median_seconds"]),
+                    ("target", LATENCY_TARGET),
+                ],
+            )
+        )
     if results.get("catch_up"):
-        panels.append((
-            "Catch-up, deltas per second (longer is better)", "/s",
-            [("before issue 16 (estimate)", BEFORE["catch_up_per_second"]),
-             ("now", results["catch_up"]["deltas_per_second"]),
-             ("target", CATCH_UP_TARGET)],
-        ))  # fmt: skip
+        panels.append(
+            (
+                "Catch-up, deltas per second (longer is better)",
+                "/s",
+                [
+                    ("before issue 16 (estimate)", BEFORE["catch_up_per_second"]),
+                    ("now", results["catch_up"]["deltas_per_second"]),
+                    ("target", CATCH_UP_TARGET),
+                ],
+            )
+        )
     (out / CHART).write_text(chart_svg(panels))
     path = out / "BENCHMARKS.md"
     path.write_text(render(results))

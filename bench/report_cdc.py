@@ -41,12 +41,16 @@ def cdc_section(c: dict[str, Any]) -> list[str]:
             f"{agent:.1f} |"
         )
     if delta_in:
-        lines.append(f"| `delta.in` delta | {delta_in['rows']:,} rows | 1 | "
-                     f"{delta_in['seconds']:.1f} | {delta_in['rows_per_second']:,} rows/s "
-                     "| | | | | | |")  # fmt: skip
+        lines.append(
+            f"| `delta.in` delta | {delta_in['rows']:,} rows | 1 | "
+            f"{delta_in['seconds']:.1f} | {delta_in['rows_per_second']:,} rows/s "
+            "| | | | | | |"
+        )
     if peer:
-        lines.append(f"| peer (per-row upserts) | {peer['changes']:,} | - | {peer['seconds']:.1f} "
-                     f"| {peer['changes_per_second']:,} | | | | | | |")  # fmt: skip
+        lines.append(
+            f"| peer (per-row upserts) | {peer['changes']:,} | - | {peer['seconds']:.1f} "
+            f"| {peer['changes_per_second']:,} | | | | | | |"
+        )
     lines += ["", *_verdicts(c, delta_in, peer)]
     return lines
 
@@ -62,8 +66,9 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
         if delta_in:
             ratio = rate / delta_in["rows_per_second"]
             met = "met" if ratio >= DELTA_IN_RATIO_TARGET else "missed"
-            parts.append(f"{ratio:.2f}x the `delta.in` rows/s (target {DELTA_IN_RATIO_TARGET}: "
-                         f"{met})")  # fmt: skip
+            parts.append(
+                f"{ratio:.2f}x the `delta.in` rows/s (target {DELTA_IN_RATIO_TARGET}: {met})"
+            )
         if peer:
             ratio = rate / peer["changes_per_second"]
             met = "met" if ratio >= PEER_RATIO_TARGET else "missed"

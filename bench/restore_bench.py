@@ -47,10 +47,16 @@ def backup_messages(delta: PreparedDelta, run_id: str) -> Iterator[BackupMessage
         bodies += [(stream.table_name, path) for _, path in transfer.chunks_of(stream.table_name)]
     for number, (table, path) in enumerate(bodies, 1):
         key = encode_backup_key(
-            increment_id=run_id, datamart=m.datamart, delta_num=m.delta_num,
-            delta_date=m.delta_date, table_name=table, stream_number=1, stream_total=1,
-            chunk_number=number, is_last_chunk=number == len(bodies),
-        )  # fmt: skip
+            increment_id=run_id,
+            datamart=m.datamart,
+            delta_num=m.delta_num,
+            delta_date=m.delta_date,
+            table_name=table,
+            stream_number=1,
+            stream_total=1,
+            chunk_number=number,
+            is_last_chunk=number == len(bodies),
+        )
         value = encode_changelog(prostore_changelog(schema)) if path is None else path.read_bytes()
         yield BackupMessage(key, value, 0, table)
 
@@ -68,8 +74,12 @@ def _restore(
     command = [sys.executable, "-m", "podd_restore.cli", "run", "--json", "--topic", topic]
     done = subprocess.run(
         [*command, "--datamart", datamart],
-        capture_output=True, text=True, env=env, check=False, timeout=ANSWER_TIMEOUT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=ANSWER_TIMEOUT,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"podd-restore failed ({done.returncode}): {done.stderr[-2000:]}")
     outcome: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -128,8 +128,10 @@ class Bench:
                     (False, True)[: len(paced_deltas)], paced_deltas, strict=True
                 ):
                     order = "interleaved" if interleaved else "in table order"
-                    print(f"[{rows:,} rows] paced delta over {a.paced_seconds:g} s, streams "
-                          f"{order}", flush=True)  # fmt: skip
+                    print(
+                        f"[{rows:,} rows] paced delta over {a.paced_seconds:g} s, streams {order}",
+                        flush=True,
+                    )
                     run = await send_paced(
                         client, later, a.paced_seconds, interleaved, ANSWER_TIMEOUT, pid
                     )
@@ -206,9 +208,14 @@ class Bench:
         catch_up_result = None
         if self.args.catch_up_deltas:  # first: a catch-up meets an idle replica
             catch_up_result = await catch_up(
-                self.kafka, self.agent, self.root, datamart=f"bench_{self.run_id}_catch_up",
-                deltas=self.args.catch_up_deltas, rows=self.args.catch_up_rows, tables=3,
-            )  # fmt: skip
+                self.kafka,
+                self.agent,
+                self.root,
+                datamart=f"bench_{self.run_id}_catch_up",
+                deltas=self.args.catch_up_deltas,
+                rows=self.args.catch_up_rows,
+                tables=3,
+            )
         sizes = sorted(set(self.args.scale) | {self.args.rows})
         points = []
         for rows in sizes:
@@ -234,11 +241,16 @@ class Bench:
             out["clickhouse"] = await self.on_clickhouse()
         if self.args.restore_rows:
             out["restore"] = await restore_beside_delta_in(
-                self.kafka, self.kafka.bootstrap_servers()[0], self.dsn, self.root,
-                rows=self.args.restore_rows, deltas=self.args.restore_deltas,
-                tables=self.args.tables, chunk_rows=self.args.chunk_rows,
+                self.kafka,
+                self.kafka.bootstrap_servers()[0],
+                self.dsn,
+                self.root,
+                rows=self.args.restore_rows,
+                deltas=self.args.restore_deltas,
+                tables=self.args.tables,
+                chunk_rows=self.args.chunk_rows,
                 spark_master=self.args.spark_master,
-            )  # fmt: skip
+            )
         return out
 
     async def on_clickhouse(self) -> dict[str, Any]:

@@ -12,9 +12,10 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--preload", type=int, default=1_000_000)
     parser.add_argument("--tables", type=int, default=10)
     parser.add_argument(
-        "--scale", default="100000,1000000,5000000",
+        "--scale",
+        default="100000,1000000,5000000",
         type=lambda s: [int(x) for x in s.split(",") if x],
-    )  # fmt: skip
+    )
     parser.add_argument("--latency-deltas", type=int, default=30)
     parser.add_argument("--chunk-rows", type=int, default=1000)
     parser.add_argument("--broker", help="HOST:PORT of a Kafka broker (default: embedded Tansu)")
@@ -33,31 +34,40 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument(
-        "--no-cluster", dest="cluster", action="store_false",
+        "--no-cluster",
+        dest="cluster",
+        action="store_false",
         help="skip the headline delta on a standalone Spark cluster",
-    )  # fmt: skip
+    )
     parser.add_argument("--cluster-cores", type=int, default=2, help="the cluster worker's cores")
     parser.add_argument(
-        "--restore-rows", type=int, default=1_000_000,
+        "--restore-rows",
+        type=int,
+        default=1_000_000,
         help="rows of the backup restored beside delta.in (0: skip)",
-    )  # fmt: skip
+    )
     parser.add_argument("--restore-deltas", type=int, default=20)
     parser.add_argument(
-        "--catch-up-deltas", type=int, default=1000,
+        "--catch-up-deltas",
+        type=int,
+        default=1000,
         help="deltas the reference origin sends one at a time (0: skip)",
-    )  # fmt: skip
+    )
     parser.add_argument("--catch-up-rows", type=int, default=1000, help="rows per catch-up delta")
     parser.add_argument(
-        "--paced-seconds", type=float, default=10.0,
+        "--paced-seconds",
+        type=float,
+        default=10.0,
         help="also send two headline-size deltas spread over this many seconds, streams in "
         "table order and interleaved (0: not)",
-    )  # fmt: skip
+    )
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("."), help="where BENCHMARKS.md goes")
     parser.add_argument("--work-dir", type=Path, help="scratch space (default: the temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch space")
     parser.add_argument(
-        "--smoke", action="store_true",
+        "--smoke",
+        action="store_true",
         help="a tiny run (10,000- and 20,000-row deltas, 3 latency deltas) to check that it works",
-    )  # fmt: skip
+    )
     return parser

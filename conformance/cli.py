@@ -56,8 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds to wait for INCOMPLETE_DELTA (0: skip that scenario)",
     )
     parser.add_argument("--answer-timeout", type=float, default=120.0)
-    parser.add_argument("--quiet-period", type=float, default=2.0,
-                        help="seconds to watch for answers that must not come")  # fmt: skip
+    parser.add_argument(
+        "--quiet-period",
+        type=float,
+        default=2.0,
+        help="seconds to watch for answers that must not come",
+    )
     parser.add_argument("--rows-per-delta", type=int, default=60)
     parser.add_argument("--load-rows", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=7)

@@ -15,13 +15,11 @@ import psycopg
 
 from conformance.context import Context, ScenarioSkipped, check
 from conformance.scenario import ScenarioBase
-from protocol.apply_model import DeltaRow
-from protocol.body_writer import encode_body
+from conformance.scenario_chunks import first_rows, mismatched, rejected, rekey
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk
 from protocol.messages import DeltaStatus, ReplicaState
-from protocol.schema import Column, quote_ident
-from protocol.types import ColumnType, TypeKind
+from protocol.schema import quote_ident
 from protocol.workload import Workload, WorkloadSpec
 
 Run = Callable[[Context], Awaitable[None]]
@@ -43,10 +41,6 @@ def scenario(name: str, rule: str) -> Callable[[Run], Run]:
         return run
 
     return register
-
-
-def _rekey(chunk: Chunk, **changes: object) -> Chunk:
-    return Chunk(chunk.key.model_copy(update=changes), chunk.body, chunk.rows)
 
 
 # --- state ------------------------------------------------------------------------------
@@ -112,8 +106,11 @@ async def _empty_delta(ctx: Context) -> None:
     await ctx.expect_applied(request_id, ctx.expected, {})
 
 
-@scenario("resend-applied", "an applied delta sent again (new requestId, other chunking) gets "
-          "the stored OK result and changes nothing")  # fmt: skip
+@scenario(
+    "resend-applied",
+    "an applied delta sent again (new requestId, other chunking) gets "
+    "the stored OK result and changes nothing",
+)
 async def _resend(ctx: Context) -> None:
     first = ctx.last_applied()
     request_id, chunks = ctx.frame(first.num, first.rows_by_table, chunk_rows=4)
@@ -131,46 +128,39 @@ async def _resend(ctx: Context) -> None:
 # --- rejections -------------------------------------------------------------------------
 
 
-async def _rejected(ctx: Context, chunks: list[Chunk], code: ErrorCode) -> None:
-    """Send, expect `code`, and check that later chunks of the transfer are dropped."""
-    await ctx.send(chunks)
-    request_id = chunks[0].key.request_id
-    await ctx.expect_rejected(request_id, code)
-    await ctx.no_more_answers(request_id, 1)
-
-
 @scenario("unknown-datamart", "a transfer for a datamart not served: UNKNOWN_DATAMART")
 async def _unknown_datamart(ctx: Context) -> None:
     other = ctx.schema.model_copy(update={"datamart": f"{ctx.schema.datamart}_nope"})
     _, chunks = ctx.frame(0, {}, schema=other)
-    await _rejected(ctx, chunks, ErrorCode.UNKNOWN_DATAMART)
+    await rejected(ctx, chunks, ErrorCode.UNKNOWN_DATAMART)
 
 
 @scenario("out-of-sequence", "a delta after the expected one: OUT_OF_SEQUENCE")
 async def _out_of_sequence(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected + 1, ctx.next_rows())
-    await _rejected(ctx, chunks, ErrorCode.OUT_OF_SEQUENCE)
+    await rejected(ctx, chunks, ErrorCode.OUT_OF_SEQUENCE)
 
 
 @scenario("conflict-applied-date", "an applied deltaNum with another deltaDate: DELTA_CONFLICT")
 async def _conflict_applied(ctx: Context) -> None:
     last = ctx.last_applied()
     _, chunks = ctx.frame(last.num, last.rows_by_table, date=last.date.replace(minute=30))
-    await _rejected(ctx, chunks, ErrorCode.DELTA_CONFLICT)
+    await rejected(ctx, chunks, ErrorCode.DELTA_CONFLICT)
 
 
-@scenario("conflict-date-not-later", "a new delta dated no later than the previous one: "
-          "DELTA_CONFLICT")  # fmt: skip
+@scenario(
+    "conflict-date-not-later", "a new delta dated no later than the previous one: DELTA_CONFLICT"
+)
 async def _conflict_not_later(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected, ctx.next_rows(), date=ctx.last_applied().date)
-    await _rejected(ctx, chunks, ErrorCode.DELTA_CONFLICT)
+    await rejected(ctx, chunks, ErrorCode.DELTA_CONFLICT)
 
 
 @scenario("bad-chunk-stream-number", "streamNumber outside 1..streamTotal: BAD_CHUNK")
 async def _bad_stream_number(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected, ctx.next_rows())
     total = chunks[0].key.stream_total
-    await _rejected(ctx, [_rekey(chunks[0], stream_number=total + 1)], ErrorCode.BAD_CHUNK)
+    await rejected(ctx, [rekey(chunks[0], stream_number=total + 1)], ErrorCode.BAD_CHUNK)
 
 
 @scenario("bad-chunk-two-last", "two last chunks in one stream: BAD_CHUNK")
@@ -178,15 +168,15 @@ async def _bad_two_last(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected, ctx.next_rows(), chunk_rows=1)
     stream = [c for c in chunks if c.key.stream_number == 1]
     check(len(stream) >= 2, "the workload gave stream 1 fewer than two chunks")
-    twice = [_rekey(stream[0], is_last_chunk=True), stream[-1]]
-    await _rejected(ctx, twice, ErrorCode.BAD_CHUNK)
+    twice = [rekey(stream[0], is_last_chunk=True), stream[-1]]
+    await rejected(ctx, twice, ErrorCode.BAD_CHUNK)
 
 
 @scenario("bad-chunk-stream-total", "streamTotal differing between chunks: BAD_CHUNK")
 async def _bad_total(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected, ctx.next_rows())
-    await _rejected(
-        ctx, [chunks[0], _rekey(chunks[-1], stream_total=len(chunks) + 5)], ErrorCode.BAD_CHUNK
+    await rejected(
+        ctx, [chunks[0], rekey(chunks[-1], stream_total=len(chunks) + 5)], ErrorCode.BAD_CHUNK
     )
 
 
@@ -197,79 +187,57 @@ async def _bad_two_tables(ctx: Context) -> None:
     first = next(c for c in chunks if c.key.stream_number == 1)
     second = next(c for c in chunks if c.key.stream_number == 2)
     # A chunk of stream 1 that names (and holds a body of) the second table.
-    stray = _rekey(second, stream_number=1, chunk_number=first.key.chunk_number + 1)
-    await _rejected(ctx, [first, stray], ErrorCode.BAD_CHUNK)
+    stray = rekey(second, stream_number=1, chunk_number=first.key.chunk_number + 1)
+    await rejected(ctx, [first, stray], ErrorCode.BAD_CHUNK)
 
 
 @scenario("bad-chunk-undecodable", "a body that is not an Avro container: BAD_CHUNK")
 async def _bad_body(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected, ctx.next_rows())
     broken = Chunk(chunks[0].key, b"Obj\x01 this is not an Avro container", 0)
-    await _rejected(ctx, [broken, *chunks[1:]], ErrorCode.BAD_CHUNK)
+    await rejected(ctx, [broken, *chunks[1:]], ErrorCode.BAD_CHUNK)
 
 
 @scenario("unknown-table", "a tableName not in the logical schema: UNKNOWN_TABLE")
 async def _unknown_table(ctx: Context) -> None:
     _, chunks = ctx.frame(ctx.expected, ctx.next_rows())
-    await _rejected(ctx, [_rekey(chunks[0], table_name="no_such_table")], ErrorCode.UNKNOWN_TABLE)
-
-
-def _mismatched(
-    ctx: Context, chunks: list[Chunk], rows: list[tuple[object, ...]], extra: bool
-) -> list[Chunk]:
-    """The transfer with stream 1's first chunk replaced by a body of `rows`."""
-    table = ctx.schema.tables[0]
-    if extra:  # one more field than the table has
-        spare = Column(name="spare", type=ColumnType(kind=TypeKind.BIGINT))
-        table = table.model_copy(update={"columns": (*table.columns, spare)})
-    body = encode_body(table, rows)
-    head = chunks[0]
-    return [Chunk(head.key, body, len(rows)), *chunks[1:]]
-
-
-def _first_rows(ctx: Context) -> tuple[list[Chunk], list[DeltaRow]]:
-    rows = ctx.next_rows()
-    first = ctx.schema.tables[0].name
-    _, chunks = ctx.frame(ctx.expected, rows, chunk_rows=1000)
-    return chunks, list(rows[first])
+    await rejected(ctx, [rekey(chunks[0], table_name="no_such_table")], ErrorCode.UNKNOWN_TABLE)
 
 
 @scenario("schema-mismatch-fields", "a body with more fields than the table: SCHEMA_MISMATCH")
 async def _mismatch_fields(ctx: Context) -> None:
-    chunks, rows = _first_rows(ctx)
+    chunks, rows = first_rows(ctx)
     check(bool(rows), "the workload gave the first table no rows")
     body_rows = [(*r.values, None, r.sys_op) for r in rows]
-    await _rejected(ctx, _mismatched(ctx, chunks, body_rows, extra=True), ErrorCode.SCHEMA_MISMATCH)
+    await rejected(ctx, mismatched(ctx, chunks, body_rows, extra=True), ErrorCode.SCHEMA_MISMATCH)
 
 
 @scenario("schema-mismatch-sys-op", "sys_op other than 0 or 1: SCHEMA_MISMATCH")
 async def _mismatch_sys_op(ctx: Context) -> None:
-    chunks, rows = _first_rows(ctx)
+    chunks, rows = first_rows(ctx)
     check(bool(rows), "the workload gave the first table no rows")
     body_rows = [(*r.values, 2) for r in rows]
-    await _rejected(
-        ctx, _mismatched(ctx, chunks, body_rows, extra=False), ErrorCode.SCHEMA_MISMATCH
-    )
+    await rejected(ctx, mismatched(ctx, chunks, body_rows, extra=False), ErrorCode.SCHEMA_MISMATCH)
 
 
 @scenario("schema-mismatch-not-null", "null in a NOT NULL (key) column: SCHEMA_MISMATCH")
 async def _mismatch_not_null(ctx: Context) -> None:
-    chunks, rows = _first_rows(ctx)
+    chunks, rows = first_rows(ctx)
     check(bool(rows), "the workload gave the first table no rows")
     key = ctx.schema.tables[0].key_positions[0]
     values = list(rows[0].values)
     values[key] = None
     body_rows = [(*values, 0)]
-    await _rejected(
-        ctx, _mismatched(ctx, chunks, body_rows, extra=False), ErrorCode.SCHEMA_MISMATCH
-    )
+    await rejected(ctx, mismatched(ctx, chunks, body_rows, extra=False), ErrorCode.SCHEMA_MISMATCH)
 
 
 # --- incomplete transfers ---------------------------------------------------------------
 
 
-@scenario("incomplete-then-completed", "delta.rs shows an open transfer's gaps; sending only "
-          "the missing chunks completes it")  # fmt: skip
+@scenario(
+    "incomplete-then-completed",
+    "delta.rs shows an open transfer's gaps; sending only the missing chunks completes it",
+)
 async def _incomplete(ctx: Context) -> None:
     rows = ctx.next_rows()
     num = ctx.expected
@@ -296,8 +264,11 @@ async def _incomplete(ctx: Context) -> None:
     await ctx.expect_applied(request_id, num, rows)
 
 
-@scenario("incomplete-delta", "a transfer incomplete past the timeout is answered "
-          "INCOMPLETE_DELTA naming what is missing, and stays open")  # fmt: skip
+@scenario(
+    "incomplete-delta",
+    "a transfer incomplete past the timeout is answered "
+    "INCOMPLETE_DELTA naming what is missing, and stays open",
+)
 async def _incomplete_delta(ctx: Context) -> None:
     if ctx.options.incomplete_wait <= 0:
         raise ScenarioSkipped("give --incomplete-wait (the agent's timeout plus a margin)")
@@ -325,8 +296,11 @@ async def _incomplete_delta(ctx: Context) -> None:
 # --- load -------------------------------------------------------------------------------
 
 
-@scenario("load-failed", "a store that refuses the load: LOAD_FAILED, replica unchanged; "
-          "a resend applies (needs --replica: renames one table for the scenario)")  # fmt: skip
+@scenario(
+    "load-failed",
+    "a store that refuses the load: LOAD_FAILED, replica unchanged; "
+    "a resend applies (needs --replica: renames one table for the scenario)",
+)
 async def _load_failed(ctx: Context) -> None:
     if ctx.dsn is None:
         raise ScenarioSkipped("give --replica DSN")
@@ -381,8 +355,11 @@ async def _state_during_load(ctx: Context) -> None:
     )
 
 
-@scenario("as-of-reads", "the replica read as of every applied delta equals the model's "
-          "(REPLICA.md's SQL; needs --replica)")  # fmt: skip
+@scenario(
+    "as-of-reads",
+    "the replica read as of every applied delta equals the model's "
+    "(REPLICA.md's SQL; needs --replica)",
+)
 async def _as_of(ctx: Context) -> None:
     if ctx.dsn is None:
         raise ScenarioSkipped("give --replica DSN")

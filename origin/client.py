@@ -82,9 +82,12 @@ class OriginClient:
         guard_batches(self.settings)
         options = aiokafka_options(self.settings)
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, acks="all", linger_ms=0,
-            compression_type=self.settings.compression_type, **options,
-        )  # fmt: skip
+            bootstrap_servers=self.bootstrap,
+            acks="all",
+            linger_ms=0,
+            compression_type=self.settings.compression_type,
+            **options,
+        )
         await self._producer.start()
         for topic in (self.settings.topic_delta_in_rs, self.settings.topic_delta_rs):
             reader = AIOKafkaConsumer(
@@ -124,8 +127,12 @@ class OriginClient:
                 self._secret, message.key, message.value, message.headers, self._previous
             ):
                 self.unsigned += 1  # a forged answer (an OK) must not move this origin on
-                log.warning("answer dropped: not signed with the origins' key", topic=topic,
-                            partition=message.partition, offset=message.offset)  # fmt: skip
+                log.warning(
+                    "answer dropped: not signed with the origins' key",
+                    topic=topic,
+                    partition=message.partition,
+                    offset=message.offset,
+                )
                 continue
             try:
                 if topic == self.settings.topic_delta_in_rs:
@@ -207,9 +214,12 @@ class OriginClient:
         self, key: bytes | None, value: bytes | None, *, partition: int | None = None
     ) -> None:
         await self.producer.send_and_wait(
-            self.settings.topic_delta_in, key=key, value=value, partition=partition,
+            self.settings.topic_delta_in,
+            key=key,
+            value=value,
+            partition=partition,
             headers=self.sign(key, value),
-        )  # fmt: skip
+        )
 
     def sign(self, key: bytes | None, value: bytes | None) -> list[tuple[str, bytes]]:
         """The headers that prove this origin (none without `PODD_ORIGIN_KEY`)."""

@@ -95,8 +95,10 @@ def _report(
     found = differences(dsn, replica_model(source, last), as_of=range(max(0, last - 2), last + 1))
     code = 0
     if not found:
-        print(f"  equal to the reference model of deltas 0..{last} (seed {args.seed}), "
-              f"also as of deltas {max(0, last - 2)}..{last}")  # fmt: skip
+        print(
+            f"  equal to the reference model of deltas 0..{last} (seed {args.seed}), "
+            f"also as of deltas {max(0, last - 2)}..{last}"
+        )
     else:
         code = 1 if first == 0 else 0
         print("  DIFFERS from the reference model: " + "; ".join(found))

@@ -44,13 +44,18 @@ def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
     schema = actions.add_parser("schema", help="print the replica's DDL derived from the topic")
     for command in (run, schema):
         command.add_argument("--format", dest="cdc_format", choices=("qlik", "dataworks"))
-        command.add_argument("--topic", dest="cdc_topics", action="append",
-                             help="a CDC topic (repeatable)")  # fmt: skip
+        command.add_argument(
+            "--topic", dest="cdc_topics", action="append", help="a CDC topic (repeatable)"
+        )
         command.add_argument("--datamart")
         command.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
         command.add_argument("--settle-seconds", dest="cdc_settle_seconds", type=float)
-        command.add_argument("--topic-table", dest="cdc_topic_tables", action="append",
-                             help="TOPIC=TABLE for a Qlik topic without the envelope")  # fmt: skip
+        command.add_argument(
+            "--topic-table",
+            dest="cdc_topic_tables",
+            action="append",
+            help="TOPIC=TABLE for a Qlik topic without the envelope",
+        )
     run.add_argument("--schema", dest="schema_file", help="the replica's Prostore DDL")
     run.add_argument("--state-dir", dest="cdc_state_dir", help="where the cut log is kept")
     run.add_argument("--max-delta-rows", dest="cdc_max_delta_rows", type=int)
@@ -63,10 +68,18 @@ def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
         help="a source time further ahead of the clock stops the run (24)",
     )
     run.add_argument("--start", dest="cdc_start", choices=("earliest", "latest"))
-    run.add_argument("--start-offset", dest="cdc_start_offsets", action="append",
-                     help="TOPIC:PARTITION=OFFSET, used while the cut log is empty")  # fmt: skip
-    run.add_argument("--until-idle", dest="cdc_until_idle_seconds", type=float,
-                     help="exit 0 once all is applied and quiet this long")  # fmt: skip
+    run.add_argument(
+        "--start-offset",
+        dest="cdc_start_offsets",
+        action="append",
+        help="TOPIC:PARTITION=OFFSET, used while the cut log is empty",
+    )
+    run.add_argument(
+        "--until-idle",
+        dest="cdc_until_idle_seconds",
+        type=float,
+        help="exit 0 once all is applied and quiet this long",
+    )
     run.add_argument("--metadata-wait-seconds", dest="cdc_metadata_wait_seconds", type=float)
     run.add_argument("--max-pending-changes", dest="cdc_max_pending_changes", type=int)
     run.add_argument(
@@ -96,14 +109,24 @@ async def _run(settings: CdcSettings) -> int:
     if not bootstrap:
         raise OriginError("give --broker kafka://HOST:PORT")
     async with OriginClient(settings, bootstrap) as client:
-        origin = CdcOrigin(client, schema, options, settings.session_options(),
-                           lambda line: print(line, flush=True))  # fmt: skip
+        origin = CdcOrigin(
+            client,
+            schema,
+            options,
+            settings.session_options(),
+            lambda line: print(line, flush=True),
+        )
         stats = await origin.run()
-    extra = f"; {stats.dead_lettered:,} message(s) to {options.dead_letter_topic}" if (
-        stats.dead_lettered) else ""  # fmt: skip
+    extra = (
+        f"; {stats.dead_lettered:,} message(s) to {options.dead_letter_topic}"
+        if (stats.dead_lettered)
+        else ""
+    )
     rebuilt = f" ({stats.rebuilt} rebuilt from the cut log)" if stats.rebuilt else ""
-    print(f"{stats.deltas} delta(s) applied{rebuilt}, {stats.changes:,} changes, "
-          f"{stats.rows:,} rows{extra}")  # fmt: skip
+    print(
+        f"{stats.deltas} delta(s) applied{rebuilt}, {stats.changes:,} changes, "
+        f"{stats.rows:,} rows{extra}"
+    )
     return 0
 
 
@@ -118,8 +141,7 @@ async def _schema(settings: CdcSettings) -> int:
     for reason, where in found.refused.items():
         print(f"podd-cdc: refused at {where}: {reason}", file=sys.stderr)
     if not found.tables:
-        print(f"podd-cdc: no table described in {found.messages:,} message(s)",
-              file=sys.stderr)  # fmt: skip
+        print(f"podd-cdc: no table described in {found.messages:,} message(s)", file=sys.stderr)
         return ExitCode.BAD_INPUT
     print(found.schema(settings.datamart).to_ddl())
     return ExitCode.BAD_INPUT if found.refused else ExitCode.OK

@@ -13,13 +13,14 @@ use it, so a rebuilt delta is the delta first sent.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from typing import Any
 
 from podd_cdc.cutlog import Cut, Span, partition_key
 from podd_cdc.dataworks import millis_time
+from podd_cdc.held import Group, PartitionState, Pending, group_key
 from podd_cdc.membership import Format, le, taken_by
 from podd_cdc.records import Change, Heartbeat, Position, Record
 from podd_cdc.rows import delta_rows, rows_digest
@@ -50,59 +51,6 @@ class Bounds:
     max_regress: float = 600.0
 
 
-@dataclass
-class _Pending:
-    at: Position
-    change: Change
-    arrived: float
-    size: int = 0  # the source message's bytes: what holding it costs, roughly
-
-
-@dataclass
-class _Group:
-    """A Qlik transaction held (or a change without one), kept up to date as it is fed, so
-    a look costs the transactions held, not the changes."""
-
-    transaction: bool
-    lo: Any
-    hi: Any
-    items: list[_Pending] = field(default_factory=list)
-    counters: set[int] = field(default_factory=set)
-    lasts: list[int | None] = field(default_factory=list)
-
-    def add(self, item: _Pending) -> None:
-        change = item.change
-        self.items.append(item)
-        self.lo, self.hi = min(self.lo, change.cut_key), max(self.hi, change.cut_key)
-        self.counters.add(change.counter or 0)
-        if change.last_in_transaction:
-            self.lasts.append(change.counter)
-
-    def complete(self) -> bool:
-        """No transaction, or its last event and every counter from 1 to it, once each."""
-        if not self.transaction:
-            return True
-        if len(self.lasts) != 1:
-            return False
-        last = self.lasts[0] or 0
-        n = len(self.items)
-        counters = self.counters
-        return n == last == len(counters) and min(counters) >= 1 and max(counters) == n
-
-
-def _group_key(change: Change) -> Any:
-    return change.transaction if change.transaction is not None else change.identity
-
-
-@dataclass
-class _Partition:
-    next_offset: int
-    prev_end: int
-    refresh_done: int
-    last_key: Any = None  # Qlik: last changeSequence read; DataWorks: last heartbeat
-    pending: list[_Pending] = field(default_factory=list)
-
-
 class Cutter:
     def __init__(
         self,
@@ -116,10 +64,10 @@ class Cutter:
         self.schema = schema
         self.bounds = bounds
         self.last = last
-        self.parts: dict[str, _Partition] = {}
+        self.parts: dict[str, PartitionState] = {}
         for key, offset in starts.items():
             span = last.spans.get(key) if last is not None else None
-            self.parts[key] = _Partition(
+            self.parts[key] = PartitionState(
                 offset,
                 span.end if span else offset,
                 span.refresh_upto if span else offset,
@@ -128,7 +76,7 @@ class Cutter:
         self.guard = SequenceGuard(
             fmt, timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
-        self._groups: dict[Any, _Group] = {}  # Qlik: the transactions held, by id
+        self._groups: dict[Any, Group] = {}  # Qlik: the transactions held, by id
         self._key_counts: dict[Any, int] = {}  # DataWorks: changes held by eventTime
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
@@ -153,7 +101,7 @@ class Cutter:
     def add_partition(self, key: str, offset: int) -> None:
         """A partition that appeared while the run reads, read from `offset`."""
         if key not in self.parts:
-            self.parts[key] = _Partition(offset, offset, offset)
+            self.parts[key] = PartitionState(offset, offset, offset)
 
     @property
     def full(self) -> bool:
@@ -184,15 +132,16 @@ class Cutter:
             self._identities.add(change.identity)
         if self.fmt == "dataworks" and self.last is not None and self.last.bound is not None:
             self.late += int(le(change.cut_key, self.last.bound))
-        item = _Pending(at, change, now, size)
+        item = Pending(at, change, now, size)
         part.pending.append(item)
         if self.fmt == "qlik" and change.cut_key is not None:
-            key = _group_key(change)
+            key = group_key(change)
             group = self._groups.get(key)
             if group is None:
                 sequence = change.cut_key
-                group = self._groups[key] = _Group(change.transaction is not None, sequence,
-                                                   sequence)  # fmt: skip
+                group = self._groups[key] = Group(
+                    change.transaction is not None, sequence, sequence
+                )
             group.add(item)
         elif self.fmt == "dataworks":
             self._key_counts[change.cut_key] = self._key_counts.get(change.cut_key, 0) + 1
@@ -219,8 +168,9 @@ class Cutter:
         or `force`), else None."""
         all_quiet = quiet >= set(self.parts)
         if not (force or all_quiet or self.pending >= self.bounds.max_rows):
-            oldest = min((p.pending[0].arrived for p in self.parts.values() if p.pending),
-                         default=now)  # fmt: skip
+            oldest = min(
+                (p.pending[0].arrived for p in self.parts.values() if p.pending), default=now
+            )
             if not by_age or oldest > now - self.bounds.max_age:
                 return None  # cheap: nothing held is old enough, nor enough of it
         looked = (self._fed, frozenset(quiet))
@@ -255,13 +205,13 @@ class Cutter:
         self._not_due = None
         return self._take(delta, chosen, bound, wall)
 
-    def _qlik(self, quiet: set[str]) -> tuple[list[_Pending], Any]:
+    def _qlik(self, quiet: set[str]) -> tuple[list[Pending], Any]:
         prev = self.last.bound if self.last is not None else None
         limits = [p.last_key for k, p in self.parts.items() if k not in quiet]
         everything = not limits
         bound = None if None in limits or everything else min(limits)
         ordered = sorted(self._groups.values(), key=lambda g: g.lo)
-        taken: list[_Group] = []
+        taken: list[Group] = []
         count = 0
         for group in ordered:
             below = everything or (bound is not None and group.hi <= bound)
@@ -282,7 +232,7 @@ class Cutter:
         chosen += self._refresh_rows(chosen, quiet)
         return chosen, cut_bound
 
-    def _refresh_rows(self, chosen: list[_Pending], quiet: set[str]) -> list[_Pending]:
+    def _refresh_rows(self, chosen: list[Pending], quiet: set[str]) -> list[Pending]:
         """Full-load rows go with the CDC changes after them in their partition, or, in a
         quiet partition with nothing else left, as they are."""
         if not self._refresh_held:
@@ -312,7 +262,7 @@ class Cutter:
             self._watermarks.append(min(marks))
             del self._watermarks[:-MAX_WATERMARKS]
 
-    def _dataworks(self) -> tuple[list[_Pending], Any]:
+    def _dataworks(self) -> tuple[list[Pending], Any]:
         """Every held change at or below a watermark the topic passed: the earliest one that
         gives `max_rows` changes, else the latest."""
         if not self._watermarks:
@@ -332,7 +282,7 @@ class Cutter:
         return chosen, watermark
 
     def _take(
-        self, delta: int, chosen: list[_Pending], bound: Any, wall: datetime
+        self, delta: int, chosen: list[Pending], bound: Any, wall: datetime
     ) -> tuple[Cut, dict[str, list[DeltaRow]]]:
         ids = {id(i) for i in chosen}
         spans: dict[str, Span] = {}
@@ -344,8 +294,14 @@ class Cutter:
             upto = max(refresh, default=part.refresh_done - 1) + 1
             part.pending = [i for i in part.pending if id(i) not in ids]
             next_lo = part.pending[0].at.offset if part.pending else part.next_offset
-            spans[key] = Span(lo, part.prev_end, part.next_offset, part.refresh_done,
-                              max(upto, part.refresh_done), next_lo)  # fmt: skip
+            spans[key] = Span(
+                lo,
+                part.prev_end,
+                part.next_offset,
+                part.refresh_done,
+                max(upto, part.refresh_done),
+                next_lo,
+            )
             part.prev_end, part.refresh_done = part.next_offset, max(upto, part.refresh_done)
         if self.fmt == "qlik":
             self.guard.remember_taken(i.change.identity for i in chosen if i.change.cut_key)
@@ -356,7 +312,7 @@ class Cutter:
             if change.cut_key is None:
                 continue
             if self.fmt == "qlik":
-                self._groups.pop(_group_key(change), None)
+                self._groups.pop(group_key(change), None)
             else:
                 left = self._key_counts[change.cut_key] - 1
                 if left:
@@ -369,16 +325,21 @@ class Cutter:
         changes = [(i.at, i.change) for i in chosen]
         rows = delta_rows(self.schema, changes)
         cut = Cut(
-            delta, self._date(chosen, bound, wall), bound,
-            self.last.bound if self.last else None, spans, len(chosen),
-            sum(len(r) for r in rows.values()), rows_digest(rows),
-        )  # fmt: skip
+            delta,
+            self._date(chosen, bound, wall),
+            bound,
+            self.last.bound if self.last else None,
+            spans,
+            len(chosen),
+            sum(len(r) for r in rows.values()),
+            rows_digest(rows),
+        )
         self.last = cut
         if self.fmt == "dataworks":
             self._watermarks = [w for w in self._watermarks if w > bound]
         return cut, rows
 
-    def _date(self, chosen: list[_Pending], bound: Any, wall: datetime) -> datetime:
+    def _date(self, chosen: list[Pending], bound: Any, wall: datetime) -> datetime:
         if self.fmt == "dataworks":
             date = millis_time(bound).replace(tzinfo=UTC)
         else:

@@ -38,9 +38,17 @@ ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
 UPSERT_OPS = frozenset({"INSERT", "UPDATE_AFTER"})
 #: Messages that change no row: counted and passed over.
 NO_ROW_OPS = frozenset(
-    {"TRANSACTION_BEGIN", "TRANSACTION_END", "GTID", "XACOMMIT", "XAROLLBACK", "CINDEX",
-     "DINDEX", "QUERY"}
-)  # fmt: skip
+    {
+        "TRANSACTION_BEGIN",
+        "TRANSACTION_END",
+        "GTID",
+        "XACOMMIT",
+        "XAROLLBACK",
+        "CINDEX",
+        "DINDEX",
+        "QUERY",
+    }
+)
 #: DDL of a replicated table that changes what the replica holds: the schema stop.
 TABLE_DDL = frozenset({"ALTER", "ERASE", "TRUNCATE", "RENAME"})
 _EPOCH = datetime(1970, 1, 1)

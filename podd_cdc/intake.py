@@ -151,6 +151,8 @@ class Intake:
         cutter.passed(exc.at or Position(message.topic, message.partition, message.offset))
         self.stats.dead_lettered += 1
         log.warning(
-            "bad input sent to the dead-letter topic", error=str(exc),
-            topic=self.options.dead_letter_topic, count=self.stats.dead_lettered,
-        )  # fmt: skip
+            "bad input sent to the dead-letter topic",
+            error=str(exc),
+            topic=self.options.dead_letter_topic,
+            count=self.stats.dead_lettered,
+        )

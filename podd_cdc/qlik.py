@@ -331,9 +331,15 @@ class QlikDecoder:
         else:
             raise BadInput(None, f"operation {str(operation)[:20]!r} is not one Qlik writes")
         get = headers.get
-        return _change(rows, operation, get("changeSequence"), get("timestamp"),
-                       get("transactionId"), get("transactionEventCounter"),
-                       get("transactionLastEvent"))  # fmt: skip
+        return _change(
+            rows,
+            operation,
+            get("changeSequence"),
+            get("timestamp"),
+            get("transactionId"),
+            get("transactionEventCounter"),
+            get("transactionLastEvent"),
+        )
 
     def _fast(self, value: bytes) -> Record | None:
         """A data message in its envelope, by `qlik_fast`; None: the exact path decides."""
@@ -363,10 +369,15 @@ class QlikDecoder:
                 rows = (table.delete(reader.keyed(gone)),)
             else:
                 return None
-            return _change(rows, operation, checked(headers.changeSequence),
-                           checked(headers.timestamp), checked(headers.transactionId),
-                           checked(headers.transactionEventCounter),
-                           checked(headers.transactionLastEvent))  # fmt: skip
+            return _change(
+                rows,
+                operation,
+                checked(headers.changeSequence),
+                checked(headers.timestamp),
+                checked(headers.transactionId),
+                checked(headers.transactionEventCounter),
+                checked(headers.transactionLastEvent),
+            )
         except (DecodeError, NotSure, BadInput, UnicodeDecodeError):
             return None
 

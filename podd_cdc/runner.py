@@ -133,8 +133,9 @@ class CdcOrigin:
             starts = await self._starts(reader, keys)
             for key, offset in starts.items():
                 reader.seek(key, offset)
-            cutter = Cutter(self.options.fmt, self.schema, starts, self.cutlog.last,
-                            self.options.bounds)  # fmt: skip
+            cutter = Cutter(
+                self.options.fmt, self.schema, starts, self.cutlog.last, self.options.bounds
+            )
             await self._seed_taken(cutter)
             reading = asyncio.create_task(self.intake.run(reader, cutter))
             try:
@@ -216,8 +217,10 @@ class CdcOrigin:
                         continue
                 if self._idle(reader, cutter, quiet) and sending is None and ready is None:
                     if cutter.pending:
-                        log.warning("changes of incomplete transactions held, not sent",
-                                    changes=cutter.pending)  # fmt: skip
+                        log.warning(
+                            "changes of incomplete transactions held, not sent",
+                            changes=cutter.pending,
+                        )
                     return
                 await asyncio.sleep(0.05)
         finally:
@@ -237,28 +240,40 @@ class CdcOrigin:
         stuck = bool(self.intake.blocked) and quiet >= live
         full = cutter.full
         started = time.monotonic()
-        found = cutter.cut(number, quiet, started, datetime.now(UTC), force=stuck or full,
-                           by_age=by_age)  # fmt: skip
+        found = cutter.cut(
+            number, quiet, started, datetime.now(UTC), force=stuck or full, by_age=by_age
+        )
         if found is not None:
             self.cutlog.record(found[0])
         self.stats.cut_seconds += time.monotonic() - started
         if cutter.silent - self._named_silent:
-            log.warning("partitions carry no heartbeats: they do not hold the watermark",
-                        partitions=sorted(cutter.silent - self._named_silent))  # fmt: skip
+            log.warning(
+                "partitions carry no heartbeats: they do not hold the watermark",
+                partitions=sorted(cutter.silent - self._named_silent),
+            )
             self._named_silent |= cutter.silent
         if found is not None:
             cut = found[0]
-            log.info("delta cut", deltaNum=cut.delta, changes=cut.changes, rows=cut.rows,
-                     lag=reader.lag(), pending=cutter.pending)  # fmt: skip
+            log.info(
+                "delta cut",
+                deltaNum=cut.delta,
+                changes=cut.changes,
+                rows=cut.rows,
+                lag=reader.lag(),
+                pending=cutter.pending,
+            )
             return found, None
         if stuck:
             return None, next(iter(self.intake.blocked.values()))
         if full:
-            return None, BadInput(cutter.oldest_open(), (
-                f"{cutter.pending:,} changes ({cutter.pending_bytes:,} bytes) are held and none "
-                f"can be cut: a transaction larger than {self.options.bounds.max_pending:,} "
-                f"changes or {self.options.bounds.max_pending_bytes:,} bytes, or one never "
-                "completed"))  # fmt: skip
+            bounds = self.options.bounds
+            held = f"{cutter.pending:,} changes ({cutter.pending_bytes:,} bytes)"
+            return None, BadInput(
+                cutter.oldest_open(),
+                f"{held} are held and none can be cut: a transaction larger than "
+                f"{bounds.max_pending:,} changes or {bounds.max_pending_bytes:,} bytes, or one "
+                "never completed",
+            )
         return None, None
 
     def _idle(self, reader: TopicReader, cutter: Cutter, quiet: set[str]) -> bool:
@@ -266,8 +281,13 @@ class CdcOrigin:
         every `PROGRESS_SECONDS`)."""
         if time.monotonic() - self._progress_at >= PROGRESS_SECONDS:
             self._progress_at = time.monotonic()
-            log.info("reading", messages=self.stats.messages, held=cutter.pending,
-                     lag=reader.lag(), deltas=self.stats.deltas)  # fmt: skip
+            log.info(
+                "reading",
+                messages=self.stats.messages,
+                held=cutter.pending,
+                lag=reader.lag(),
+                deltas=self.stats.deltas,
+            )
         idle = self.options.until_idle
         settled = quiet >= set(cutter.parts) and not self.intake.waiting
         return idle is not None and settled and time.monotonic() - reader.last_arrival() >= idle

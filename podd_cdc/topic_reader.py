@@ -141,11 +141,9 @@ class TopicReader:
         found: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         for tp in self.partitions:
             if partition_key(tp.topic, tp.partition) not in self._paused:
-                found |= await self.reader.getmany(tp, timeout_ms=0,
-                                                   max_records=PARTITION_RECORDS)  # fmt: skip
+                found |= await self.reader.getmany(tp, timeout_ms=0, max_records=PARTITION_RECORDS)
         if not any(found.values()):
-            found = await self.reader.getmany(timeout_ms=timeout_ms,
-                                              max_records=PARTITION_RECORDS)  # fmt: skip
+            found = await self.reader.getmany(timeout_ms=timeout_ms, max_records=PARTITION_RECORDS)
         now = time.monotonic()
         records = []
         for tp, items in found.items():

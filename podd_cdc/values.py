@@ -28,15 +28,27 @@ MAX_VALUE_BYTES = 1 << 20
 
 #: Qlik data types (docs/contracts/CDC.md); NUMERIC is decided by precision and scale.
 QLIK_TYPES: dict[str, TypeKind] = {
-    "INT1": TypeKind.INT32, "INT2": TypeKind.INT32, "INT4": TypeKind.INT32,
-    "UINT1": TypeKind.INT32, "UINT2": TypeKind.INT32,
-    "INT8": TypeKind.BIGINT, "UINT4": TypeKind.BIGINT, "UINT8": TypeKind.BIGINT,
-    "REAL4": TypeKind.FLOAT, "REAL8": TypeKind.DOUBLE,
-    "STRING": TypeKind.VARCHAR, "WSTRING": TypeKind.VARCHAR,
-    "CLOB": TypeKind.VARCHAR, "NCLOB": TypeKind.VARCHAR,
-    "BOOLEAN": TypeKind.BOOLEAN, "DATE": TypeKind.DATE, "TIME": TypeKind.TIME,
-    "DATETIME": TypeKind.TIMESTAMP, "BYTES": TypeKind.VARCHAR, "BLOB": TypeKind.VARCHAR,
-}  # fmt: skip
+    "INT1": TypeKind.INT32,
+    "INT2": TypeKind.INT32,
+    "INT4": TypeKind.INT32,
+    "UINT1": TypeKind.INT32,
+    "UINT2": TypeKind.INT32,
+    "INT8": TypeKind.BIGINT,
+    "UINT4": TypeKind.BIGINT,
+    "UINT8": TypeKind.BIGINT,
+    "REAL4": TypeKind.FLOAT,
+    "REAL8": TypeKind.DOUBLE,
+    "STRING": TypeKind.VARCHAR,
+    "WSTRING": TypeKind.VARCHAR,
+    "CLOB": TypeKind.VARCHAR,
+    "NCLOB": TypeKind.VARCHAR,
+    "BOOLEAN": TypeKind.BOOLEAN,
+    "DATE": TypeKind.DATE,
+    "TIME": TypeKind.TIME,
+    "DATETIME": TypeKind.TIMESTAMP,
+    "BYTES": TypeKind.VARCHAR,
+    "BLOB": TypeKind.VARCHAR,
+}
 #: Qlik types whose JSON value is a number (the rest travel as strings).
 QLIK_NUMBERS = frozenset(
     {"INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4", "UINT8", "REAL4", "REAL8"}
@@ -46,9 +58,13 @@ NUMERIC_BIGINT_PRECISION = 18
 
 #: DataWorks column types (docs/contracts/CDC.md).
 DATAWORKS_TYPES: dict[str, TypeKind] = {
-    "BOOLEAN": TypeKind.BOOLEAN, "LONG": TypeKind.BIGINT, "DOUBLE": TypeKind.DOUBLE,
-    "STRING": TypeKind.VARCHAR, "DATE": TypeKind.TIMESTAMP, "BYTES": TypeKind.VARCHAR,
-}  # fmt: skip
+    "BOOLEAN": TypeKind.BOOLEAN,
+    "LONG": TypeKind.BIGINT,
+    "DOUBLE": TypeKind.DOUBLE,
+    "STRING": TypeKind.VARCHAR,
+    "DATE": TypeKind.TIMESTAMP,
+    "BYTES": TypeKind.VARCHAR,
+}
 
 _DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)\Z")
 _INTEGER = re.compile(r"[+-]?\d{1,20}\Z")
@@ -230,18 +246,27 @@ def qlik_column(
         raise ValueError(f"column {name}: Qlik type {type_name!r} has no mapping")
     length = length if length and length > 0 else None
     ranges: dict[str, tuple[int, int]] = {
-        "UINT8": (0, BIGINT_RANGE[1]), "UINT4": (0, 2**32 - 1), "UINT1": (0, 255),
-        "UINT2": (0, 65_535), "INT1": (-128, 127), "INT2": (-32_768, 32_767),
-        "INT4": INT32_RANGE, "INT8": BIGINT_RANGE,
-    }  # fmt: skip
+        "UINT8": (0, BIGINT_RANGE[1]),
+        "UINT4": (0, 2**32 - 1),
+        "UINT1": (0, 255),
+        "UINT2": (0, 65_535),
+        "INT1": (-128, 127),
+        "INT2": (-32_768, 32_767),
+        "INT4": INT32_RANGE,
+        "INT8": BIGINT_RANGE,
+    }
     if name_upper in ranges:
         bounds = ranges[name_upper]
         return SourceColumn(name, ColumnType(kind), partial(_integer, bounds=bounds), bounds)
     converters: dict[str, Converter] = {"BYTES": _hex_text, "BLOB": _hex_text}
     by_kind: dict[TypeKind, Converter] = {
-        TypeKind.FLOAT: _real, TypeKind.DOUBLE: _real, TypeKind.BOOLEAN: _boolean,
-        TypeKind.DATE: _date, TypeKind.TIME: _time, TypeKind.TIMESTAMP: _timestamp,
-    }  # fmt: skip
+        TypeKind.FLOAT: _real,
+        TypeKind.DOUBLE: _real,
+        TypeKind.BOOLEAN: _boolean,
+        TypeKind.DATE: _date,
+        TypeKind.TIME: _time,
+        TypeKind.TIMESTAMP: _timestamp,
+    }
     if name_upper in ("STRING", "WSTRING"):
         return SourceColumn(name, ColumnType(kind, length), _text(length))
     convert = converters.get(name_upper) or by_kind.get(kind) or _text_any
@@ -254,12 +279,16 @@ def dataworks_column(name: str, type_name: str) -> SourceColumn:
     if kind is None:
         raise ValueError(f"column {name}: DataWorks type {type_name!r} has no mapping")
     if type_name.upper() == "LONG":
-        return SourceColumn(name, ColumnType(kind), partial(_integer, bounds=BIGINT_RANGE),
-                            BIGINT_RANGE)  # fmt: skip
+        return SourceColumn(
+            name, ColumnType(kind), partial(_integer, bounds=BIGINT_RANGE), BIGINT_RANGE
+        )
     converters: dict[str, Converter] = {
-        "BOOLEAN": _boolean, "DOUBLE": _real, "STRING": _text_any, "DATE": _epoch_millis,
+        "BOOLEAN": _boolean,
+        "DOUBLE": _real,
+        "STRING": _text_any,
+        "DATE": _epoch_millis,
         "BYTES": _base64_text,
-    }  # fmt: skip
+    }
     return SourceColumn(name, ColumnType(kind), converters[type_name.upper()])
 
 

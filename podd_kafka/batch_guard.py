@@ -67,9 +67,12 @@ def log_poison(batch: PoisonBatch) -> None:
         _LOGGED.popitem(last=False)
     log.error(
         "a record batch that cannot be read was skipped",
-        topic=batch.topic, partition=batch.partition, first_offset=batch.first_offset,
-        last_offset=batch.last_offset, reason=batch.reason,
-    )  # fmt: skip
+        topic=batch.topic,
+        partition=batch.partition,
+        first_offset=batch.first_offset,
+        last_offset=batch.last_offset,
+        reason=batch.reason,
+    )
 
 
 @dataclass
@@ -170,9 +173,12 @@ class _GuardedBatch:
                 problem = f"{type(exc).__name__}: {str(exc)[:300]}"
         (first,) = struct.unpack_from(">q", self._raw, 0)  # v2: the base offset
         poison = PoisonBatch(
-            self._records.topic, self._records.partition, first,
-            int(self._batch.next_offset) - 1, problem,
-        )  # fmt: skip
+            self._records.topic,
+            self._records.partition,
+            first,
+            int(self._batch.next_offset) - 1,
+            problem,
+        )
         try:
             guard.on_poison(poison)
         except Exception as exc:

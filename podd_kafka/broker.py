@@ -49,9 +49,15 @@ def embedded_broker(
     url = f"tcp://127.0.0.1:{port}"
     told = f"tcp://{advertised}" if advertised else url
     command = [
-        str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", told,
-        "--storage-engine", "memory://tansu/",
-    ]  # fmt: skip
+        str(tansu_binary()),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        told,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
     sink = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
     try:

@@ -67,8 +67,9 @@ class PlaceReader:
                 for record in records:
                     if record.offset in left:
                         left.discard(record.offset)
-                        on_body(Place(tp.topic, tp.partition, record.offset), record.key,
-                                record.value)  # fmt: skip
+                        on_body(
+                            Place(tp.topic, tp.partition, record.offset), record.key, record.value
+                        )
                         read += 1
                         progressed = time.monotonic()
                     if record.offset >= ends[tp]:

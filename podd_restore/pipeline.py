@@ -133,8 +133,10 @@ class DeltaFetcher:
             except MessageDecodeError:
                 same = False
             if not same:
-                raise RestoreError(f"{place}: the message is not the one the scan indexed there "
-                                   "(the topic changed under the restore)")  # fmt: skip
+                raise RestoreError(
+                    f"{place}: the message is not the one the scan indexed there "
+                    "(the topic changed under the restore)"
+                )
             size += len(value or b"")
             if size > self.max_delta_bytes:
                 raise RestoreError(

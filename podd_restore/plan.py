@@ -223,19 +223,23 @@ class BackupIndex:
         runs = {i.increment_id for i in complete}
         if delta_num == 0 and len(runs) > 1 and increment_id is None:
             return DeltaPlan(
-                delta_num, found, None,
+                delta_num,
+                found,
+                None,
                 f"delta 0 was written by {len(runs)} runs ({', '.join(sorted(runs))}): "
                 "name the run to restore with --increment-id",
-            )  # fmt: skip
+            )
         if len({i.content() for i in complete}) > 1:
             # Whoever can write the topic could append an increment that replaced the
             # delta in the next restore: different contents are never chosen between.
             which = "; ".join(_named(i) for i in complete)
             return DeltaPlan(
-                delta_num, found, None,
+                delta_num,
+                found,
+                None,
                 f"delta {delta_num} is in {len(complete)} complete increments that differ "
                 f"({which}): name the one to restore with --increment-id",
-            )  # fmt: skip
+            )
         return DeltaPlan(delta_num, found, complete[-1], None)
 
     def restorable(

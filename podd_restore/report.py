@@ -92,9 +92,13 @@ def build_report(
                 f"{previous + 1}" if number == previous + 2 else f"{previous + 1}-{number - 1}"
             )
             rows.append(
-                {"delta": missing, "runs": [], "schema_changes": [],
-                 "status": "MISSING: no increment of it is in the topic"}
-            )  # fmt: skip
+                {
+                    "delta": missing,
+                    "runs": [],
+                    "schema_changes": [],
+                    "status": "MISSING: no increment of it is in the topic",
+                }
+            )
         previous = number
         plan = index.delta(number, increment_id=increment_id)
         entry: dict[str, Any] = {

@@ -77,10 +77,12 @@ class RestoreStaging:
             decoded = None if None in sizes else sum(s or 0 for s in sizes)
             streams.append(
                 StreamManifest(
-                    stream_number=number, table_name=name, chunk_count=len(chunks),
+                    stream_number=number,
+                    table_name=name,
+                    chunk_count=len(chunks),
                     decoded_bytes=decoded,
                 )
-            )  # fmt: skip
+            )
         manifest = TransferManifest(
             datamart=schema.datamart,
             delta_num=increment.delta_num,

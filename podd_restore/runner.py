@@ -60,10 +60,13 @@ def _scan(settings: RestoreSettings, bootstrap: list[str], topic_index: TopicInd
         raise RestoreError("give --topic TOPIC and --datamart NAME")
     read = asyncio.run(
         scan_topic(
-            settings, bootstrap, settings.topic, topic_index.on_message,
+            settings,
+            bootstrap,
+            settings.topic,
+            topic_index.on_message,
             stall_timeout=settings.stall_timeout_seconds,
         )
-    )  # fmt: skip
+    )
     log.info("topic scanned", topic=settings.topic, messages=read, datamart=settings.datamart)
 
 
@@ -159,31 +162,42 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         loader = loader_for(store, dsn, spark, settings)
         try:
             applier = _Applier(
-                topic_index, store, loader, staging,
-                history=history_before(topic_index, first), last_data=_last_data(plans),
-            )  # fmt: skip
+                topic_index,
+                store,
+                loader,
+                staging,
+                history=history_before(topic_index, first),
+                last_data=_last_data(plans),
+            )
             applied: list[int] = []
             # Left in this order, the fetcher stops first: a decode ahead waiting for its
             # next delta then ends, and the thread pool with it.
-            with ThreadPoolExecutor(1, "podd-restore-ahead") as pool, DeltaFetcher(
-                settings, bootstrap, chosen, staging, body_limits=settings.body_limits(),
-                max_delta_bytes=int(settings.restore_max_staged_mib * 2**20),
-                stall_timeout=settings.stall_timeout_seconds,
-            ) as fetcher:  # fmt: skip
+            with (
+                ThreadPoolExecutor(1, "podd-restore-ahead") as pool,
+                DeltaFetcher(
+                    settings,
+                    bootstrap,
+                    chosen,
+                    staging,
+                    body_limits=settings.body_limits(),
+                    max_delta_bytes=int(settings.restore_max_staged_mib * 2**20),
+                    stall_timeout=settings.stall_timeout_seconds,
+                ) as fetcher,
+            ):
                 increment, assembled, ahead = fetcher.next(), None, _NOTHING_AHEAD
                 for taken in range(1, len(chosen) + 1):
                     transfer = applier.prepare(increment, assembled)
                     # Delta k + 1 read and decoded while k applies (its schema: k's).
                     upcoming = (
-                        pool.submit(applier.fetch_ahead, fetcher)
-                        if taken < len(chosen) else None
-                    )  # fmt: skip
+                        pool.submit(applier.fetch_ahead, fetcher) if taken < len(chosen) else None
+                    )
                     applier.rows += applier.load(increment, transfer, ahead)
                     fetcher.applied(increment)
                     applied.append(increment.delta_num)
                     if progress is not None:
-                        progress(len(applied), len(plans), applier.rows,
-                                 time.perf_counter() - started)  # fmt: skip
+                        progress(
+                            len(applied), len(plans), applier.rows, time.perf_counter() - started
+                        )
                     if upcoming is not None:
                         increment, assembled, ahead = upcoming.result()
             loader.flush_commits()
@@ -195,9 +209,13 @@ def run(settings: RestoreSettings, progress: Progress | None = None) -> RunOutco
         staging.clear()
     first_read = topic_index.first_message_at or started
     return RunOutcome(
-        applied, applier.rows, time.perf_counter() - started, stop, applied[-1] + 1,
+        applied,
+        applier.rows,
+        time.perf_counter() - started,
+        stop,
+        applied[-1] + 1,
         committed - first_read,
-    )  # fmt: skip
+    )
 
 
 def needs_spark(increments: list[Increment], in_driver_max_mib: float) -> bool:
@@ -262,8 +280,10 @@ class _Applier:
         rows = sum(t.rows_received for t in result.tables)
         log.info(
             "delta restored" if not result.already_applied else "delta already applied",
-            deltaNum=increment.delta_num, run=increment.increment_id, rows=rows,
-        )  # fmt: skip
+            deltaNum=increment.delta_num,
+            run=increment.increment_id,
+            rows=rows,
+        )
         return rows
 
     def fetch_ahead(
@@ -303,8 +323,10 @@ class _Applier:
             self.retired.add(mark)
             log.warning(
                 "table dropped by the changelog: no longer applied, its replica tables kept",
-                table=dropped.table.name, changeNum=dropped.change_num, renamedTo=renamed,
-            )  # fmt: skip
+                table=dropped.table.name,
+                changeNum=dropped.change_num,
+                renamedTo=renamed,
+            )
         schema = self.history.logical_schema()
         if postponed:
             tables = (*(schema.tables if schema else ()), *postponed)

@@ -53,9 +53,14 @@ def start_agent(
         files[schema.datamart] = path
     port = free_port()
     env = agent_env(
-        files, bootstrap=spec.bootstrap, dsn=spec.dsn, data_dir=spec.data_dir,
-        metrics_port=port, group_id=spec.group_id, spark_master=spec.spark_master,
-    )  # fmt: skip
+        files,
+        bootstrap=spec.bootstrap,
+        dsn=spec.dsn,
+        data_dir=spec.data_dir,
+        metrics_port=port,
+        group_id=spec.group_id,
+        spark_master=spec.spark_master,
+    )
     env["PYTHONUNBUFFERED"] = "1"  # its log is read while it runs
     env.update(spec.extra_env)
     return AgentChild(env, log_path, port, append=append, cwd=cwd)

@@ -92,17 +92,32 @@ class StandaloneCluster:
         worker_dir.mkdir(exist_ok=True)
         try:
             self._spawn(
-                "master", "org.apache.spark.deploy.master.Master",
-                "--host", "127.0.0.1", "--port", str(self.port),
-                "--webui-port", str(self.ui_port),
-            )  # fmt: skip
+                "master",
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.ui_port),
+            )
             for number in range(self.workers):
                 self._spawn(
-                    f"worker-{number}", "org.apache.spark.deploy.worker.Worker", self.master_url,
-                    "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                    "--work-dir", str(worker_dir / str(number)), "--webui-port", "0",
+                    f"worker-{number}",
+                    "org.apache.spark.deploy.worker.Worker",
+                    self.master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    str(self.cores),
+                    "--memory",
+                    self.memory,
+                    "--work-dir",
+                    str(worker_dir / str(number)),
+                    "--webui-port",
+                    "0",
                     wrapper=self.worker_wrapper,
-                )  # fmt: skip
+                )
             self._wait_ready()
         except BaseException:
             self.stop()

@@ -40,13 +40,25 @@ from protocol.ocf import OCF_MAGIC, SYNC_SIZE
 from protocol.schema import Table
 from protocol.types import TypeKind
 
-_KINDS = {"boolean": KIND_BOOLEAN, "int": KIND_INT, "long": KIND_LONG, "float": KIND_FLOAT,
-          "double": KIND_DOUBLE, "string": KIND_STRING}  # fmt: skip
+_KINDS = {
+    "boolean": KIND_BOOLEAN,
+    "int": KIND_INT,
+    "long": KIND_LONG,
+    "float": KIND_FLOAT,
+    "double": KIND_DOUBLE,
+    "string": KIND_STRING,
+}
 _PLAIN_TYPES: dict[TypeKind, type] = {
-    TypeKind.BOOLEAN: bool, TypeKind.INT32: int, TypeKind.INT: int, TypeKind.BIGINT: int,
-    TypeKind.FLOAT: float, TypeKind.DOUBLE: float, TypeKind.DATE: date, TypeKind.TIME: time,
+    TypeKind.BOOLEAN: bool,
+    TypeKind.INT32: int,
+    TypeKind.INT: int,
+    TypeKind.BIGINT: int,
+    TypeKind.FLOAT: float,
+    TypeKind.DOUBLE: float,
+    TypeKind.DATE: date,
+    TypeKind.TIME: time,
     TypeKind.TIMESTAMP: datetime,
-}  # fmt: skip
+}
 _NONE = type(None)
 #: zlib level of `deflate` bodies: level 1 compresses a CDC chunk at about three times the
 #: speed of the default 6, for a body about a tenth larger.

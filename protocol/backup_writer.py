@@ -128,11 +128,16 @@ def increment_messages(
     for stream, bodies_of_stream in enumerate(dealt, 1):
         for chunk, (table_name, value) in enumerate(bodies_of_stream, 1):
             key = encode_backup_key(
-                increment_id=increment_id, datamart=datamart, delta_num=delta_num,
-                delta_date=delta_date, table_name=table_name, stream_number=stream,
-                stream_total=streams, chunk_number=chunk,
+                increment_id=increment_id,
+                datamart=datamart,
+                delta_num=delta_num,
+                delta_date=delta_date,
+                table_name=table_name,
+                stream_number=stream,
+                stream_total=streams,
+                chunk_number=chunk,
                 is_last_chunk=chunk == len(bodies_of_stream),
-            )  # fmt: skip
+            )
             out.append(BackupMessage(key, value, sequence % partitions, table_name))
             sequence += 1
     return out

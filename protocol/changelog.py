@@ -81,9 +81,11 @@ def _unqualified(name: str, datamart: str, change_num: int) -> str:
     parts = [p.strip('`"') for p in name.split(".")]
     if len(parts) > 2 or (len(parts) == 2 and parts[0] != datamart):
         raise SchemaDefinitionError(
-            f"change {change_num}: {name} is not in datamart {datamart}", statement=1, line=1,
+            f"change {change_num}: {name} is not in datamart {datamart}",
+            statement=1,
+            line=1,
             column=1,
-        )  # fmt: skip
+        )
     return parts[-1]
 
 
@@ -95,8 +97,10 @@ def parse_change(record: ChangelogRecord, datamart: str) -> SchemaChange:
         if len(schema.tables) != 1:
             raise SchemaDefinitionError(
                 f"a change holds {len(schema.tables)} CREATE TABLE statements, not one",
-                statement=2, line=1, column=1,
-            )  # fmt: skip
+                statement=2,
+                line=1,
+                column=1,
+            )
         (table,) = schema.tables
         return SchemaChange(number, ChangeKind.CREATE_TABLE, table.name, query, table=table)
     for kind, pattern in _PATTERNS:

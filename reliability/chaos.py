@@ -125,9 +125,16 @@ async def _chaos(
     kill_due: float | None = None
     kill_by = 0
     extra = ExtraFaults(
-        args.deltas, supervisor.spec, supervisor.data_dir, lambda: supervisor.spec.dsn, filler,
-        done, run, args.fill_seconds, clickhouse=pg is None,
-    )  # fmt: skip
+        args.deltas,
+        supervisor.spec,
+        supervisor.data_dir,
+        lambda: supervisor.spec.dsn,
+        filler,
+        done,
+        run,
+        args.fill_seconds,
+        clickhouse=pg is None,
+    )
     while not finished.is_set():
         await asyncio.sleep(0.25)
         await asyncio.to_thread(supervisor.watch)
@@ -272,13 +279,13 @@ async def _deltas_left(
     try:
         await asyncio.wait_for(injected_all.wait(), settle_timeout)
     except TimeoutError:
-        run.failures.append(f"the faults were still being injected {settle_timeout:g} s "
-                            "after the last delta")  # fmt: skip
+        run.failures.append(
+            f"the faults were still being injected {settle_timeout:g} s after the last delta"
+        )
         return 0
     expected = (await session.state()).expected_delta_num
     if expected < deltas:
-        print(f"  origin: the replica expects delta {expected} again; resending",
-              file=sys.stderr)  # fmt: skip
+        print(f"  origin: the replica expects delta {expected} again; resending", file=sys.stderr)
     return max(0, deltas - expected)
 
 
@@ -298,9 +305,12 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
         pg = None if clickhouse else stack.enter_context(EmbeddedPostgres(root / "pg"))
         replica = f"chdb://{root / 'clickhouse'}" if pg is None else pg.dsn
         settings = KafkaSettings(
-            broker=bootstrap, topic_delta_in=f"in-{tag}", topic_delta_in_rs=f"in-rs-{tag}",
-            topic_delta_rq=f"rq-{tag}", topic_delta_rs=f"rs-{tag}",
-        )  # fmt: skip
+            broker=bootstrap,
+            topic_delta_in=f"in-{tag}",
+            topic_delta_in_rs=f"in-rs-{tag}",
+            topic_delta_rq=f"rq-{tag}",
+            topic_delta_rs=f"rs-{tag}",
+        )
         asyncio.run(ensure_topics(settings, [bootstrap]))
         environment = dict(settings.topic_environment())
         filler = DiskFiller(root / "staging-fs", 512) if args.disk_fills else None
@@ -309,9 +319,14 @@ def run_chaos(args: argparse.Namespace) -> ChaosRun:
             if filler.available:
                 environment["PODD_STAGING_DIR"] = str(filler.mount)
         agent = AgentSpec(
-            [schema], bootstrap, replica, root / "agent", f"chaos-{tag}", "local[2]",
+            [schema],
+            bootstrap,
+            replica,
+            root / "agent",
+            f"chaos-{tag}",
+            "local[2]",
             environment,
-        )  # fmt: skip
+        )
         supervisor = Supervisor(agent, root, run)
         supervisor.start()
         stack.callback(supervisor.stop)
@@ -331,9 +346,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-rows", type=int, default=250)
     parser.add_argument("--kills", type=int, default=None, help="default: one per 8 deltas")
     parser.add_argument(
-        "--kill-within", type=float, default=3.0,
+        "--kill-within",
+        type=float,
+        default=3.0,
         help="each kill falls this many seconds at most after its delta is done",
-    )  # fmt: skip
+    )
     parser.add_argument("--pg-restarts", type=int, default=2)
     parser.add_argument(
         "--store",
@@ -342,9 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the agent's replica (clickhouse: embedded; no database restarts, no rewind)",
     )
     parser.add_argument(
-        "--disk-fills", type=int, choices=(0, 1), default=1,
+        "--disk-fills",
+        type=int,
+        choices=(0, 1),
+        default=1,
         help="fill the agent's staging disk (a tmpfs; needs root) once, mid-run",
-    )  # fmt: skip
+    )
     parser.add_argument("--fill-seconds", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=None)

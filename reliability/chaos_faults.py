@@ -92,8 +92,10 @@ class DiskFiller:
             return
         done = subprocess.run(
             [self._mount_command, "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mount)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         self.available = done.returncode == 0
         self.why_not = done.stderr.strip()
 
@@ -149,8 +151,11 @@ class ExtraFaults:
         # Away from the database restarts (at a third and two thirds): a second agent
         # started while the first has lost its session may win the datamart (the first then
         # stops: still one writer), which is not the refusal this fault is about.
-        self.due = {"second agent": deltas // 4, "staging disk filled": deltas // 2,
-                    "database rewound 2 deltas": 3 * deltas // 4}  # fmt: skip
+        self.due = {
+            "second agent": deltas // 4,
+            "staging disk filled": deltas // 2,
+            "database rewound 2 deltas": 3 * deltas // 4,
+        }
         self.pending: list[tuple[str, float, int]] = []
         self.tasks: list[asyncio.Task[None]] = []
         #: True while a second agent starts: kills and database restarts wait. One that
@@ -228,8 +233,10 @@ class ExtraFaults:
                 else ("is already written by replica-agent on")
             )
             if code == 2 and meets in log:
-                self.run.notes.append(f"the second agent stopped at start in {seconds:.1f} s "
-                                      "(exit code 2), naming the first")  # fmt: skip
+                self.run.notes.append(
+                    f"the second agent stopped at start in {seconds:.1f} s "
+                    "(exit code 2), naming the first"
+                )
                 return
             if code != 2 or "the replica database cannot be used" not in log:
                 outcome = "was still running" if code is None else f"exited {code}"

@@ -35,9 +35,11 @@ class ChaosRun:
     @property
     def passed(self) -> bool:
         return (
-            not self.differences and not self.lies and self.registry_rows == self.deltas
+            not self.differences
+            and not self.lies
+            and self.registry_rows == self.deltas
             and not self.failures
-        )  # fmt: skip
+        )
 
     def recovered(self, fault: str, seconds: float) -> None:
         self.recovery[fault] = max(self.recovery.get(fault, 0.0), seconds)
@@ -51,10 +53,13 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
     verdict = "PASS" if run.passed else "FAIL"
     kills = run.faults["agent kill -9"]
     short_of_kills = (
-        [f"* {kills} of the {args.kills} kills scheduled fell before the last delta was "
-         "applied (each waits for the restart of the one before)"]
-        if kills < args.kills else []
-    )  # fmt: skip
+        [
+            f"* {kills} of the {args.kills} kills scheduled fell before the last delta was "
+            "applied (each waits for the restart of the one before)"
+        ]
+        if kills < args.kills
+        else []
+    )
     lines = [
         "# Reliability: deltas through faults",
         "",
@@ -65,11 +70,17 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
         "reference origin, malformed messages all along.",
         "",
         f"**{verdict}**: {run.deltas} deltas in {run.seconds:,.0f} s; the replica "
-        + ("equals the reference model, also as of every delta" if not run.differences
-           else "DIFFERS from the model: " + "; ".join(run.differences[:5]))
+        + (
+            "equals the reference model, also as of every delta"
+            if not run.differences
+            else "DIFFERS from the model: " + "; ".join(run.differences[:5])
+        )
         + f"; the registry has {run.registry_rows} rows for {run.deltas} deltas; "
-        + (f"{len(run.lies)} transfer(s) that applied a delta were answered ERROR"
-           if run.lies else "no transfer that applied a delta was ever answered ERROR")
+        + (
+            f"{len(run.lies)} transfer(s) that applied a delta were answered ERROR"
+            if run.lies
+            else "no transfer that applied a delta was ever answered ERROR"
+        )
         + ".",
         "",
         "| fault injected | times | deltas lost | deltas doubled | wrong answers "
@@ -96,7 +107,7 @@ def report(run: ChaosRun, args: argparse.Namespace) -> str:
         f"Peak RSS of the agent's Python process: {run.peak_rss_mib:,.0f} MiB "
         "(sampled every 0.5 s; Spark's JVM and workers aside).",
         "",
-    ]  # fmt: skip
+    ]
     for lie in run.lies[:20]:
         lines.append(f"* {lie}")
     return "\n".join(lines)

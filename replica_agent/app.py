@@ -100,9 +100,12 @@ def build_app(
 
     def raw_topic(name: str) -> faust.TopicT:
         return app.topic(
-            name, key_type=bytes, value_type=bytes, key_serializer="raw",
+            name,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
             value_serializer="raw",
-        )  # fmt: skip
+        )
 
     delta_in = raw_topic(settings.topic_delta_in)
     delta_in_rs = raw_topic(settings.topic_delta_in_rs)
@@ -136,9 +139,11 @@ def build_app(
         if unsigned_lines.allow():  # counted always, logged at a bounded rate
             log.warning(
                 "message dropped: not signed with the origins' key",
-                topic=message.topic, partition=message.partition, offset=message.offset,
+                topic=message.topic,
+                partition=message.partition,
+                offset=message.offset,
                 not_logged_before=unsigned_lines.take_suppressed(),
-            )  # fmt: skip
+            )
         return False
 
     async def send_result(result: DeltaInResult) -> None:
@@ -165,9 +170,11 @@ def build_app(
         metrics.poison.labels(message.topic).inc()
         log.exception(
             "message skipped after an unexpected error",
-            topic=message.topic, partition=message.partition, offset=message.offset,
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
             error=f"{type(exc).__name__}: {str(exc)[:500]}",
-        )  # fmt: skip
+        )
         if dead_letter is not None:
             try:
                 await dead_letter.send(key=event.key, value=event.value)
@@ -251,8 +258,9 @@ def build_app(
             except PoddError as exc:  # another process writes our datamarts now
                 fatal_exit(str(exc))
             except Exception as exc:
-                log.warning("the datamarts' hold could not be checked",
-                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+                log.warning(
+                    "the datamarts' hold could not be checked", error=f"{type(exc).__name__}: {exc}"
+                )
 
     @app.timer(interval=0.25)  # type: ignore[untyped-decorator]
     async def pace_fetches() -> None:

@@ -28,8 +28,9 @@ T = TypeVar("T")
 #: Seconds between attempts while paused: 0.5, doubling, then every 30 s.
 BACKOFF = Backoff(0.5, cap=30.0)
 #: The errors that waiting can cure (or that no skip may hide).
-DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE,
-                         errno.ENFILE})  # fmt: skip
+DISK_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE, errno.ENFILE}
+)
 
 
 def is_disk_fault(error: BaseException | None) -> bool:
@@ -58,8 +59,11 @@ class Backpressure:
             since = self._paused[what][1]
         else:
             since = time.time()
-            log.error("paused: the disk refuses writes; retrying until it takes them",
-                      what=what, error=f"{type(error).__name__}: {error}")  # fmt: skip
+            log.error(
+                "paused: the disk refuses writes; retrying until it takes them",
+                what=what,
+                error=f"{type(error).__name__}: {error}",
+            )
         self._paused[what] = (why, since)
         await self._sleep(BACKOFF.delay(attempt + 1))
 
@@ -67,8 +71,7 @@ class Backpressure:
         paused = self._paused.pop(what, None)
         if paused is not None:
             seconds = round(time.time() - paused[1], 1)
-            log.warning("resumed: the disk takes writes again", what=what,
-                        paused_seconds=seconds)  # fmt: skip
+            log.warning("resumed: the disk takes writes again", what=what, paused_seconds=seconds)
 
     async def retry(self, what: str, action: Callable[[], Awaitable[T]]) -> T:
         """`action` until it does not fail with a disk fault (others propagate)."""

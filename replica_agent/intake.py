@@ -225,8 +225,9 @@ class ChunkIntake:
             if self._warnings.allow():  # counted always, logged at a bounded rate
                 log.warning(
                     "delta.in message skipped: its key cannot be decoded",
-                    error=str(exc)[:500], not_logged_before=self._warnings.take_suppressed(),
-                )  # fmt: skip
+                    error=str(exc)[:500],
+                    not_logged_before=self._warnings.take_suppressed(),
+                )
             return
         admission = self.tracker.admit(key, raw_value)
         done.outcomes.extend(Evicted(t) for t in self.tracker.take_evicted())
@@ -237,9 +238,10 @@ class ChunkIntake:
             self.metrics.dropped.labels(admission.reason).inc()
             if admission.reason == "oversize" and self._warnings.allow():
                 log.warning(
-                    "delta.in message dropped: names too long", requestId=admission.request_id,
+                    "delta.in message dropped: names too long",
+                    requestId=admission.request_id,
                     not_logged_before=self._warnings.take_suppressed(),
-                )  # fmt: skip
+                )
             return
         if isinstance(admission, Rejected):
             done.outcomes.append(Refused(admission.framing, admission.code, admission.message))
@@ -282,9 +284,11 @@ class ChunkIntake:
                 self.metrics.open_transfers.set(len(self.tracker.open))
                 self.metrics.began(transfer.datamart, transfer.delta_num)
                 log.info(
-                    "first chunk", **transfer.log_ids(), streamTotal=transfer.stream_total,
+                    "first chunk",
+                    **transfer.log_ids(),
+                    streamTotal=transfer.stream_total,
                     subscription=transfer.subscription[:200],
-                )  # fmt: skip
+                )
             stream = transfer.streams[key.stream_number]
             if accepted.new:
                 path = self.spool.chunk_path(rid, key.stream_number, key.chunk_number)
@@ -317,9 +321,11 @@ class ChunkIntake:
         sizes = {s.stream_number: s.decoded_bytes for s in staged.manifest.streams}
         self.tracker.sealed(transfer, sizes)
         log.info(
-            "complete", **transfer.log_ids(), chunks=transfer.chunks_received,
+            "complete",
+            **transfer.log_ids(),
+            chunks=transfer.chunks_received,
             seconds=transfer.seconds_since_first(),
-        )  # fmt: skip
+        )
         return Completed(transfer, staged)
 
     async def _flush(self, pending: _Pending, done: Received) -> None:

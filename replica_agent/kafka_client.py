@@ -18,9 +18,11 @@ def faust_credentials(settings: AgentSettings) -> faust.types.auth.CredentialsT 
     login = sasl_login(settings)
     if login is not None:
         return faust.SASLCredentials(
-            username=login[0], password=login[1], ssl_context=context,
+            username=login[0],
+            password=login[1],
+            ssl_context=context,
             mechanism=settings.sasl_mechanism,
-        )  # fmt: skip
+        )
     if context is not None:
         return faust.SSLCredentials(context)
     return None

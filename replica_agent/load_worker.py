@@ -253,9 +253,11 @@ class LoadWorker:
             "applied",
             **transfer.log_ids(),
             seconds=round(seconds, 3),
-            tables={c.table_name: [c.rows_received, c.rows_upserted, c.rows_deleted]
-                    for c in entry.tables},
-        )  # fmt: skip
+            tables={
+                c.table_name: [c.rows_received, c.rows_upserted, c.rows_deleted]
+                for c in entry.tables
+            },
+        )
         await self.outbox.answer(result_from_registry(transfer, entry))
         await self.close_superseded(transfer.datamart)
 

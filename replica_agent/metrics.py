@@ -68,9 +68,11 @@ class AgentMetrics:
             "podd_quarantined", "Unreadable staged files moved to quarantine at start", registry=r
         )
         self.undecodable = Counter(
-            "podd_undecodable_messages", "Messages whose key or value cannot be decoded",
-            ["topic"], registry=r,
-        )  # fmt: skip
+            "podd_undecodable_messages",
+            "Messages whose key or value cannot be decoded",
+            ["topic"],
+            registry=r,
+        )
         self.rejections = Counter(
             "podd_rejections", "Transfers answered ERROR", ["datamart", "code"], registry=r
         )
@@ -110,9 +112,11 @@ class AgentMetrics:
             registry=r,
         )
         self.delta_requests = Counter(
-            "podd_delta_requests", "delta.rq answered, by datamart served", ["datamart"],
+            "podd_delta_requests",
+            "delta.rq answered, by datamart served",
+            ["datamart"],
             registry=r,
-        )  # fmt: skip
+        )
         self.receiving = Gauge(
             "podd_delta_receiving",
             "The newest delta whose transfer began (its first chunk staged) or that was "
@@ -131,9 +135,10 @@ class AgentMetrics:
             "podd_staged_bytes", "Chunk bodies staged for open transfers, in bytes", registry=r
         )
         self.staged_budget = Gauge(
-            "podd_staged_budget_bytes", "The most chunk bytes staged at once (the setting)",
+            "podd_staged_budget_bytes",
+            "The most chunk bytes staged at once (the setting)",
             registry=r,
-        )  # fmt: skip
+        )
         self.disk_paused = Gauge(
             "podd_disk_paused", "1 while the agent waits for its disk to take writes", registry=r
         )

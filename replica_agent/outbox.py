@@ -70,8 +70,9 @@ class Outbox:
                 "recording an answer", lambda: asyncio.to_thread(self.records.owe, result)
             )
             if recorded != result:
-                log.warning("the transfer was answered before: resending that answer",
-                            requestId=request_id)  # fmt: skip
+                log.warning(
+                    "the transfer was answered before: resending that answer", requestId=request_id
+                )
             await self._send_and_settle(recorded, transfer)
         finally:
             self._delivering.discard(request_id)
@@ -94,10 +95,14 @@ class Outbox:
         )
         self.metrics.open_transfers.set(len(self.tracker.open))
         log.info(
-            "answered", requestId=result.request_id, datamart=result.datamart,
-            deltaNum=result.delta_num, status=result.status.value, errorCode=result.error_code,
+            "answered",
+            requestId=result.request_id,
+            datamart=result.datamart,
+            deltaNum=result.delta_num,
+            status=result.status.value,
+            errorCode=result.error_code,
             seconds=None if transfer is None else transfer.seconds_since_first(),
-        )  # fmt: skip
+        )
 
     def _settle(self, request_id: str) -> None:
         self.records.sent(request_id)

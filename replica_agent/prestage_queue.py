@@ -107,9 +107,10 @@ class PrestageQueue:
         if self._task is not None and not self._task.done():
             return  # a prestage uses them: the next sweep
         stale = [
-            rid for rid in self._opened
+            rid
+            for rid in self._opened
             if (t := self.tracker.open.get(rid)) is None or t.phase is Phase.REPORTED_INCOMPLETE
-        ]  # fmt: skip
+        ]
         await self._abort(stale)
 
     async def stop(self) -> None:
@@ -140,8 +141,9 @@ class PrestageQueue:
             and self.worker_idle()
             and self.tracker.sequence_problem(
                 transfer.datamart, transfer.delta_num, transfer.delta_date
-            ) is None
-        )  # fmt: skip
+            )
+            is None
+        )
 
     def _take(self) -> tuple[Transfer, StagedTransfer]:
         """The first hand-over, with later ones of the same transfer while they decode to at

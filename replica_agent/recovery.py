@@ -59,9 +59,11 @@ async def recover(
             continue
         tracker.restore(transfer, deadline)
         log.info(
-            "transfer recovered from staging", **transfer.log_ids(),
-            chunks=transfer.chunks_received, complete=transfer.complete,
-        )  # fmt: skip
+            "transfer recovered from staging",
+            **transfer.log_ids(),
+            chunks=transfer.chunks_received,
+            complete=transfer.complete,
+        )
         if transfer.complete:
             sealed = await intake.seal(transfer)
             worker.submit(sealed.transfer, sealed.staged)

@@ -118,9 +118,13 @@ def run_agent(settings: AgentSettings) -> int:
             )
 
         app, _ = agent_app.build_app(
-            settings, bootstrap, metrics, make_service, settings.data_dir / STATUS_FILE,
+            settings,
+            bootstrap,
+            metrics,
+            make_service,
+            settings.data_dir / STATUS_FILE,
             keep_hold=replica.keep_hold,
-        )  # fmt: skip
+        )
         agent_app.before_fatal_exit.append(stack.close)
         log.info(
             "agent starting",

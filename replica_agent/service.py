@@ -87,20 +87,34 @@ class ReplicaService:
         #: Whether the agent waits for its disk (intake and answers alike).
         self.pause = Backpressure()
         self.outbox = Outbox(
-            records=self.records, send_result=send_result, tracker=tracker, spool=spool,
-            metrics=metrics, pause=self.pause,
-        )  # fmt: skip
+            records=self.records,
+            send_result=send_result,
+            tracker=tracker,
+            spool=spool,
+            metrics=metrics,
+            pause=self.pause,
+        )
         self.worker = LoadWorker(
-            tracker=tracker, loader=loader, registry=registry, outbox=self.outbox,
-            metrics=metrics, crash_after_commit_of=crash_after_commit_of,
-            registry_tail=registry_tail, prestager=prestager,
-        )  # fmt: skip
+            tracker=tracker,
+            loader=loader,
+            registry=registry,
+            outbox=self.outbox,
+            metrics=metrics,
+            crash_after_commit_of=crash_after_commit_of,
+            registry_tail=registry_tail,
+            prestager=prestager,
+        )
         self.intake = ChunkIntake(
-            tracker, spool, metrics, incomplete_timeout=incomplete_timeout, clock=clock,
-            prestage_min_bytes=prestage_min_bytes, prestage_piece_bytes=prestage_piece_bytes,
+            tracker,
+            spool,
+            metrics,
+            incomplete_timeout=incomplete_timeout,
+            clock=clock,
+            prestage_min_bytes=prestage_min_bytes,
+            prestage_piece_bytes=prestage_piece_bytes,
             prestage_eager_bytes=prestage_eager_bytes,
             prestage_idle=self.worker.prestage_queue.idle,
-        )  # fmt: skip
+        )
         self.desk = StateDesk(tracker, self.worker, self.outbox, metrics, state_answers_per_second)
         #: Set once `start` has recovered; chunks are not consumed before.
         self.ready = asyncio.Event()
@@ -115,10 +129,15 @@ class ReplicaService:
     async def start(self) -> None:
         """Recover (`replica_agent.recovery`), then start the load worker."""
         await recover(
-            records=self.records, spool=self.spool, tracker=self.tracker,
-            intake=self.intake, outbox=self.outbox, worker=self.worker, metrics=self.metrics,
+            records=self.records,
+            spool=self.spool,
+            tracker=self.tracker,
+            intake=self.intake,
+            outbox=self.outbox,
+            worker=self.worker,
+            metrics=self.metrics,
             deadline=self.clock() + self.incomplete_timeout,
-        )  # fmt: skip
+        )
         self.worker.start()
 
     async def stop(self) -> None:

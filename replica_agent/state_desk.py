@@ -58,9 +58,10 @@ class StateDesk:
             self.metrics.undecodable.labels("delta.rq").inc()
             if self._warnings.allow():  # counted always, logged at a bounded rate
                 log.warning(
-                    "delta.rq message skipped: it cannot be decoded", error=str(exc)[:500],
+                    "delta.rq message skipped: it cannot be decoded",
+                    error=str(exc)[:500],
                     not_logged_before=self._warnings.take_suppressed(),
-                )  # fmt: skip
+                )
             return None
         most = self.tracker.limits.max_name_chars
         if max(len(request.request_id), len(request.datamart)) > most:

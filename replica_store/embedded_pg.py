@@ -122,9 +122,13 @@ class EmbeddedPostgres:
     def _set_password(self) -> None:
         """Over the Unix socket: the superuser's password is the one kept in the file."""
         with psycopg.connect(
-            host=str(self.data_dir), port=self.port, user=_SUPERUSER, dbname="postgres",
-            autocommit=True, connect_timeout=10,
-        ) as conn:  # fmt: skip
+            host=str(self.data_dir),
+            port=self.port,
+            user=_SUPERUSER,
+            dbname="postgres",
+            autocommit=True,
+            connect_timeout=10,
+        ) as conn:
             conn.execute(
                 sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                     sql.Identifier(_SUPERUSER), sql.Literal(self._password())
@@ -232,10 +236,19 @@ class EmbeddedPostgres:
         settings = " ".join(f"-c {k}={v}" for k, v in self.server_settings.items())
         options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} {settings}"
         self._run(
-            "pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,
-            "-l", str(self.data_dir / "server.log"), "start",
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "-l",
+            str(self.data_dir / "server.log"),
+            "start",
             timeout=90,
-        )  # fmt: skip
+        )
 
     def crash_restart(self, down_seconds: float = 0.0) -> None:
         """Fault injection: stop at once, as a crash would (crash recovery at the next

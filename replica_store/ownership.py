@@ -134,11 +134,14 @@ class DatamartOwnership(Hold):
         except DatamartInUseError as exc:
             raise OwnershipLostError(f"this process lost its hold: {exc}") from None
         except psycopg.OperationalError as exc:
-            log.warning("the replica cannot be reached to keep the datamarts' lock",
-                        error=type(exc).__name__)  # fmt: skip
+            log.warning(
+                "the replica cannot be reached to keep the datamarts' lock",
+                error=type(exc).__name__,
+            )
             return
-        log.warning("the datamarts' lock was taken again in a new session",
-                    datamarts=self.datamarts)  # fmt: skip
+        log.warning(
+            "the datamarts' lock was taken again in a new session", datamarts=self.datamarts
+        )
 
     def release(self) -> None:
         if self._conn is not None:

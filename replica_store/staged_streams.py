@@ -80,6 +80,13 @@ def record_staged_stream(
     conn.execute(
         f"INSERT INTO {_TABLE} (datamart, table_name, request_id, stream_number, "
         "chunk_count, staged, received) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (manifest.datamart, table_name, manifest.request_id, stream.stream_number,
-         stream.chunk_count, staged, received),
-    )  # fmt: skip
+        (
+            manifest.datamart,
+            table_name,
+            manifest.request_id,
+            stream.stream_number,
+            stream.chunk_count,
+            staged,
+            received,
+        ),
+    )

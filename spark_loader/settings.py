@@ -163,8 +163,9 @@ class LoaderSettings(BaseSettings):
             if version is None or version < CLIENT_CHECK_SINCE:
                 log.warning(
                     "the replica's server does not check for gone clients",
-                    server_version=version, needs=CLIENT_CHECK_SINCE,
-                )  # fmt: skip
+                    server_version=version,
+                    needs=CLIENT_CHECK_SINCE,
+                )
                 check_ms = 0
         return with_session_bounds(
             dsn,

@@ -195,8 +195,18 @@ def stage_task(
             for piece in task.slices:
                 target = targets[piece.table]
                 try:
-                    done.append(_stage_slice(conn, piece, tables, target, limits, body_format,
-                                             replace_slice=replace, ahead=ahead))  # fmt: skip
+                    done.append(
+                        _stage_slice(
+                            conn,
+                            piece,
+                            tables,
+                            target,
+                            limits,
+                            body_format,
+                            replace_slice=replace,
+                            ahead=ahead,
+                        )
+                    )
                 except ChunkRefused as refused:
                     error = refused.error
                     raise _Refused(
@@ -250,8 +260,16 @@ def stage_in_driver(
         conn.execute("SELECT set_config('podd.slice', '0', true)")
     results: list[SliceCounts | SliceRefusal] = []
     for task in tasks:
-        results += stage_task(conn, task, tables, targets, limits, body_format,
-                              in_open_transaction=in_open_transaction, ahead=ahead)  # fmt: skip
+        results += stage_task(
+            conn,
+            task,
+            tables,
+            targets,
+            limits,
+            body_format,
+            in_open_transaction=in_open_transaction,
+            ahead=ahead,
+        )
     return _totals(results, tables)
 
 

@@ -151,11 +151,16 @@ def _staging(
             with deadline:
                 counts.update(
                     stage_slices(
-                        spark, datamart.schema.tables, tasks, executor_dsn(),
-                        {p: targets[p] for p in positions}, limits,
-                        settings.fault_fail_first_task_attempt, body_format,
+                        spark,
+                        datamart.schema.tables,
+                        tasks,
+                        executor_dsn(),
+                        {p: targets[p] for p in positions},
+                        limits,
+                        settings.fault_fail_first_task_attempt,
+                        body_format,
                     )
-                )  # fmt: skip
+                )
         except (PythonException, Py4JJavaError, PySparkException) as exc:
             if deadline.expired:
                 raise TransientLoadError(

@@ -81,9 +81,16 @@ def stage_in_apply_transaction(
         targets[position] = StagingTarget(name, copy_statement(name, table), 0)
     conn.autocommit = False
     counts = stage_small(
-        conn, datamart, transfer, tables, chunks, targets, settings,
-        in_open_transaction=True, ahead=ahead,
-    )  # fmt: skip
+        conn,
+        datamart,
+        transfer,
+        tables,
+        chunks,
+        targets,
+        settings,
+        in_open_transaction=True,
+        ahead=ahead,
+    )
     return counts, relations
 
 
@@ -102,10 +109,15 @@ def stage_small(
     """A small delta's tables staged by the driver itself, one task (`stage_in_driver`):
     (staged, received) rows per table name. `ahead`: slices `decode_ahead` encoded."""
     at_once = stage_in_driver(
-        conn, datamart.schema.tables, _small_tasks(tables, chunks, settings), targets,
-        settings.body_limits(), transfer.manifest.body_format,
-        in_open_transaction=in_open_transaction, ahead=ahead,
-    )  # fmt: skip
+        conn,
+        datamart.schema.tables,
+        _small_tasks(tables, chunks, settings),
+        targets,
+        settings.body_limits(),
+        transfer.manifest.body_format,
+        in_open_transaction=in_open_transaction,
+        ahead=ahead,
+    )
     return {t.name: at_once.get(datamart.position(t.name), (0, 0)) for t in tables}
 
 

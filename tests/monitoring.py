@@ -87,9 +87,11 @@ class Prometheus:
     @contextmanager
     def running(self) -> Iterator[Prometheus]:
         command = [
-            tool("prometheus"), f"--config.file={self.config}",
-            f"--storage.tsdb.path={self.data}", f"--web.listen-address=127.0.0.1:{self.port}",
-        ]  # fmt: skip
+            tool("prometheus"),
+            f"--config.file={self.config}",
+            f"--storage.tsdb.path={self.data}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
         with self.log.open("wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:

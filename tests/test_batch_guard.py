@@ -35,13 +35,15 @@ def guard() -> Iterator[list[PoisonBatch]]:
 
 
 def batch(tag: str, n: int = 3) -> bytes:
-    return rb.record_batch([(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode() * 20)
-                            for i in range(n)])  # fmt: skip
+    return rb.record_batch(
+        [(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode() * 20) for i in range(n)]
+    )
 
 
 async def read_all(bootstrap: list[str], topic: str, expected: int) -> list[bytes]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                fetch_max_wait_ms=50)  # fmt: skip
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+    )
     await consumer.start()
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])

@@ -76,10 +76,16 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     report = (out / "BENCHMARKS.md").read_text()
     assert "End to end, ClickHouse / PostgreSQL: **" in report
     headings = (
-        "## End to end: a 20,000-row delta", "## Latency", "## Scaling", "## On a Spark",
-        "## Restore from a backup topic", "## Catch-up", "## A delta that takes seconds",
-        "## Before and after issue 16", "## ClickHouse (the ADQM store)",
-    )  # fmt: skip
+        "## End to end: a 20,000-row delta",
+        "## Latency",
+        "## Scaling",
+        "## On a Spark",
+        "## Restore from a backup topic",
+        "## Catch-up",
+        "## A delta that takes seconds",
+        "## Before and after issue 16",
+        "## ClickHouse (the ADQM store)",
+    )
     for heading in headings:
         assert heading in report
     assert "headline ratio" in report

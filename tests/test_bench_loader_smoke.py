@@ -15,10 +15,22 @@ def test_apply_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     args = ["--rows", "400", "--preload", "400", "--tables", "2", "--chunk-rows", "50"]
     done = subprocess.run(
-        [sys.executable, "-m", "bench.bench_apply", *args, "--spark-master", "local[2]",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_apply",
+            *args,
+            "--spark-master",
+            "local[2]",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(out.read_text())
     assert results["rows"] == 400

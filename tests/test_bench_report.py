@@ -113,16 +113,21 @@ def test_the_ratio_is_stated_only_when_target_4_is_out_of_reach() -> None:
 
 def cdc_results(qlik_rate: int, peer_rate: int) -> dict[str, Any]:
     run = {
-        "source_changes": 1_000_000, "deltas": 10, "seconds": 1e6 / qlik_rate,
-        "changes_per_second": qlik_rate, "cpu": {"origin": 50.0, "agent": 3.0, "spark_jvm": 1.0},
+        "source_changes": 1_000_000,
+        "deltas": 10,
+        "seconds": 1e6 / qlik_rate,
+        "changes_per_second": qlik_rate,
+        "cpu": {"origin": 50.0, "agent": 3.0, "spark_jvm": 1.0},
         "phases": {"parse": 20.0, "cut": 10.0, "frame": 15.0, "send_and_load": 20.0},
-    }  # fmt: skip
+    }
     peer = {"changes": 1_000_000, "seconds": 1e6 / peer_rate, "changes_per_second": peer_rate}
     return {
-        "date": "2026-11-24", "bench_seconds": 600,
+        "date": "2026-11-24",
+        "bench_seconds": 600,
         "delta_in": {"rows": 1_000_000, "seconds": 6.0, "rows_per_second": 166_000},
-        "qlik": {**run, "peer": peer}, "dataworks": run,
-    }  # fmt: skip
+        "qlik": {**run, "peer": peer},
+        "dataworks": run,
+    }
 
 
 def test_the_cdc_section_gives_each_target_its_verdict() -> None:

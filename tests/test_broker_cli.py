@@ -16,8 +16,10 @@ def test_the_broker_serves_until_sigterm() -> None:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "podd_kafka.cli", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

@@ -57,9 +57,16 @@ def services() -> dict[str, Any]:
 
 def test_the_deployment_has_every_part(services: dict[str, Any]) -> None:
     assert set(services) == {
-        "kafka", "kafka-init", "postgres", "spark-master", "spark-worker", "replica-agent",
-        "origin", "prometheus", "grafana",
-    }  # fmt: skip
+        "kafka",
+        "kafka-init",
+        "postgres",
+        "spark-master",
+        "spark-worker",
+        "replica-agent",
+        "origin",
+        "prometheus",
+        "grafana",
+    }
     kafka = services["kafka"]
     assert kafka["image"].startswith("apache/kafka:")  # the official image
     assert "controller" in kafka["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper

@@ -101,8 +101,11 @@ def test_every_file_the_broker_image_reads_is_made_and_mounted(
     env = kafka["environment"]
     mounted = _mounted(kafka, compose)
     secrets = "/etc/kafka/secrets/"  # where the image looks for the *_FILENAME/_CREDENTIALS
-    for key in ("KAFKA_SSL_KEYSTORE_FILENAME", "KAFKA_SSL_KEYSTORE_CREDENTIALS",
-                "KAFKA_SSL_KEY_CREDENTIALS"):  # fmt: skip
+    for key in (
+        "KAFKA_SSL_KEYSTORE_FILENAME",
+        "KAFKA_SSL_KEYSTORE_CREDENTIALS",
+        "KAFKA_SSL_KEY_CREDENTIALS",
+    ):
         assert secrets + env[key] in mounted, key
     assert env["KAFKA_SSL_TRUSTSTORE_LOCATION"] in mounted
     jaas = env["KAFKA_OPTS"].split("java.security.auth.login.config=", 1)[1].split()[0]
@@ -115,10 +118,11 @@ def test_every_file_the_broker_image_reads_is_made_and_mounted(
     store = made / "secrets" / "kafka.p12"
     password = (made / "secrets" / "kafka_keystore_creds").read_text()
     shown = subprocess.run(
-        ["openssl", "pkcs12", "-in", str(store), "-passin", f"pass:{password}", "-nodes",
-         "-info"],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        ["openssl", "pkcs12", "-in", str(store), "-passin", f"pass:{password}", "-nodes", "-info"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "PRIVATE KEY" in shown
     assert "CN=kafka" in shown or "CN = kafka" in shown
 
@@ -126,16 +130,34 @@ def test_every_file_the_broker_image_reads_is_made_and_mounted(
 def test_the_broker_certificate_is_valid_for_its_service_name(made: Path) -> None:
     secrets = made / "secrets"
     verified = subprocess.run(
-        ["openssl", "verify", "-CAfile", str(secrets / "ca.crt"), "-verify_hostname", "kafka",
-         str(secrets / "kafka.crt")],
-        check=False, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "verify",
+            "-CAfile",
+            str(secrets / "ca.crt"),
+            "-verify_hostname",
+            "kafka",
+            str(secrets / "kafka.crt"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert verified.returncode == 0, verified.stderr
     wrong = subprocess.run(
-        ["openssl", "verify", "-CAfile", str(secrets / "ca.crt"), "-verify_hostname",
-         "elsewhere", str(secrets / "kafka.crt")],
-        check=False, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "verify",
+            "-CAfile",
+            str(secrets / "ca.crt"),
+            "-verify_hostname",
+            "elsewhere",
+            str(secrets / "kafka.crt"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert wrong.returncode != 0
 
 
@@ -147,8 +169,17 @@ def test_the_users_passwords_agree_everywhere_and_stay_private(made: Path) -> No
     admin = re.search(r'user_admin="([0-9a-f]+)"', jaas)
     assert admin is not None
     assert f'password="{admin.group(1)}"' in (made / "secrets" / "admin.properties").read_text()
-    assert len({env["PODD_AGENT_KAFKA_PASSWORD"], env["PODD_ORIGIN_KAFKA_PASSWORD"],
-                admin.group(1), env["POSTGRES_PASSWORD"]}) == 4  # fmt: skip
+    assert (
+        len(
+            {
+                env["PODD_AGENT_KAFKA_PASSWORD"],
+                env["PODD_ORIGIN_KAFKA_PASSWORD"],
+                admin.group(1),
+                env["POSTGRES_PASSWORD"],
+            }
+        )
+        == 4
+    )
     KafkaSettings(origin_key=env["PODD_ORIGIN_KEY"])  # long enough to be accepted
 
     def mode(path: Path) -> int:

@@ -55,9 +55,16 @@ def test_demo_against_an_external_broker_and_database(
     schema_file = tmp_path / "schema.sql"
     schema_file.write_text(schema.to_ddl())
     argv = [
-        *SMALL, "--data-dir", str(tmp_path / "var"), "--schema", str(schema_file),
-        "--broker", f"kafka://{broker}", "--replica", replica_dsn,
-    ]  # fmt: skip
+        *SMALL,
+        "--data-dir",
+        str(tmp_path / "var"),
+        "--schema",
+        str(schema_file),
+        "--broker",
+        f"kafka://{broker}",
+        "--replica",
+        replica_dsn,
+    ]
     assert demo.main(argv) == 0
     out = capsys.readouterr().out
     assert f"replica {schema.datamart}" in out

@@ -32,8 +32,10 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     made = tmp_path_factory.mktemp("compose")
     subprocess.run(
         [str(REPO / "compose" / "make-secrets.sh"), str(made)],
-        env={**os.environ, "KAFKA_HOSTS": "localhost"}, check=True, capture_output=True,
-    )  # fmt: skip
+        env={**os.environ, "KAFKA_HOSTS": "localhost"},
+        check=True,
+        capture_output=True,
+    )
     return made / "secrets"
 
 
@@ -72,9 +74,11 @@ def test_a_client_with_the_scripts_ca_produces_and_consumes_over_tls(
 ) -> None:
     broker, proxy = tls_broker
     settings = KafkaSettings(
-        broker=f"kafka://localhost:{proxy}", security_protocol="SSL",
-        ssl_cafile=secrets / "ca.crt", topic_delta_in="tls-delta.in",
-    )  # fmt: skip
+        broker=f"kafka://localhost:{proxy}",
+        security_protocol="SSL",
+        ssl_cafile=secrets / "ca.crt",
+        topic_delta_in="tls-delta.in",
+    )
     bootstrap = settings.bootstrap_servers()
 
     async def round_trip() -> tuple[list[str], bytes | None]:
@@ -88,9 +92,11 @@ def test_a_client_with_the_scripts_ca_produces_and_consumes_over_tls(
             finally:
                 await producer.stop()
             consumer = AIOKafkaConsumer(
-                "tls-delta.in", bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                "tls-delta.in",
+                bootstrap_servers=bootstrap,
+                auto_offset_reset="earliest",
                 **aiokafka_options(settings),
-            )  # fmt: skip
+            )
             await consumer.start()
             try:
                 record = await asyncio.wait_for(consumer.getone(), 30)
@@ -110,23 +116,39 @@ def test_a_broker_certificate_from_another_ca_is_refused(
 ) -> None:
     broker, proxy = tls_broker
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=another CA", "-keyout", str(tmp_path / "other.key"),
-         "-out", str(tmp_path / "other.crt")],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=another CA",
+            "-keyout",
+            str(tmp_path / "other.key"),
+            "-out",
+            str(tmp_path / "other.crt"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     settings = KafkaSettings(
-        broker=f"kafka://localhost:{proxy}", security_protocol="SSL",
+        broker=f"kafka://localhost:{proxy}",
+        security_protocol="SSL",
         ssl_cafile=tmp_path / "other.crt",
-    )  # fmt: skip
+    )
 
     async def connect() -> None:
         server = await _tls_proxy(secrets, proxy, broker)
         try:
             producer = AIOKafkaProducer(
-                bootstrap_servers=settings.bootstrap_servers(), request_timeout_ms=5000,
+                bootstrap_servers=settings.bootstrap_servers(),
+                request_timeout_ms=5000,
                 **aiokafka_options(settings),
-            )  # fmt: skip
+            )
             try:
                 await producer.start()
             finally:

@@ -41,8 +41,11 @@ def test_the_alert_rules_are_valid_and_pass_their_unit_tests() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     tested = subprocess.run(
         [promtool, "test", "rules", str(ALERT_TESTS)],
-        capture_output=True, text=True, check=False, cwd=ALERT_TESTS.parent,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ALERT_TESTS.parent,
+    )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout
 
@@ -61,9 +64,15 @@ def test_every_metric_the_dashboard_and_the_rules_name_is_exported() -> None:
     assert not used - names, f"not exported by the agent: {sorted(used - names)}"
     # The operator-facing panels the issue names are there.
     titles = {panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]}
-    for wanted in ("Replica lag", "Seconds since the last applied delta", "Load time",
-                   "Rows per delta", "Answers on delta.in.rs", "Refused and poison messages",
-                   "Staging disk"):  # fmt: skip
+    for wanted in (
+        "Replica lag",
+        "Seconds since the last applied delta",
+        "Load time",
+        "Rows per delta",
+        "Answers on delta.in.rs",
+        "Refused and poison messages",
+        "Staging disk",
+    ):
         assert wanted in titles
 
 

@@ -37,15 +37,21 @@ TARGET = REPO / "docs" / "operator" / "settings.md"
 
 #: (title, the class, the commands reading it, what it adds to the classes before it).
 SECTIONS: list[tuple[str, type[BaseSettings], str]] = [
-    ("Kafka (every command that reads or writes the topics)", KafkaSettings,
-     "`replica-agent`, `podd-origin`, `podd-cdc`, `podd-restore`, `podd-conformance`"),
-    ("The replica and its loader", LoaderSettings,
-     "`replica-agent`, `podd-loader`, `podd-restore`"),
+    (
+        "Kafka (every command that reads or writes the topics)",
+        KafkaSettings,
+        "`replica-agent`, `podd-origin`, `podd-cdc`, `podd-restore`, `podd-conformance`",
+    ),
+    (
+        "The replica and its loader",
+        LoaderSettings,
+        "`replica-agent`, `podd-loader`, `podd-restore`",
+    ),
     ("The replica agent", AgentSettings, "`replica-agent run`"),
     ("The origin driver", OriginSettings, "`podd-origin run`, `record`, `state`"),
     ("The CDC origin", CdcSettings, "`podd-cdc run`, `schema`"),
     ("Restore", RestoreSettings, "`podd-restore check`, `run`"),
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)

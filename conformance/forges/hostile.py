@@ -39,10 +39,17 @@ class HostileMessages:
         self.body_bomb = header(body_schema(sales), "deflate") + _raw_block(_bomb(512 * MiB))
         self.key_bomb = header(schema_json("DeltaInKey"), "deflate") + _raw_block(_bomb(32 * MiB))
         self.makers: list[Callable[[], Message]] = [
-            self.random_bytes, self.flipped_key, self.flipped_body, self.truncated,
-            self.absurd_numbers, self.huge_strings, self.foreign_codec, self.bombs,
-            self.unknown_datamart, self.bad_delta_rq,
-        ]  # fmt: skip
+            self.random_bytes,
+            self.flipped_key,
+            self.flipped_body,
+            self.truncated,
+            self.absurd_numbers,
+            self.huge_strings,
+            self.foreign_codec,
+            self.bombs,
+            self.unknown_datamart,
+            self.bad_delta_rq,
+        ]
 
     def key(self, **changes: object) -> DeltaInKey:
         base = DeltaInKey(

@@ -28,9 +28,14 @@ def record_batch(records: Sequence[tuple[bytes | None, bytes | None]]) -> bytes:
     """An uncompressed v2 batch of (key, value) records (offsets from 0; the broker
     assigns the real ones)."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=64 * 2**20,
-    )  # fmt: skip
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=64 * 2**20,
+    )
     now = int(time.time() * 1000)
     for offset, (key, value) in enumerate(records):
         builder.append(offset, timestamp=now, key=key, value=value, headers=[])
@@ -93,9 +98,11 @@ async def send_raw(
         if leader is None or leader < 0:
             raise RuntimeError(f"no leader for {topic}/{partition}")
         request = ProduceRequest(
-            required_acks=-1, timeout=10_000, topics=[(topic, [(partition, batch)])],
+            required_acks=-1,
+            timeout=10_000,
+            topics=[(topic, [(partition, batch)])],
             transactional_id=None,
-        )  # fmt: skip
+        )
         response = await client.send(leader, request)
         for _, partitions in response.topics:
             for answer in partitions:

@@ -70,9 +70,14 @@ class AgentProcess:
             env["PODD_DATA_DIR"] = self.data_dir.name
             cwd = self.data_dir.parent
         spec = AgentSpec(
-            self.schemas, self.broker, self.dsn, self.data_dir, self.group_id,
-            self.spark_master, env,
-        )  # fmt: skip
+            self.schemas,
+            self.broker,
+            self.dsn,
+            self.data_dir,
+            self.group_id,
+            self.spark_master,
+            env,
+        )
         self.child = start_agent(spec, self.log_path, append=False, cwd=cwd)
         self.metrics_port = self.child.metrics_port
         try:
@@ -143,9 +148,13 @@ def agent_fixture(
     ) -> Iterator[AgentProcess]:
         schemas = [renamed(marketing) for _ in range(datamarts)]
         process = AgentProcess(
-            broker, replica_dsn, tmp_path_factory.mktemp("agent"), schemas,
-            incomplete_timeout=incomplete_timeout, extra_env=dict(extra_env or {}),
-        ).start()  # fmt: skip
+            broker,
+            replica_dsn,
+            tmp_path_factory.mktemp("agent"),
+            schemas,
+            incomplete_timeout=incomplete_timeout,
+            extra_env=dict(extra_env or {}),
+        ).start()
         yield process
         assert process.stop() == 0, process.log_tail()
 

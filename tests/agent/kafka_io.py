@@ -35,16 +35,25 @@ class Topics:
 
     def settings(self, broker: str) -> KafkaSettings:
         return KafkaSettings(
-            broker=broker, topic_delta_in=self.delta_in, topic_delta_in_rs=self.delta_in_rs,
-            topic_delta_rq=self.delta_rq, topic_delta_rs=self.delta_rs,
-        )  # fmt: skip
+            broker=broker,
+            topic_delta_in=self.delta_in,
+            topic_delta_in_rs=self.delta_in_rs,
+            topic_delta_rq=self.delta_rq,
+            topic_delta_rs=self.delta_rs,
+        )
 
     def options(self) -> list[str]:
         """The four topics as command-line flags."""
         return [
-            "--topic-delta-in", self.delta_in, "--topic-delta-in-rs", self.delta_in_rs,
-            "--topic-delta-rq", self.delta_rq, "--topic-delta-rs", self.delta_rs,
-        ]  # fmt: skip
+            "--topic-delta-in",
+            self.delta_in,
+            "--topic-delta-in-rs",
+            self.delta_in_rs,
+            "--topic-delta-rq",
+            self.delta_rq,
+            "--topic-delta-rs",
+            self.delta_rs,
+        ]
 
     def flags(self) -> dict[str, str]:
         return self.settings("").topic_environment()

@@ -22,10 +22,14 @@ def transfer_of(
     """A transfer as its first chunk opens it."""
     return Transfer(
         TransferFraming(
-            request_id=request_id, datamart=datamart, delta_num=delta_num,
-            delta_date=delta_date, subscription=subscription, stream_total=stream_total,
+            request_id=request_id,
+            datamart=datamart,
+            delta_num=delta_num,
+            delta_date=delta_date,
+            subscription=subscription,
+            stream_total=stream_total,
         )
-    )  # fmt: skip
+    )
 
 
 def write_chunk(

@@ -44,10 +44,19 @@ def test_an_unreachable_replica_is_reported_without_its_password(
     schema = tmp_path / "m.sql"
     schema.write_text((Path(__file__).parents[2] / "examples" / "marketing.sql").read_text())
     done = _agent(
-        "run", "--datamart", "marketing", "--schema", str(schema), "--data-dir", str(tmp_path),
-        "--broker", f"kafka://{broker}", "--log-format", "json",
+        "run",
+        "--datamart",
+        "marketing",
+        "--schema",
+        str(schema),
+        "--data-dir",
+        str(tmp_path),
+        "--broker",
+        f"kafka://{broker}",
+        "--log-format",
+        "json",
         env={"PODD_REPLICA_DSN": "postgresql://podd:s3cret-pw@127.0.0.1:1/replica"},
-    )  # fmt: skip
+    )
     assert done.returncode == 2
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     assert any(line["event"] == "the replica database cannot be used" for line in lines)
@@ -69,12 +78,21 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     write_stream(spool, "rq-7", 1, StreamState("sales", {1}, None))
     (tmp_path / "agent-status.json").write_text(
         json.dumps(
-            {schema.datamart: {"loading": None, "last_error": {"code": "BAD_CHUNK",
-                                                              "message": "m", "requestId": "x"}},
-             "_health": {"worker_alive": False, "last_progress": 0, "queued_loads": 2,
-                         "open_transfers": 1, "staged_bytes": 2**20}}
+            {
+                schema.datamart: {
+                    "loading": None,
+                    "last_error": {"code": "BAD_CHUNK", "message": "m", "requestId": "x"},
+                },
+                "_health": {
+                    "worker_alive": False,
+                    "last_progress": 0,
+                    "queued_loads": 2,
+                    "open_transfers": 1,
+                    "staged_bytes": 2**20,
+                },
+            }
         )
-    )  # fmt: skip
+    )
     report = status_report(settings, [schema.datamart])[schema.datamart]
     assert report["applied"] is None
     assert report["expectedDeltaNum"] == 0
@@ -86,9 +104,14 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
     ]
     assert report["lastError"]["code"] == "BAD_CHUNK"
     done = _agent(
-        "status", "--data-dir", str(tmp_path), "--replica", replica_dsn,
-        "--datamart", schema.datamart,
-    )  # fmt: skip
+        "status",
+        "--data-dir",
+        str(tmp_path),
+        "--replica",
+        replica_dsn,
+        "--datamart",
+        schema.datamart,
+    )
     assert done.returncode == 0, done.stderr
     assert f"{schema.datamart}: no delta applied; expects delta 0" in done.stdout
     assert "missing stream 1 last chunk" in done.stdout
@@ -101,10 +124,18 @@ def test_status_reports_applied_deltas_transfers_in_progress_and_the_last_error(
 def test_invalid_settings_never_print_a_secret_value() -> None:
     secret = "s3cret-sasl-pw"
     done = _agent(
-        "run", "--datamart", "marketing", "--schema", "x.sql",
-        env={"PODD_SASL_PASSWORD": secret, "PODD_SECURITY_PROTOCOL": f"BOGUS-{secret}",
-             "PODD_REPLICA_DSN": f"postgresql://u:{secret}@h/db", "PODD_METRICS_PORT": secret},
-    )  # fmt: skip
+        "run",
+        "--datamart",
+        "marketing",
+        "--schema",
+        "x.sql",
+        env={
+            "PODD_SASL_PASSWORD": secret,
+            "PODD_SECURITY_PROTOCOL": f"BOGUS-{secret}",
+            "PODD_REPLICA_DSN": f"postgresql://u:{secret}@h/db",
+            "PODD_METRICS_PORT": secret,
+        },
+    )
     assert done.returncode == 2
     assert "invalid settings" in done.stderr
     assert secret not in done.stderr + done.stdout

@@ -46,12 +46,20 @@ def wait_until(condition: Callable[[], object], failure: str, timeout: float = 1
 
 
 def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_freed(
-    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path,
+    broker: str,
+    replica_dsn: str,
+    marketing: LogicalSchema,
+    tmp_path: Path,
     small_disk: DiskFiller,
-) -> None:  # fmt: skip
+) -> None:
     schema = renamed(marketing)
-    agent = AgentProcess(broker, replica_dsn, tmp_path / "agent", [schema],
-                         extra_env={"PODD_STAGING_DIR": str(small_disk.mount)}).start()  # fmt: skip
+    agent = AgentProcess(
+        broker,
+        replica_dsn,
+        tmp_path / "agent",
+        [schema],
+        extra_env={"PODD_STAGING_DIR": str(small_disk.mount)},
+    ).start()
     try:
         rows = Workload(schema, WorkloadSpec(rows_per_delta=3000, seed=8)).next_delta()
         chunks = chunks_of(schema, 0, rows, chunk_rows=200)
@@ -87,15 +95,23 @@ def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_
 
 
 def test_a_disk_full_of_junk_transfers_makes_room_and_the_delta_completes_unaided(
-    broker: str, replica_dsn: str, marketing: LogicalSchema, tmp_path: Path,
+    broker: str,
+    replica_dsn: str,
+    marketing: LogicalSchema,
+    tmp_path: Path,
     small_disk: DiskFiller,
-) -> None:  # fmt: skip
+) -> None:
     """Incomplete transfers (abandoned attempts, or anyone's when no key is set) held the
     disk, and intake waited for a person to free it. Now the transfers least far along are
     removed (answered INCOMPLETE_DELTA) and the delta that is arriving completes."""
     schema = renamed(marketing)
-    agent = AgentProcess(broker, replica_dsn, tmp_path / "agent", [schema],
-                         extra_env={"PODD_STAGING_DIR": str(small_disk.mount)}).start()  # fmt: skip
+    agent = AgentProcess(
+        broker,
+        replica_dsn,
+        tmp_path / "agent",
+        [schema],
+        extra_env={"PODD_STAGING_DIR": str(small_disk.mount)},
+    ).start()
     try:
         junk_rows = Workload(schema, WorkloadSpec(rows_per_delta=40_000, seed=3)).next_delta()
         junk = [chunks_of(schema, 0, junk_rows, chunk_rows=2000)[:-1] for _ in range(3)]
@@ -108,15 +124,17 @@ def test_a_disk_full_of_junk_transfers_makes_room_and_the_delta_completes_unaide
                 for transfer in junk:
                     await origin.send_chunks(transfer)
                 await asyncio.to_thread(
-                    wait_until, lambda: agent.logged("first chunk", junk[-1][0].key.request_id),
+                    wait_until,
+                    lambda: agent.logged("first chunk", junk[-1][0].key.request_id),
                     "the junk never arrived",
-                )  # fmt: skip
+                )
                 await asyncio.sleep(2)
                 small_disk.fill()  # the rest of the disk: nobody frees it in this test
                 await origin.send_chunks(chunks)
                 result = await outcome(origin, chunks[0].key.request_id)
-                removed = [t[0].key.request_id for t in junk
-                           if t[0].key.request_id in origin.results]  # fmt: skip
+                removed = [
+                    t[0].key.request_id for t in junk if t[0].key.request_id in origin.results
+                ]
                 return result.status, removed
 
         status, removed = asyncio.run(scenario())

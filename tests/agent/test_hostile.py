@@ -212,9 +212,11 @@ def test_a_message_that_fails_unexpectedly_is_skipped_counted_and_dead_lettered(
                 assert time.monotonic() < deadline, agent.log_tail()
                 await asyncio.sleep(0.2)
         reader = AIOKafkaConsumer(
-            DEAD_LETTER, bootstrap_servers=agent.broker,
-            auto_offset_reset="earliest", enable_auto_commit=False,
-        )  # fmt: skip
+            DEAD_LETTER,
+            bootstrap_servers=agent.broker,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await reader.start()
         try:
             batch = await reader.getmany(timeout_ms=10_000)

@@ -129,9 +129,10 @@ async def test_a_file_that_cannot_be_written_fails_its_message_and_the_disk_stay
     # directory's later files (stream files) are not written once one of its files failed.
     keys = [decode_delta_in_key(k) for k, _ in group]
     changers = {
-        i for i, k in enumerate(keys)
+        i
+        for i, k in enumerate(keys)
         if k.is_last_chunk or (k.chunk_number == 1 and k.stream_number != 1)
-    }  # fmt: skip
+    }
     failed = {i for i, f in enumerate(failures) if f is not None}
     assert failed == {1} | changers
     assert len(changers) >= 2

@@ -47,11 +47,15 @@ def agent(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[AgentProcess]:
     process = AgentProcess(
-        broker, replica_dsn, tmp_path_factory.mktemp("cluster-agent") / "var",
-        [renamed(marketing) for _ in range(4)], incomplete_timeout=6,
-        spark_master=spark_cluster, relative_data_dir=True,
+        broker,
+        replica_dsn,
+        tmp_path_factory.mktemp("cluster-agent") / "var",
+        [renamed(marketing) for _ in range(4)],
+        incomplete_timeout=6,
+        spark_master=spark_cluster,
+        relative_data_dir=True,
         extra_env={"PODD_IN_DRIVER_MAX_MIB": "0"},  # every delta, however small, on the cluster
-    ).start()  # fmt: skip
+    ).start()
     yield process
     assert process.stop() == 0, process.log_tail()
 
@@ -79,9 +83,14 @@ def _refused_start(
 ) -> str:
     """Start an agent on `master`: it must exit 2 before consuming; its log."""
     spec = AgentSpec(
-        [marketing], broker, dsn, data_dir, f"refused-{data_dir.name}", master,
+        [marketing],
+        broker,
+        dsn,
+        data_dir,
+        f"refused-{data_dir.name}",
+        master,
         {"PODD_EXECUTOR_PROBE_TIMEOUT_SECONDS": f"{probe_timeout:g}"},
-    )  # fmt: skip
+    )
     child = start_agent(spec, data_dir / "agent.log")
     assert child.process.wait(180) == ExitCode.CANNOT_RUN, (data_dir / "agent.log").read_text()
     log = (data_dir / "agent.log").read_text()

@@ -29,9 +29,13 @@ def test_a_second_agent_for_a_served_datamart_stops_at_start_naming_the_first(
 ) -> None:
     schema = agent.take()
     second = AgentProcess(
-        agent.broker, replica_dsn, tmp_path / "second", [schema], topics=agent.topics,
+        agent.broker,
+        replica_dsn,
+        tmp_path / "second",
+        [schema],
+        topics=agent.topics,
         group_id=agent.group_id,
-    )  # fmt: skip
+    )
     started = time.monotonic()
     with pytest.raises(AssertionError, match="exited with code 2"):
         second.start()
@@ -49,12 +53,27 @@ def test_a_restore_of_a_served_datamart_is_refused_before_it_reads_anything(
 ) -> None:
     schema = agent.take()
     done = subprocess.run(
-        [sys.executable, "-m", "podd_restore.cli", "run", "--topic", "no-such-topic",
-         "--datamart", schema.datamart],
-        capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PODD_BROKER": f"kafka://{agent.broker}",
-             "PODD_REPLICA_DSN": replica_dsn, "PODD_DATA_DIR": str(tmp_path)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "podd_restore.cli",
+            "run",
+            "--topic",
+            "no-such-topic",
+            "--datamart",
+            schema.datamart,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={
+            **os.environ,
+            "PODD_BROKER": f"kafka://{agent.broker}",
+            "PODD_REPLICA_DSN": replica_dsn,
+            "PODD_DATA_DIR": str(tmp_path),
+        },
+    )
     assert done.returncode == 2, done.stderr
     assert "is already written by replica-agent on" in done.stdout + done.stderr
     assert agent.process.poll() is None

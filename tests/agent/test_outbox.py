@@ -50,9 +50,14 @@ def test_owed_answers_survive_and_settled_ones_finish_the_transfer(tmp_path: Pat
     for t in (owed, settled):
         spool.open_transfer(t.framing)
         result = DeltaInResult(
-            request_id=t.request_id, datamart="marketing", delta_num=0, delta_date=DATE,
-            status=DeltaStatus.ERROR, error_code="BAD_CHUNK", error_message="x",
-        )  # fmt: skip
+            request_id=t.request_id,
+            datamart="marketing",
+            delta_num=0,
+            delta_date=DATE,
+            status=DeltaStatus.ERROR,
+            error_code="BAD_CHUNK",
+            error_message="x",
+        )
         records.owe(result)
     settle(records, spool, "settled")
     answers = records_of(ChunkSpool(tmp_path)).recover()
@@ -100,7 +105,8 @@ def service_of(schema: LogicalSchema, root: Path, max_finished: int) -> ReplicaS
 
     return ReplicaService(
         tracker=TransferTracker(
-            {schema.datamart: schema}, {schema.datamart: {}},
+            {schema.datamart: schema},
+            {schema.datamart: {}},
             limits=TransferLimits(max_finished=max_finished),
         ),
         spool=ChunkSpool(root),
@@ -109,7 +115,7 @@ def service_of(schema: LogicalSchema, root: Path, max_finished: int) -> ReplicaS
         send_result=record,
         metrics=AgentMetrics(),
         incomplete_timeout=600,
-    )  # fmt: skip
+    )
 
 
 async def test_a_restart_remembers_the_finished_transfers_memory_knew(
@@ -150,10 +156,13 @@ async def test_a_refused_transfer_is_answered_once_and_its_files_removed(
     loader = RecordingLoader()
     service = ReplicaService(
         tracker=TransferTracker({marketing.datamart: marketing}, {marketing.datamart: {}}),
-        spool=ChunkSpool(tmp_path / "staging"), loader=loader,
-        registry=lambda datamart, n: None, send_result=record, metrics=AgentMetrics(),
+        spool=ChunkSpool(tmp_path / "staging"),
+        loader=loader,
+        registry=lambda datamart, n: None,
+        send_result=record,
+        metrics=AgentMetrics(),
         incomplete_timeout=600,
-    )  # fmt: skip
+    )
     await service.start()
     rows = Workload(marketing, WorkloadSpec(rows_per_delta=20, seed=0)).next_delta()
     bad = [(encode_delta_in_key(c.key), c.body) for c in chunks_of(marketing, 0, rows)]
@@ -192,8 +201,13 @@ async def test_two_paths_answering_one_transfer_at_once_send_one_answer(tmp_path
     t = transfer("raced")
     spool.open_transfer(t.framing)
     tracker = TransferTracker({}, {})
-    outbox = Outbox(records=records_of(spool), send_result=slow_send, tracker=tracker,
-                    spool=spool, metrics=AgentMetrics())  # fmt: skip
+    outbox = Outbox(
+        records=records_of(spool),
+        send_result=slow_send,
+        tracker=tracker,
+        spool=spool,
+        metrics=AgentMetrics(),
+    )
     first = asyncio.create_task(outbox.answer(error_result(t, ErrorCode.BAD_CHUNK, "first")))
     await asyncio.sleep(0.05)
     second = asyncio.create_task(outbox.answer(error_result(t, ErrorCode.LOAD_FAILED, "2nd")))

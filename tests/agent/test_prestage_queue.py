@@ -27,22 +27,29 @@ class Merging:
 def transfer(request_id: str) -> Transfer:
     return Transfer(
         TransferFraming(
-            request_id=request_id, datamart="dm", delta_num=3,
-            delta_date=datetime(2026, 1, 1, tzinfo=UTC), subscription="s", stream_total=9,
+            request_id=request_id,
+            datamart="dm",
+            delta_num=3,
+            delta_date=datetime(2026, 1, 1, tzinfo=UTC),
+            subscription="s",
+            stream_total=9,
         )
-    )  # fmt: skip
+    )
 
 
 def streams(request_id: str, *numbers: int, decoded: int | None = None) -> StagedTransfer:
     manifest = TransferManifest(
-        datamart="dm", delta_num=3, delta_date=datetime(2026, 1, 1, tzinfo=UTC),
+        datamart="dm",
+        delta_num=3,
+        delta_date=datetime(2026, 1, 1, tzinfo=UTC),
         request_id=request_id,
         streams=tuple(
-            StreamManifest(stream_number=n, table_name=f"t{n}", chunk_count=1,
-                           decoded_bytes=decoded)
+            StreamManifest(
+                stream_number=n, table_name=f"t{n}", chunk_count=1, decoded_bytes=decoded
+            )
             for n in numbers
         ),
-    )  # fmt: skip
+    )
     return StagedTransfer(Path("/nowhere") / request_id, manifest)
 
 
@@ -50,8 +57,10 @@ def test_the_streams_of_one_transfer_waiting_together_make_one_prestage() -> Non
     queue = PrestageQueue(cast(Any, None), cast(Any, Merging()), lambda: True)
     first, other = transfer("a"), transfer("b")
     queue._pending = [
-        (first, streams("a", 2)), (other, streams("b", 1)), (first, streams("a", 1, 4)),
-    ]  # fmt: skip
+        (first, streams("a", 2)),
+        (other, streams("b", 1)),
+        (first, streams("a", 1, 4)),
+    ]
     taken, staged = queue._take()
     assert taken is first
     assert [s.stream_number for s in staged.manifest.streams] == [1, 2, 4]
@@ -69,9 +78,11 @@ def test_streams_are_merged_only_up_to_the_bound_so_the_load_never_waits_for_a_b
     first = transfer("a")
     half = MERGE_MAX_BYTES // 2
     queue._pending = [
-        (first, streams("a", 1, decoded=half)), (first, streams("a", 2, decoded=half + 1)),
-        (first, streams("a", 3, decoded=half)), (first, streams("a", 4, decoded=half)),
-    ]  # fmt: skip
+        (first, streams("a", 1, decoded=half)),
+        (first, streams("a", 2, decoded=half + 1)),
+        (first, streams("a", 3, decoded=half)),
+        (first, streams("a", 4, decoded=half)),
+    ]
     _, staged = queue._take()
     assert [s.stream_number for s in staged.manifest.streams] == [1, 3]
     _, staged = queue._take()

@@ -31,10 +31,14 @@ def whole(request_id: str, delta: int) -> list[Any]:
     return [
         key(request_id=request_id, delta_num=delta, delta_date=day(delta), is_last_chunk=True),
         key(
-            request_id=request_id, delta_num=delta, delta_date=day(delta), stream_number=2,
-            table_name="stores", is_last_chunk=True,
+            request_id=request_id,
+            delta_num=delta,
+            delta_date=day(delta),
+            stream_number=2,
+            table_name="stores",
+            is_last_chunk=True,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def test_a_replay_takes_no_slot_and_no_staging_budget(marketing: LogicalSchema) -> None:

@@ -89,21 +89,26 @@ def test_a_signed_delta_dated_beyond_the_skew_is_refused_and_a_forged_answer_ign
 
     async def scenario() -> tuple[DeltaInResult, int]:
         async with client(agent, KEY) as origin:
-            far = chunks_of(schema, 0, rows_of(schema, 2), chunk_rows=9,
-                            date=datetime(9999, 12, 31, tzinfo=UTC))  # fmt: skip
+            far = chunks_of(
+                schema, 0, rows_of(schema, 2), chunk_rows=9, date=datetime(9999, 12, 31, tzinfo=UTC)
+            )
             await origin.send_chunks(far)
             refused = await outcome(origin, far[0].key.request_id)
             # Someone answers the next transfer OK, unsigned, before the agent does.
             chunks = chunks_of(schema, 0, rows_of(schema, 3), chunk_rows=9)
             fake = DeltaInResult(
-                request_id=chunks[0].key.request_id, datamart=schema.datamart, delta_num=0,
-                delta_date=delta_date(0), status=DeltaStatus.OK,
-            )  # fmt: skip
+                request_id=chunks[0].key.request_id,
+                datamart=schema.datamart,
+                delta_num=0,
+                delta_date=delta_date(0),
+                status=DeltaStatus.OK,
+            )
             async with client(agent, None) as forger:
                 await forger.producer.send_and_wait(
-                    agent.topics.delta_in_rs, key=encode_datamart_key(schema.datamart),
+                    agent.topics.delta_in_rs,
+                    key=encode_datamart_key(schema.datamart),
                     value=encode_message(fake),
-                )  # fmt: skip
+                )
             await origin.send_chunks(chunks)
             result = await outcome(origin, chunks[0].key.request_id)
             assert result.tables, "the forged OK (no tables) was taken for the agent's"

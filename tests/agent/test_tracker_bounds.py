@@ -232,11 +232,21 @@ def test_noise_never_raises_stays_bounded_and_a_valid_transfer_still_completes(
     valid = [
         key(request_id="valid", stream_total=3, chunk_number=1),
         key(request_id="valid", stream_total=3, chunk_number=2, is_last_chunk=True),
-        key(request_id="valid", stream_total=3, stream_number=2, table_name="stores",
-            is_last_chunk=True),
-        key(request_id="valid", stream_total=3, stream_number=3, table_name="agreements",
-            is_last_chunk=True),
-    ]  # fmt: skip
+        key(
+            request_id="valid",
+            stream_total=3,
+            stream_number=2,
+            table_name="stores",
+            is_last_chunk=True,
+        ),
+        key(
+            request_id="valid",
+            stream_total=3,
+            stream_number=3,
+            table_name="agreements",
+            is_last_chunk=True,
+        ),
+    ]
     stream = list(noise)
     for position, k in enumerate(valid):  # interleaved at spread positions
         stream.insert(min(len(stream), position * 7), k)

@@ -23,9 +23,14 @@ LINE = re.compile(r"^(PASS|FAIL|SKIP)  (\S+)", re.MULTILINE)
 
 def flags(broker: str, topics: Topics, datamart: str, schema_file: str) -> list[str]:
     return [
-        "--broker", f"kafka://{broker}", "--datamart", datamart, "--schema", schema_file,
+        "--broker",
+        f"kafka://{broker}",
+        "--datamart",
+        datamart,
+        "--schema",
+        schema_file,
         *topics.options(),
-    ]  # fmt: skip
+    ]
 
 
 agent = agent_fixture(1, incomplete_timeout=4)
@@ -38,9 +43,15 @@ def test_every_scenario_passes_against_our_agent(
     schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
     argv = [
         *flags(agent.broker, agent.topics, schema.datamart, schema_file),
-        "--replica", replica_dsn, "--incomplete-wait", "60", "--quiet-period", "1.5",
-        "--load-rows", "200000",
-    ]  # fmt: skip
+        "--replica",
+        replica_dsn,
+        "--incomplete-wait",
+        "60",
+        "--quiet-period",
+        "1.5",
+        "--load-rows",
+        "200000",
+    ]
     code = cli.main(argv)
     out = capsys.readouterr().out
     verdicts = {name: verdict for verdict, name in LINE.findall(out)}
@@ -67,8 +78,13 @@ def test_every_scenario_passes_against_our_agent_on_clickhouse(
     schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
     argv = [
         *flags(agent.broker, agent.topics, schema.datamart, schema_file),
-        "--incomplete-wait", "60", "--quiet-period", "1.5", "--load-rows", "200000",
-    ]  # fmt: skip
+        "--incomplete-wait",
+        "60",
+        "--quiet-period",
+        "1.5",
+        "--load-rows",
+        "200000",
+    ]
     code = cli.main(argv)
     out = capsys.readouterr().out
     verdicts = {name: verdict for verdict, name in LINE.findall(out)}
@@ -82,9 +98,12 @@ async def lying_agent(broker: str, topics: Topics, datamart: str, stop: asyncio.
     """Answers OK to every last chunk and 'expects delta 0' forever: it checks nothing."""
     producer = AIOKafkaProducer(bootstrap_servers=broker)
     consumer = AIOKafkaConsumer(
-        topics.delta_in, topics.delta_rq, bootstrap_servers=broker, group_id=None,
+        topics.delta_in,
+        topics.delta_rq,
+        bootstrap_servers=broker,
+        group_id=None,
         auto_offset_reset="earliest",
-    )  # fmt: skip
+    )
     await producer.start()
     await consumer.start()
     try:
@@ -94,19 +113,24 @@ async def lying_agent(broker: str, topics: Topics, datamart: str, stop: asyncio.
                 if message.topic == topics.delta_rq:
                     request = decode_message(DeltaRequest, message.value or b"")
                     answer: DeltaState | DeltaInResult = DeltaState(
-                        request_id=request.request_id, datamart=request.datamart,
-                        state=ReplicaState.IDLE, expected_delta_num=0,
-                    )  # fmt: skip
+                        request_id=request.request_id,
+                        datamart=request.datamart,
+                        state=ReplicaState.IDLE,
+                        expected_delta_num=0,
+                    )
                     topic = topics.delta_rs
                 else:
                     key = decode_delta_in_key(message.key or b"")
                     if not key.is_last_chunk:
                         continue
                     answer = DeltaInResult(
-                        request_id=key.request_id, datamart=key.datamart, delta_num=key.delta_num,
-                        delta_date=key.delta_date, status=DeltaStatus.OK,
+                        request_id=key.request_id,
+                        datamart=key.datamart,
+                        delta_num=key.delta_num,
+                        delta_date=key.delta_date,
+                        status=DeltaStatus.OK,
                         applied_at=datetime.now(UTC),
-                    )  # fmt: skip
+                    )
                     topic = topics.delta_in_rs
                 await producer.send_and_wait(
                     topic, key=datamart.encode(), value=encode_message(answer)
@@ -117,9 +141,11 @@ async def lying_agent(broker: str, topics: Topics, datamart: str, stop: asyncio.
 
 
 def test_an_agent_that_checks_nothing_fails(
-    broker: str, marketing: LogicalSchema, tmp_path_factory: pytest.TempPathFactory,
+    broker: str,
+    marketing: LogicalSchema,
+    tmp_path_factory: pytest.TempPathFactory,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     topics = Topics.unique()
     schema_file = tmp_path_factory.mktemp("liar") / "marketing.sql"
     schema_file.write_text(marketing.to_ddl())
@@ -127,8 +153,15 @@ def test_an_agent_that_checks_nothing_fails(
     async def scenario_run() -> int:
         stop = asyncio.Event()
         liar = asyncio.create_task(lying_agent(broker, topics, "marketing", stop))
-        argv = [*flags(broker, topics, "marketing", str(schema_file)), "--quiet-period", "0.5",
-                "--answer-timeout", "5", "--load-rows", "2000"]  # fmt: skip
+        argv = [
+            *flags(broker, topics, "marketing", str(schema_file)),
+            "--quiet-period",
+            "0.5",
+            "--answer-timeout",
+            "5",
+            "--load-rows",
+            "2000",
+        ]
         try:
             return await asyncio.to_thread(cli.main, argv)
         finally:
@@ -139,8 +172,13 @@ def test_an_agent_that_checks_nothing_fails(
     out = capsys.readouterr().out
     verdicts = {name: verdict for verdict, name in LINE.findall(out)}
     broken = (
-        "state-unknown-datamart", "happy-path", "out-of-sequence", "bad-chunk-two-last",
-        "unknown-table", "schema-mismatch-sys-op", "incomplete-then-completed",
-    )  # fmt: skip
+        "state-unknown-datamart",
+        "happy-path",
+        "out-of-sequence",
+        "bad-chunk-two-last",
+        "unknown-table",
+        "schema-mismatch-sys-op",
+        "incomplete-then-completed",
+    )
     assert {name: verdicts[name] for name in broken} == dict.fromkeys(broken, "FAIL"), out
     assert verdicts["load-failed"] == "SKIP"  # no --replica

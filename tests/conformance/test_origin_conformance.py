@@ -31,8 +31,18 @@ LINE = re.compile(r"^(PASS|FAIL)  (\S+) +[\d.]+ s(?:: (\S+):)?", re.MULTILINE)
 
 
 def run(broker: str, template: str, tmp: Path, *extra: str) -> int:
-    argv = ["origin", "--origin", template, "--broker", f"kafka://{broker}",
-            "--schema", str(SCHEMA), "--work-dir", str(tmp / "logs"), *extra]  # fmt: skip
+    argv = [
+        "origin",
+        "--origin",
+        template,
+        "--broker",
+        f"kafka://{broker}",
+        "--schema",
+        str(SCHEMA),
+        "--work-dir",
+        str(tmp / "logs"),
+        *extra,
+    ]
     return cli.main(argv)
 
 
@@ -67,8 +77,17 @@ def test_each_mutant_fails_on_the_scenario_naming_its_fault(
         "--rows-per-delta 2 --chunk-rows 1"
     )
     junit = tmp_path / "mutant.xml"
-    code = run(broker, template, tmp_path, "--scenario", mutant.scenario, "--deadline", "12",
-                  "--junit", str(junit))  # fmt: skip
+    code = run(
+        broker,
+        template,
+        tmp_path,
+        "--scenario",
+        mutant.scenario,
+        "--deadline",
+        "12",
+        "--junit",
+        str(junit),
+    )
     out = capsys.readouterr().out
     found = [(m.group(1), m.group(2), m.group(3)) for m in LINE.finditer(out)]
     assert found == [("FAIL", mutant.scenario, mutant.rule)], out
@@ -102,13 +121,19 @@ def test_the_cdc_origin_passes_every_scenario(
     kafka = f"kafka://{broker}"
     probe = f"cdc-schema-{uuid.uuid4().hex[:8]}"
     write = "--format qlik --transactions 20 --full-load 5 --partitions 1"
-    subprocess.run(shlex.split(f"{writer} {write} --topic {probe} --broker {kafka}"),
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        shlex.split(f"{writer} {write} --topic {probe} --broker {kafka}"),
+        check=True,
+        capture_output=True,
+    )
     ddl = subprocess.run(
-        shlex.split(f"{origin} schema --format qlik --topic {probe} --datamart cdcmart "
-                    f"--broker {kafka}"),
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        shlex.split(
+            f"{origin} schema --format qlik --topic {probe} --datamart cdcmart --broker {kafka}"
+        ),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     schema = tmp_path / "cdcmart.sql"
     schema.write_text(ddl)
     source = "--format qlik --topic {topic_delta_in}.qlik --broker {broker}"
@@ -119,9 +144,21 @@ def test_the_cdc_origin_passes_every_scenario(
         "--state-dir {state_dir}/cut --max-delta-rows 30 --until-idle 1 "
         "--answer-timeout-seconds {answer_timeout} --state-timeout-seconds 5'"
     )
-    argv = ["origin", "--origin", template, "--broker", kafka, "--datamart", "cdcmart",
-            "--schema", str(schema), "--work-dir", str(tmp_path / "logs"),
-            "--deadline", "40"]  # fmt: skip
+    argv = [
+        "origin",
+        "--origin",
+        template,
+        "--broker",
+        kafka,
+        "--datamart",
+        "cdcmart",
+        "--schema",
+        str(schema),
+        "--work-dir",
+        str(tmp_path / "logs"),
+        "--deadline",
+        "40",
+    ]
     code = cli.main(argv)
     out = capsys.readouterr().out
     verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
@@ -163,9 +200,19 @@ def test_a_work_directory_with_a_space_stays_one_argument(
     spaced.mkdir()
     schema = spaced / "marketing schema.sql"
     schema.write_text(SCHEMA.read_text())
-    argv = ["origin", "--origin", REFERENCE, "--broker", f"kafka://{broker}",
-            "--schema", str(schema), "--work-dir", str(spaced / "logs"),
-            "--scenario", "fresh-replica"]  # fmt: skip
+    argv = [
+        "origin",
+        "--origin",
+        REFERENCE,
+        "--broker",
+        f"kafka://{broker}",
+        "--schema",
+        str(schema),
+        "--work-dir",
+        str(spaced / "logs"),
+        "--scenario",
+        "fresh-replica",
+    ]
     code = cli.main(argv)
     out = capsys.readouterr().out
     assert code == 0, out

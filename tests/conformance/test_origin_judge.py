@@ -28,13 +28,17 @@ DAY = datetime(2026, 1, 1, tzinfo=UTC)
 def delta(schema: LogicalSchema, number: int, request_id: str | None = None) -> list[Chunk]:
     rows: dict[str, list[DeltaRow]] = Workload(
         schema, WorkloadSpec(rows_per_delta=12, seed=number)
-    ).next_delta()  # fmt: skip
+    ).next_delta()
     return list(
         frame_delta(
-            schema, request_id=request_id or f"r{number}", delta_num=number,
-            delta_date=DAY + timedelta(hours=number), rows_by_table=rows, chunk_rows=2,
+            schema,
+            request_id=request_id or f"r{number}",
+            delta_num=number,
+            delta_date=DAY + timedelta(hours=number),
+            rows_by_table=rows,
+            chunk_rows=2,
         )
-    )  # fmt: skip
+    )
 
 
 def feed(judge: OriginJudge, chunks: list[Chunk]) -> None:
@@ -49,9 +53,14 @@ def ok(judge: OriginJudge, request_id: str) -> None:
     key = transfer.key
     judge.answered(
         transfer,
-        DeltaInResult(request_id=request_id, datamart=key.datamart, delta_num=key.delta_num,
-                      delta_date=key.delta_date, status=DeltaStatus.OK),
-    )  # fmt: skip
+        DeltaInResult(
+            request_id=request_id,
+            datamart=key.datamart,
+            delta_num=key.delta_num,
+            delta_date=key.delta_date,
+            status=DeltaStatus.OK,
+        ),
+    )
 
 
 def rules(judge: OriginJudge) -> list[str]:
@@ -151,8 +160,13 @@ def test_a_resent_delta_with_other_rows(judge: OriginJudge, marketing: LogicalSc
     del judge.transfers["r0"]  # the replica lost it
     judge.state_asked()
     other = delta(marketing, 1, "again")
-    feed(judge, [replace(c, key=c.key.model_copy(update={"delta_num": 0, "delta_date": DAY}))
-                 for c in other])  # fmt: skip
+    feed(
+        judge,
+        [
+            replace(c, key=c.key.model_copy(update={"delta_num": 0, "delta_date": DAY}))
+            for c in other
+        ],
+    )
     assert "resend-content" in rules(judge)
 
 
@@ -161,9 +175,15 @@ def test_sending_after_a_stop_code(judge: OriginJudge, marketing: LogicalSchema)
     transfer = judge.transfers["r0"]
     judge.answered(
         transfer,
-        DeltaInResult(request_id="r0", datamart=marketing.datamart, delta_num=0, delta_date=DAY,
-                      status=DeltaStatus.ERROR, error_code=ErrorCode.BAD_CHUNK.value),
-    )  # fmt: skip
+        DeltaInResult(
+            request_id="r0",
+            datamart=marketing.datamart,
+            delta_num=0,
+            delta_date=DAY,
+            status=DeltaStatus.ERROR,
+            error_code=ErrorCode.BAD_CHUNK.value,
+        ),
+    )
     feed(judge, delta(marketing, 1))
     assert rules(judge)[0] == "error-stop"
 

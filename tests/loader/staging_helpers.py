@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 
 from podd_runtime.files import durable_write
-from protocol.apply_model import DeltaRow, ReplicaModel
+from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
 from protocol.chunk_files import ChunkFile
 from protocol.framing import frame_delta
 from protocol.schema import LogicalSchema, Table
+from protocol.workload import Workload, WorkloadSpec
 from replica_store.replica_reader import read_versions, select_list
 from replica_store.store_sql import q
 from replica_store.transfer import (
@@ -92,3 +93,15 @@ def assert_matches_model(dsn: str, model: ReplicaModel) -> None:
         expected = model.tables[table.name]
         assert actual == set(expected.actual.values()), f"{table.name}_actual differs"
         assert history == set(expected.history), f"{table.name}_history differs"
+
+
+def two_deltas(schema: LogicalSchema, root: Path) -> tuple[ReplicaModel, list[StagedTransfer]]:
+    """Deltas 0 and 1 of a 300-row workload staged under `root`, and the model after both."""
+    workload = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=11))
+    model = ReplicaModel(schema)
+    transfers = []
+    for n in range(2):
+        rows = workload.next_delta()
+        transfers.append(stage(root, schema, n, rows, chunk_rows=70))
+        model, _ = apply_delta(model, n, delta_date(n), rows)
+    return model, transfers

@@ -172,10 +172,10 @@ def test_tables_cut_into_key_slices_keep_the_last_row_per_key(
     chunks = [
         (position, number, str(path), path.stat().st_size)
         for position, table in enumerate(schema.tables)
-        for number, path in stage(staging_root, schema, 1, {"items": transfer_rows,
-                                                             "links": links},
-                                  chunk_rows=700).chunks_of(table.name)
-    ]  # fmt: skip
+        for number, path in stage(
+            staging_root, schema, 1, {"items": transfer_rows, "links": links}, chunk_rows=700
+        ).chunks_of(table.name)
+    ]
     tasks = plan_tasks(chunks, parallelism=2, max_slice_bytes=int(0.01 * 2**20))
     assert all(s.slices > 1 for task in tasks for s in task.slices)
     assert len(tasks) == 2

@@ -77,10 +77,17 @@ def test_psql_gets_the_password_in_its_environment_not_its_command_line(
     spy.chmod(0o755)
     done = subprocess.run(
         [sys.executable, "-m", "spark_loader.cli", "sql", "-c", "SELECT 1"],
-        env={**os.environ, "PODD_REPLICA_DSN": replica_dsn, "PATH": str(tmp_path),
-             "PODD_PSQL": str(spy)},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        env={
+            **os.environ,
+            "PODD_REPLICA_DSN": replica_dsn,
+            "PATH": str(tmp_path),
+            "PODD_PSQL": str(spy),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert str(password) not in (tmp_path / "argv").read_text()
     assert (tmp_path / "env").read_text() == str(password)

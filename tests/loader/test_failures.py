@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,17 @@ from protocol.errors import ErrorCode, ProtocolError, SchemaMismatchError
 from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from replica_store.errors import LoadFailedError
-from replica_store.registry import encode_counts
 from replica_store.store import ReplicaStore
-from replica_store.transfer import StagedTransfer
 from spark_loader import loader as loader_module
 from spark_loader import slice_jobs
 from tests.loader.conftest import NewLoader, unique
-from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot, stage
+from tests.loader.staging_helpers import (
+    assert_matches_model,
+    delta_date,
+    snapshot,
+    stage,
+    two_deltas,
+)
 
 #: Every test here that uses Spark runs in local mode and on the standalone cluster.
 RUN_ON_CLUSTER = True
@@ -39,17 +43,6 @@ def schema() -> LogicalSchema:
     return unique(parse_schema(DDL))
 
 
-def _two_deltas(schema: LogicalSchema, root: Path) -> tuple[ReplicaModel, list[StagedTransfer]]:
-    workload = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=11))
-    model = ReplicaModel(schema)
-    transfers = []
-    for n in range(2):
-        rows = workload.next_delta()
-        transfers.append(stage(root, schema, n, rows, chunk_rows=70))
-        model, _ = apply_delta(model, n, delta_date(n), rows)
-    return model, transfers
-
-
 class Boom(RuntimeError):
     pass
 
@@ -57,7 +50,7 @@ class Boom(RuntimeError):
 def test_an_error_between_tables_changes_nothing(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    model, (first, second) = _two_deltas(schema, staging_root)
+    model, (first, second) = two_deltas(schema, staging_root)
     new_loader(schema).load(first)
     before = snapshot(replica_dsn, schema)
 
@@ -94,7 +87,7 @@ def _killer(dsn: str, times: int) -> tuple[list[int], object]:
 def test_a_killed_backend_mid_apply_is_load_failed_and_changes_nothing(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    model, (first, second) = _two_deltas(schema, staging_root)
+    model, (first, second) = two_deltas(schema, staging_root)
     new_loader(schema).load(first)
     before = snapshot(replica_dsn, schema)
     killed, hook = _killer(replica_dsn, times=1)
@@ -110,7 +103,7 @@ def test_a_killed_backend_mid_apply_is_load_failed_and_changes_nothing(
 def test_a_killed_backend_is_retried_and_the_delta_applies_once(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    model, (first, second) = _two_deltas(schema, staging_root)
+    model, (first, second) = two_deltas(schema, staging_root)
     new_loader(schema).load(first)
     killed, hook = _killer(replica_dsn, times=1)
     result = new_loader(schema, attempts=3, between_tables=hook).load(second)
@@ -127,7 +120,7 @@ def test_a_killed_backend_is_retried_and_the_delta_applies_once(
 def test_applying_the_same_delta_twice_changes_nothing_the_second_time(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    _, (first, _second) = _two_deltas(schema, staging_root)
+    _, (first, _second) = two_deltas(schema, staging_root)
     loader = new_loader(schema)
     applied = loader.load(first)
     before = snapshot(replica_dsn, schema)
@@ -147,7 +140,7 @@ def test_applying_the_same_delta_twice_changes_nothing_the_second_time(
 def test_deltas_apply_strictly_in_order(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    _, (first, second) = _two_deltas(schema, staging_root)
+    _, (first, second) = two_deltas(schema, staging_root)
     loader = new_loader(schema)
     with pytest.raises(ProtocolError) as caught:
         loader.load(second)
@@ -167,7 +160,7 @@ def test_deltas_apply_strictly_in_order(
 def test_a_row_error_in_the_executors_is_schema_mismatch_and_changes_nothing(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
 ) -> None:
-    _, (first, _second) = _two_deltas(schema, staging_root)
+    _, (first, _second) = two_deltas(schema, staging_root)
     loader = new_loader(schema)
     loader.load(first)
     before = snapshot(replica_dsn, schema)
@@ -178,78 +171,6 @@ def test_a_row_error_in_the_executors_is_schema_mismatch_and_changes_nothing(
         loader.load(transfer)
     assert snapshot(replica_dsn, schema) == before
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [0]
-
-
-def test_a_connection_lost_after_the_commit_landed_is_ok_not_load_failed(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
-) -> None:
-    model, (first, second) = _two_deltas(schema, staging_root)
-    new_loader(schema).load(first)
-    lost: list[int] = []
-
-    def commit_then_lose_the_connection(conn: psycopg.Connection) -> None:
-        conn.commit()
-        lost.append(conn.info.backend_pid)
-        raise psycopg.OperationalError("server closed the connection unexpectedly")
-
-    result = new_loader(schema, attempts=1, commit=commit_then_lose_the_connection).load(second)
-    assert lost
-    assert not result.already_applied
-    assert result.request_id == second.manifest.request_id
-    assert_matches_model(replica_dsn, model)
-    registry = ReplicaStore(replica_dsn).registry(schema.datamart)
-    assert [e.delta_num for e in registry] == [0, 1]
-
-
-def test_a_registry_row_of_another_request_after_a_lost_commit_is_not_taken_as_ours(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
-) -> None:
-    """The COMMIT did not land, but by the time the registry is read another writer has
-    applied the delta: its row is that writer's load, reported as already applied, never
-    as this load's own."""
-    _, (first, second) = _two_deltas(schema, staging_root)
-    new_loader(schema).load(first)
-    manifest = second.manifest
-
-    def lose_the_commit_while_another_writer_applies(conn: psycopg.Connection) -> None:
-        conn.rollback()
-        with psycopg.connect(replica_dsn, autocommit=True) as other:
-            other.execute(
-                "INSERT INTO podd_replica.delta_registry "
-                "(datamart, delta_num, delta_date, request_id, table_counts) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                (manifest.datamart, manifest.delta_num,
-                 manifest.delta_date.astimezone(UTC).replace(tzinfo=None), "another-writer",
-                 encode_counts([])),
-            )  # fmt: skip
-        raise psycopg.OperationalError("server closed the connection unexpectedly")
-
-    loader = new_loader(schema, attempts=1, commit=lose_the_commit_while_another_writer_applies)
-    result = loader.load(second)
-    assert result.request_id == "another-writer"
-    assert result.already_applied
-
-
-def test_a_connection_lost_before_the_commit_is_retried_and_applies_once(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str
-) -> None:
-    model, (first, second) = _two_deltas(schema, staging_root)
-    new_loader(schema).load(first)
-    killed: list[int] = []
-
-    def lose_the_connection_then_commit(conn: psycopg.Connection) -> None:
-        if not killed:
-            killed.append(conn.info.backend_pid)
-            with psycopg.connect(replica_dsn, autocommit=True) as other:
-                other.execute("SELECT pg_terminate_backend(%s)", (killed[0],))
-        conn.commit()
-
-    result = new_loader(schema, attempts=3, commit=lose_the_connection_then_commit).load(second)
-    assert len(killed) == 1
-    assert not result.already_applied
-    assert_matches_model(replica_dsn, model)
-    registry = ReplicaStore(replica_dsn).registry(schema.datamart)
-    assert [e.delta_num for e in registry] == [0, 1]
 
 
 def test_no_password_reaches_the_executors(
@@ -265,7 +186,7 @@ def test_no_password_reaches_the_executors(
     password = conninfo_to_dict(replica_dsn).get("password")
     if not password:
         pytest.skip("the replica's DSN has no password (the embedded one has)")
-    _, (first, _) = _two_deltas(schema, staging_root)
+    _, (first, _) = two_deltas(schema, staging_root)
     shipped: list[str] = []
     real = slice_jobs.stage_slices
 
@@ -291,7 +212,7 @@ def test_a_task_retried_after_its_copy_leaves_exactly_one_copy_of_its_rows(
     if spark_where == "driver":
         pytest.skip("the driver runs no Spark task: nothing is retried")
     # Every staging task commits its COPY, then its first attempt fails: Spark runs it again.
-    model, transfers = _two_deltas(schema, staging_root)
+    model, transfers = two_deltas(schema, staging_root)
     for transfer in transfers:
         result = new_loader(schema, fail_first_attempt=True, max_slice_mib=0.01).load(transfer)
         assert not result.already_applied
@@ -326,9 +247,12 @@ def _after_first_table_staged(
 
 
 def test_a_second_process_registering_the_datamart_mid_load_waits_for_it(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """A rolling deploy's second agent (or `podd-loader`, `podd-restore`) registers the
     datamart while the first one loads: it used to drop and recreate the staging tables
     under the load, which then applied empty tables and was answered OK."""
@@ -357,9 +281,12 @@ def test_a_second_process_registering_the_datamart_mid_load_waits_for_it(
 
 
 def test_a_staging_table_emptied_under_the_load_is_staged_again_not_applied_empty(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Whatever empties staging without the datamart's lock (an older version, a person),
     the count check sees it: the attempt is rolled back and the next one stages again."""
     rows = Workload(schema, WorkloadSpec(rows_per_delta=300, seed=4)).next_delta()
@@ -380,9 +307,12 @@ def test_a_staging_table_emptied_under_the_load_is_staged_again_not_applied_empt
 
 
 def test_a_hung_staging_job_is_cancelled_at_its_deadline_and_nothing_is_applied(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
     spark_where: str,
-) -> None:  # fmt: skip
+) -> None:
     """A staging task that never ends (here: waiting on a lock another session holds) used
     to stall the load, and the agent, for ever while `/health` said 200."""
     if spark_where == "driver":

@@ -68,8 +68,9 @@ def test_big_staging_tables_are_analysed_and_the_session_is_left_clean(
     assert analysed == (True,)
     (kept,) = loader.connections._idle
     assert kept.conn.execute("SHOW default_statistics_target").fetchone() == ("100",)
-    assert kept.conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                             "AND pid = pg_backend_pid()").fetchone() == (0,)  # fmt: skip
+    assert kept.conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    ).fetchone() == (0,)
 
 
 def _plan(conn: psycopg.Connection, schema: LogicalSchema, table: str, staging: str) -> str:
@@ -115,8 +116,9 @@ def test_a_small_staging_table_is_applied_by_key_lookups_whatever_the_statistics
 def test_a_big_staging_table_beside_a_small_one_gets_the_planners_own_choice(
     new_loader: NewLoader, schema: LogicalSchema, staging_root: Path
 ) -> None:
-    rows = dict(Workload(schema, WorkloadSpec(rows_per_delta=ANALYZE_MIN_ROWS * 5, seed=4))
-                .next_delta())  # fmt: skip
+    rows = dict(
+        Workload(schema, WorkloadSpec(rows_per_delta=ANALYZE_MIN_ROWS * 5, seed=4)).next_delta()
+    )
     big, small = sorted(rows, key=lambda name: len(rows[name]), reverse=True)[:2]
     rows[small] = rows[small][:50]
     settings: dict[str, tuple[str, str]] = {}

@@ -65,9 +65,8 @@ def with_every_transition(before: Rows, delta: Rows, schema: LogicalSchema) -> R
         earlier = {tuple(r.values[i] for i in key_of): r for r in before[table.name]}
         rows = list(delta[table.name])
         deleted = [
-            r for r in rows
-            if r.sys_op == DELETE and tuple(r.values[i] for i in key_of) in earlier
-        ]  # fmt: skip
+            r for r in rows if r.sys_op == DELETE and tuple(r.values[i] for i in key_of) in earlier
+        ]
         for n, row in enumerate(deleted):
             key = tuple(row.values[i] for i in key_of)
             again = DeltaRow(earlier[key].values, UPSERT) if n % 2 == 0 else row

@@ -122,9 +122,12 @@ def test_tables_applied_while_the_delta_arrives_are_invisible_until_the_load_com
 
 
 def test_an_aborted_apply_leaves_nothing_and_another_transfer_of_the_delta_loads(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
     spark_where: str,
-) -> None:  # fmt: skip
+) -> None:
     workload = Workload(schema, WorkloadSpec(rows_per_delta=200, seed=8))
     abandoned = stage(staging_root, schema, 0, workload.next_delta(), chunk_rows=50)
     loader = new_loader(schema)

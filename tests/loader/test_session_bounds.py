@@ -81,9 +81,12 @@ def test_a_killed_clients_statement_ends_within_the_check_interval(replica_dsn: 
     assert not _killed_sleeper_lives_on(checked, "podd-test-checked-sleeper", within=15)
     # The control: without the check, the same statement outlives its client.
     unchecked = with_session_bounds(
-        replica_dsn, connect_timeout=10, statement_timeout_ms=60_000, lock_timeout_ms=1000,
+        replica_dsn,
+        connect_timeout=10,
+        statement_timeout_ms=60_000,
+        lock_timeout_ms=1000,
         keepalives_idle=30,
-    )  # fmt: skip
+    )
     try:
         assert _killed_sleeper_lives_on(unchecked, "podd-test-unchecked-sleeper", within=5)
     finally:

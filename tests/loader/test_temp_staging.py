@@ -31,9 +31,12 @@ def staged_rows(dsn: str, staging: list[str]) -> int:
 
 
 def test_a_small_delta_leaves_the_staging_tables_alone_and_loads_exactly(
-    new_loader: NewLoader, schema: LogicalSchema, staging_root: Path, replica_dsn: str,
+    new_loader: NewLoader,
+    schema: LogicalSchema,
+    staging_root: Path,
+    replica_dsn: str,
     spark_where: str,
-) -> None:  # fmt: skip
+) -> None:
     """In the driver, staged in the apply's transaction: no row ever reaches the datamart's
     staging tables (before, every load left its rows there). Spark's executors stage into
     them, as before."""

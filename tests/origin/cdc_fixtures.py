@@ -72,30 +72,62 @@ class CdcReplica:
         return self.schema.datamart
 
     def write(
-        self, messages: Iterable[Written], *, compression: Compression = None,
-        partitions: int = 4, topic: str | None = None,
-    ) -> list[Landed]:  # fmt: skip
+        self,
+        messages: Iterable[Written],
+        *,
+        compression: Compression = None,
+        partitions: int = 4,
+        topic: str | None = None,
+    ) -> list[Landed]:
         settings = self.agent.topics.settings(self.agent.broker)
-        return asyncio.run(produce(settings, [self.agent.broker], topic or self.topic,
-                                   partitions, messages, compression=compression))  # fmt: skip
+        return asyncio.run(
+            produce(
+                settings,
+                [self.agent.broker],
+                topic or self.topic,
+                partitions,
+                messages,
+                compression=compression,
+            )
+        )
 
     def command(self, *extra: str, topics: Iterable[str] | None = None) -> list[str]:
         schema_file = self.agent.data_dir / f"{self.datamart}.sql"
         flags = [
-            sys.executable, "-m", "podd_cdc.cli", "run", "--format", self.fmt,
-            "--datamart", self.datamart, "--schema", str(schema_file),
-            "--broker", f"kafka://{self.agent.broker}", "--state-dir", str(self.state_dir),
-            "--settle-seconds", "0.5", "--answer-timeout-seconds", "30",
+            sys.executable,
+            "-m",
+            "podd_cdc.cli",
+            "run",
+            "--format",
+            self.fmt,
+            "--datamart",
+            self.datamart,
+            "--schema",
+            str(schema_file),
+            "--broker",
+            f"kafka://{self.agent.broker}",
+            "--state-dir",
+            str(self.state_dir),
+            "--settle-seconds",
+            "0.5",
+            "--answer-timeout-seconds",
+            "30",
             *self.agent.topics.options(),
-        ]  # fmt: skip
+        ]
         for topic in topics or [self.topic]:
             flags += ["--topic", topic]
         return [*flags, *extra]
 
-    def run(self, *extra: str, topics: Iterable[str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        return subprocess.run(self.command(*extra, topics=topics), capture_output=True,
-                              text=True, timeout=timeout, check=False)  # fmt: skip
+    def run(
+        self, *extra: str, topics: Iterable[str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*extra, topics=topics),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def cuts(self) -> list[Cut]:
         log = CutLog(self.state_dir, self.datamart)
@@ -112,8 +144,13 @@ def cdc_agent_fixture(qlik: int, dataworks: int) -> object:
     ) -> Iterator[AgentProcess]:
         schemas = [cdc_schema("qlik", f"q_{uuid.uuid4().hex[:8]}") for _ in range(qlik)]
         schemas += [cdc_schema("dataworks", f"d_{uuid.uuid4().hex[:8]}") for _ in range(dataworks)]
-        process = AgentProcess(broker, replica_dsn, tmp_path_factory.mktemp("cdc-agent"),
-                               schemas, incomplete_timeout=30).start()  # fmt: skip
+        process = AgentProcess(
+            broker,
+            replica_dsn,
+            tmp_path_factory.mktemp("cdc-agent"),
+            schemas,
+            incomplete_timeout=30,
+        ).start()
         yield process
         assert process.stop() == 0, process.log_tail()
 
@@ -122,8 +159,9 @@ def cdc_agent_fixture(qlik: int, dataworks: int) -> object:
 
 def replica_for(agent: AgentProcess, fmt: str, tmp_path: Path) -> CdcReplica:
     prefix = "q_" if fmt == "qlik" else "d_"
-    schema = next(s for s in agent.schemas
-                  if s.datamart.startswith(prefix) and s.datamart not in agent.taken)  # fmt: skip
+    schema = next(
+        s for s in agent.schemas if s.datamart.startswith(prefix) and s.datamart not in agent.taken
+    )
     agent.taken.append(schema.datamart)
     tables = (*qlik_marketing(), qlik_every_type()) if fmt == "qlik" else dataworks_marketing()
     topic = f"cdc-{uuid.uuid4().hex[:8]}"

@@ -36,8 +36,9 @@ def _mutated(message: Written, change: Callable[[dict], None]) -> Written:  # ty
 
 
 def _first_data(messages: list[Written], table: str) -> Written:
-    return next(m for m in messages if m.change is not None and m.change.table == table
-                and m.op == "INSERT")  # fmt: skip
+    return next(
+        m for m in messages if m.change is not None and m.change.table == table and m.op == "INSERT"
+    )
 
 
 def _uncaptured(m: dict) -> None:  # type: ignore[type-arg]
@@ -68,24 +69,53 @@ def _one(message: Written) -> list[Written]:
 #: one the stop must name), what the error must say)
 QLIK_CASES: dict[str, tuple[str, Callable[[list[Written]], list[Written]], str]] = {
     "not JSON": ("", lambda ms: _one(Written(0, None, b"\x00\xff not json")), "neither JSON"),
-    "truncated Avro": ("", lambda ms: _one(Written(
-        0, None, QlikWriter(QLIK_TABLES, encoding="avro").metadata()[0].value[:40])),
-        "not a Qlik Avro envelope"),
-    "no metadata": ("--metadata-wait-seconds=2", lambda ms: _one(_mutated(
-        _first_data(ms, "sales"), _unknown_schema)), "did not arrive within 2 s"),
-    "uncaptured column": ("", lambda ms: _one(_mutated(_first_data(ms, "sales"), _uncaptured)),
-                          "was not captured (columnMask)"),
-    "UINT8 above 2^63-1": ("", lambda ms: _one(_mutated(_first_data(ms, "all_types"), _uint8)),
-                           "column u8: 9223372036854775808 is outside"),
-    "key column missing": ("", lambda ms: _one(_mutated(_first_data(ms, "sales"), _no_key)),
-                           "has no column id"),
-    "a 10 MB string": ("", lambda ms: _one(_mutated(_first_data(ms, "stores"), _huge)),
-                       "a value of 10,000,000 bytes"),
-    "table without a key": ("", lambda ms: _one(Written(0, None, QlikWriter(
-        [SourceTable("events", (SourceColumn("AT", "DATETIME"),), ())]).metadata()[0].value)),
-        "table EVENTS has no primary key"),
+    "truncated Avro": (
+        "",
+        lambda ms: _one(
+            Written(0, None, QlikWriter(QLIK_TABLES, encoding="avro").metadata()[0].value[:40])
+        ),
+        "not a Qlik Avro envelope",
+    ),
+    "no metadata": (
+        "--metadata-wait-seconds=2",
+        lambda ms: _one(_mutated(_first_data(ms, "sales"), _unknown_schema)),
+        "did not arrive within 2 s",
+    ),
+    "uncaptured column": (
+        "",
+        lambda ms: _one(_mutated(_first_data(ms, "sales"), _uncaptured)),
+        "was not captured (columnMask)",
+    ),
+    "UINT8 above 2^63-1": (
+        "",
+        lambda ms: _one(_mutated(_first_data(ms, "all_types"), _uint8)),
+        "column u8: 9223372036854775808 is outside",
+    ),
+    "key column missing": (
+        "",
+        lambda ms: _one(_mutated(_first_data(ms, "sales"), _no_key)),
+        "has no column id",
+    ),
+    "a 10 MB string": (
+        "",
+        lambda ms: _one(_mutated(_first_data(ms, "stores"), _huge)),
+        "a value of 10,000,000 bytes",
+    ),
+    "table without a key": (
+        "",
+        lambda ms: _one(
+            Written(
+                0,
+                None,
+                QlikWriter([SourceTable("events", (SourceColumn("AT", "DATETIME"),), ())])
+                .metadata()[0]
+                .value,
+            )
+        ),
+        "table EVENTS has no primary key",
+    ),
     "ALTER of a replicated table": ("", lambda ms: _altered_sales(), "table sales changed"),
-}  # fmt: skip
+}
 
 
 def _altered_sales() -> list[Written]:
@@ -93,8 +123,10 @@ def _altered_sales() -> list[Written]:
     sales = next(t for t in QLIK_TABLES if t.name == "sales")
     wider = SourceTable("sales", (*sales.columns, SourceColumn("CHANNEL", "STRING", 10)), sales.key)
     altered = QlikWriter([wider], partitions=1)
-    data = _mutated(altered.refresh(SourceDatabase((wider,)).full_load(1))[0],
-                    lambda m: m.update(messageSchemaId=altered.schema_id(wider, 2)))  # fmt: skip
+    data = _mutated(
+        altered.refresh(SourceDatabase((wider,)).full_load(1))[0],
+        lambda m: m.update(messageSchemaId=altered.schema_id(wider, 2)),
+    )
     return [altered.metadata(version=2)[0], data]
 
 
@@ -147,8 +179,9 @@ def test_qlik_bad_input_stops_naming_where(
 
 
 async def _dead_letters(replica: CdcReplica, topic: str) -> list[bytes]:
-    reader = AIOKafkaConsumer(topic, bootstrap_servers=[replica.agent.broker], group_id=None,
-                              auto_offset_reset="earliest")  # fmt: skip
+    reader = AIOKafkaConsumer(
+        topic, bootstrap_servers=[replica.agent.broker], group_id=None, auto_offset_reset="earliest"
+    )
     await reader.start()
     try:
         found = await reader.getmany(timeout_ms=5000)
@@ -158,10 +191,12 @@ async def _dead_letters(replica: CdcReplica, topic: str) -> list[bytes]:
 
 
 DW_CASES = {
-    "sequenceId not a number": (lambda m: m["payload"].update(sequenceId="12x"),
-                                "sequenceId '12x' is not a whole number"),
+    "sequenceId not a number": (
+        lambda m: m["payload"].update(sequenceId="12x"),
+        "sequenceId '12x' is not a whole number",
+    ),
     "ALTER of a replicated table": (None, "ALTER of replicated table sales"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(DW_CASES))
@@ -202,8 +237,12 @@ def test_a_transaction_past_the_bound_stops_with_memory_bounded(
     small = _qlik_prefix(db, writer, 30)
     huge = list(writer.transactions([db.transaction(30_000)]))
     landed = replica.write([*writer.metadata(), *small, *huge], partitions=1)
-    process = psutil.Popen(replica.command("--max-pending-changes", "2000"),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = psutil.Popen(
+        replica.command("--max-pending-changes", "2000"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     peak = 0
     while process.poll() is None:
         try:

@@ -19,12 +19,14 @@ WALL = datetime(2026, 1, 1, tzinfo=UTC)
 P0, P1 = "cdc:0", "cdc:1"
 
 
-def qlik(seq: int, key: int, tx: str | None = None, n: int = 1, last: bool = True,
-         value: str = "v") -> Change:  # fmt: skip
+def qlik(
+    seq: int, key: int, tx: str | None = None, n: int = 1, last: bool = True, value: str = "v"
+) -> Change:
     s = f"{seq:040d}"
     when = datetime(2026, 2, 1, 0, 0, seq)
-    return Change((RowChange("t", 0, (key, value)),), s, (s,), (s,), when, tx,
-                  n if tx else None, last)  # fmt: skip
+    return Change(
+        (RowChange("t", 0, (key, value)),), s, (s,), (s,), when, tx, n if tx else None, last
+    )
 
 
 def refresh(key: int) -> Change:
@@ -32,15 +34,28 @@ def refresh(key: int) -> Change:
 
 
 def dw(seq: int, event_ms: int, key: int, value: str = "v") -> Change:
-    return Change((RowChange("t", 0, (key, value)),), event_ms, (seq, 1), (seq, "INSERT"), None,
-                  None, None, True)  # fmt: skip
+    return Change(
+        (RowChange("t", 0, (key, value)),),
+        event_ms,
+        (seq, 1),
+        (seq, "INSERT"),
+        None,
+        None,
+        None,
+        True,
+    )
 
 
 class Feed:
     """A cutter and the records fed to it, by partition, with offsets counted."""
 
-    def __init__(self, fmt: str, bounds: Bounds | None = None, last: Cut | None = None,
-                 starts: dict[str, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fmt: str,
+        bounds: Bounds | None = None,
+        last: Cut | None = None,
+        starts: dict[str, int] | None = None,
+    ) -> None:
         bounds = bounds or Bounds(max_age=1e9)
         self.cutter = Cutter(fmt, SCHEMA, starts or {P0: 0, P1: 0}, last, bounds)  # type: ignore[arg-type]
         self.fed: list[tuple[Position, Record]] = []
@@ -94,8 +109,9 @@ def test_a_partition_behind_holds_the_bound_until_it_is_quiet() -> None:
 def test_a_complete_transaction_that_overlaps_an_open_one_waits() -> None:
     # A (1, 5) is complete, but B began at 3 and is open: taking A would leave a change
     # below A's last one behind.
-    feed = Feed("qlik")(P0, qlik(1, 1, "A", 1, False), qlik(3, 3, "B", 1, False),
-                        qlik(5, 5, "A", 2, True))(P1, qlik(6, 6))  # fmt: skip
+    feed = Feed("qlik")(
+        P0, qlik(1, 1, "A", 1, False), qlik(3, 3, "B", 1, False), qlik(5, 5, "A", 2, True)
+    )(P1, qlik(6, 6))
     assert feed.try_cut() is None
     feed(P1, qlik(7, 7, "B", 2, True))
     _, rows = feed.cut(quiet={P0, P1})
@@ -153,8 +169,12 @@ def test_a_partition_without_heartbeats_does_not_hold_the_watermark() -> None:
 def test_a_date_not_later_than_the_last_is_raised_by_a_microsecond() -> None:
     feed = Feed("qlik")(P0, qlik(1, 1))
     first, _ = feed.cut(quiet={P0, P1})
-    feed(P0, Change((RowChange("t", 0, (2, "v")),), f"{2:040d}", (f"{2:040d}",), None,
-                    datetime(2020, 1, 1)))  # fmt: skip
+    feed(
+        P0,
+        Change(
+            (RowChange("t", 0, (2, "v")),), f"{2:040d}", (f"{2:040d}",), None, datetime(2020, 1, 1)
+        ),
+    )
     second, _ = feed.cut(quiet={P0, P1}, delta=1)
     assert (second.date - first.date).total_seconds() == pytest.approx(1e-6)
 

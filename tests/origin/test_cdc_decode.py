@@ -15,40 +15,91 @@ from podd_cdc.qlik import QlikDecoder
 from podd_cdc.records import Change, Heartbeat, Skipped, TableSeen
 
 
-def qlik_metadata(columns: dict[str, tuple[str, int, int, int, int]], server: str = "db1",
-                  schema_id: str = "s1", table: str = "T") -> bytes:  # fmt: skip
+def qlik_metadata(
+    columns: dict[str, tuple[str, int, int, int, int]],
+    server: str = "db1",
+    schema_id: str = "s1",
+    table: str = "T",
+) -> bytes:
     structure = {
-        name: {"ordinal": i, "type": t, "length": ln, "precision": p, "scale": sc,
-               "primaryKeyPosition": pk}
+        name: {
+            "ordinal": i,
+            "type": t,
+            "length": ln,
+            "precision": p,
+            "scale": sc,
+            "primaryKeyPosition": pk,
+        }
         for i, (name, (t, ln, p, sc, pk)) in enumerate(columns.items(), start=1)
-    }  # fmt: skip
-    message = {"schemaId": schema_id, "tableStructure": {"tableColumns": structure},
-               "lineage": {"server": server, "task": "t", "schema": "dbo", "table": table,
-                           "tableVersion": 1, "timestamp": ""}, "dataSchema": "{}"}  # fmt: skip
+    }
+    message = {
+        "schemaId": schema_id,
+        "tableStructure": {"tableColumns": structure},
+        "lineage": {
+            "server": server,
+            "task": "t",
+            "schema": "dbo",
+            "table": table,
+            "tableVersion": 1,
+            "timestamp": "",
+        },
+        "dataSchema": "{}",
+    }
     return json.dumps({"magic": "atMSG", "type": "MD", "message": message}).encode()
 
 
-def qlik_data(data: dict[str, Any], op: str = "INSERT", mask: str | None = None,
-              before: dict[str, Any] | None = None) -> bytes:  # fmt: skip
-    headers = {"operation": op, "changeSequence": "20260101000000000000000000000000001",
-               "timestamp": "2026-01-01T00:00:00.123", "transactionId": "AB",
-               "transactionEventCounter": 1, "transactionLastEvent": True}  # fmt: skip
+def qlik_data(
+    data: dict[str, Any],
+    op: str = "INSERT",
+    mask: str | None = None,
+    before: dict[str, Any] | None = None,
+) -> bytes:
+    headers = {
+        "operation": op,
+        "changeSequence": "20260101000000000000000000000000001",
+        "timestamp": "2026-01-01T00:00:00.123",
+        "transactionId": "AB",
+        "transactionEventCounter": 1,
+        "transactionLastEvent": True,
+    }
     if mask is not None:
         headers["columnMask"] = mask
-    return json.dumps({"magic": "atMSG", "type": "DT", "messageSchemaId": "s1",
-                       "message": {"data": data, "beforeData": before,
-                                   "headers": headers}}).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "magic": "atMSG",
+            "type": "DT",
+            "messageSchemaId": "s1",
+            "message": {"data": data, "beforeData": before, "headers": headers},
+        }
+    ).encode()
 
 
 TYPES = {
-    "K": ("INT4", 0, 0, 0, 1), "N19": ("NUMERIC", 0, 19, 0, 0), "N18": ("NUMERIC", 0, 18, 0, 0),
-    "U8": ("UINT8", 0, 0, 0, 0), "R4": ("REAL4", 0, 0, 0, 0), "T": ("TIME", 0, 0, 0, 0),
-    "D": ("DATE", 0, 0, 0, 0), "TS": ("DATETIME", 0, 0, 0, 0), "BY": ("BYTES", 8, 0, 0, 0),
-    "B": ("BOOLEAN", 0, 0, 0, 0), "S": ("STRING", 3, 0, 0, 0),
-}  # fmt: skip
-ROW = {"K": 7, "N19": "1234567890123456789", "N18": "42", "U8": "9223372036854775807",
-       "R4": 1.5, "T": "14:34:21.5", "D": "2023-03-21", "TS": "2023-03-21 14:34:21.000123",
-       "BY": "0aFF", "B": "1", "S": "abc"}  # fmt: skip
+    "K": ("INT4", 0, 0, 0, 1),
+    "N19": ("NUMERIC", 0, 19, 0, 0),
+    "N18": ("NUMERIC", 0, 18, 0, 0),
+    "U8": ("UINT8", 0, 0, 0, 0),
+    "R4": ("REAL4", 0, 0, 0, 0),
+    "T": ("TIME", 0, 0, 0, 0),
+    "D": ("DATE", 0, 0, 0, 0),
+    "TS": ("DATETIME", 0, 0, 0, 0),
+    "BY": ("BYTES", 8, 0, 0, 0),
+    "B": ("BOOLEAN", 0, 0, 0, 0),
+    "S": ("STRING", 3, 0, 0, 0),
+}
+ROW = {
+    "K": 7,
+    "N19": "1234567890123456789",
+    "N18": "42",
+    "U8": "9223372036854775807",
+    "R4": 1.5,
+    "T": "14:34:21.5",
+    "D": "2023-03-21",
+    "TS": "2023-03-21 14:34:21.000123",
+    "BY": "0aFF",
+    "B": "1",
+    "S": "abc",
+}
 
 
 def decoder() -> QlikDecoder:
@@ -62,18 +113,35 @@ def test_qlik_values_land_as_the_type_table_says() -> None:
     change = decoder().decode("t", qlik_data(ROW))
     assert isinstance(change, Change)
     (row,) = change.rows
-    assert row.values == (7, "1234567890123456789", 42, 2**63 - 1, 1.5, time(14, 34, 21, 500000),
-                          date(2023, 3, 21), datetime(2023, 3, 21, 14, 34, 21, 123),
-                          "0aFF", True, "abc")  # fmt: skip
+    assert row.values == (
+        7,
+        "1234567890123456789",
+        42,
+        2**63 - 1,
+        1.5,
+        time(14, 34, 21, 500000),
+        date(2023, 3, 21),
+        datetime(2023, 3, 21, 14, 34, 21, 123),
+        "0aFF",
+        True,
+        "abc",
+    )
     assert change.source_time == datetime(2026, 1, 1, 0, 0, 0, 123000)
 
 
 @pytest.mark.parametrize(
     ("column", "value", "reason"),
-    [("U8", "9223372036854775808", "is outside"), ("S", "abcd", "do not fit VARCHAR(3)"),
-     ("BY", "xyz", "not hexadecimal"), ("K", True, "not an integer"), ("D", "21/03/2023", ""),
-     ("N18", "1.5", "not an integer"), ("B", "yes", "not a boolean"), ("S", "a\x00", "NUL")],
-)  # fmt: skip
+    [
+        ("U8", "9223372036854775808", "is outside"),
+        ("S", "abcd", "do not fit VARCHAR(3)"),
+        ("BY", "xyz", "not hexadecimal"),
+        ("K", True, "not an integer"),
+        ("D", "21/03/2023", ""),
+        ("N18", "1.5", "not an integer"),
+        ("B", "yes", "not a boolean"),
+        ("S", "a\x00", "NUL"),
+    ],
+)
 def test_a_value_that_does_not_fit_is_bad_input_naming_the_column(
     column: str, value: Any, reason: str
 ) -> None:
@@ -113,19 +181,35 @@ def test_data_before_its_metadata_waits_and_two_sources_on_one_name_are_refused(
 Row = dict[str, Any] | None
 
 
-def dataworks(op: str, *, after: Row = None, before: Row = None, key: list[str] | None = None,
-              db: str = "shop", seq: Any = "12") -> bytes:  # fmt: skip
+def dataworks(
+    op: str,
+    *,
+    after: Row = None,
+    before: Row = None,
+    key: list[str] | None = None,
+    db: str = "shop",
+    seq: Any = "12",
+) -> bytes:
     schema = {
-        "dataColumn": [{"name": "id", "type": "LONG"}, {"name": "at", "type": "DATE"},
-                       {"name": "raw", "type": "BYTES"}],
-        "primaryKey": key, "source": {"dbName": db, "schemaName": "s", "tableName": "T"},
-    }  # fmt: skip
+        "dataColumn": [
+            {"name": "id", "type": "LONG"},
+            {"name": "at", "type": "DATE"},
+            {"name": "raw", "type": "BYTES"},
+        ],
+        "primaryKey": key,
+        "source": {"dbName": db, "schemaName": "s", "tableName": "T"},
+    }
 
     def image(row: Row) -> dict[str, Any] | None:
         return None if row is None else {"dataColumn": row}
 
-    payload = {"op": op, "sequenceId": seq, "before": image(before), "after": image(after),
-               "timestamp": {"eventTime": 1_700_000_000_000}}  # fmt: skip
+    payload = {
+        "op": op,
+        "sequenceId": seq,
+        "before": image(before),
+        "after": image(after),
+        "timestamp": {"eventTime": 1_700_000_000_000},
+    }
     return json.dumps({"schema": schema, "payload": payload}).encode()
 
 
@@ -154,8 +238,9 @@ def test_dataworks_keys_names_and_ddl() -> None:
         found.decode("t", dataworks("INSERT", after={"id": 1, "at": 0, "raw": None}))
     found.decode("t", dataworks("INSERT", after={"id": 1, "at": 0, "raw": None}, key=["id"]))
     with pytest.raises(TableRefused, match="two source tables map to table t"):
-        found.decode("t", dataworks("INSERT", after={"id": 1, "at": 0, "raw": None}, key=["id"],
-                                    db="other"))  # fmt: skip
+        found.decode(
+            "t", dataworks("INSERT", after={"id": 1, "at": 0, "raw": None}, key=["id"], db="other")
+        )
     # DDL of a table the replica does not hold is counted; of one it holds, a schema stop.
     other = json.loads(dataworks("ALTER", key=["id"]))
     other["schema"]["source"]["tableName"] = "elsewhere"

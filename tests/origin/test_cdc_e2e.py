@@ -28,13 +28,23 @@ QLIK_TABLES = (*qlik_marketing(), qlik_every_type())
 
 
 def qlik_topic(
-    db: SourceDatabase, transactions: int, *, duplicates: float = 0.0, encoding: str = "json",
-    envelope: bool = True, full_load: int = 10, partitions: int = 4,
-) -> list[Written]:  # fmt: skip
+    db: SourceDatabase,
+    transactions: int,
+    *,
+    duplicates: float = 0.0,
+    encoding: str = "json",
+    envelope: bool = True,
+    full_load: int = 10,
+    partitions: int = 4,
+) -> list[Written]:
     writer = QlikWriter(
-        db.tables, encoding=encoding, envelope=envelope,  # type: ignore[arg-type]
-        duplicate_ratio=duplicates, seed=db.seed, partitions=partitions,
-    )  # fmt: skip
+        db.tables,
+        encoding=encoding,  # type: ignore[arg-type]
+        envelope=envelope,
+        duplicate_ratio=duplicates,
+        seed=db.seed,
+        partitions=partitions,
+    )
     changes = (db.transaction(db.rng.randint(1, 8)) for _ in range(transactions))
     return [
         *writer.metadata(),
@@ -95,8 +105,9 @@ def test_qlik_json_without_envelope_one_topic_per_table(
     landed = []
     for table in QLIK_TABLES:  # as Qlik's per-table topics: metadata, then the table's data
         own = [m for m in messages[len(QLIK_TABLES) :] if m.change and m.change.table == table.name]
-        landed += replica.write([metadata[table.name], *own], partitions=2,
-                                topic=f"{replica.topic}-{table.name}")  # fmt: skip
+        landed += replica.write(
+            [metadata[table.name], *own], partitions=2, topic=f"{replica.topic}-{table.name}"
+        )
     topics = [f"{replica.topic}-{t.name}" for t in QLIK_TABLES]
     mapping = [
         flag
@@ -114,8 +125,9 @@ def test_dataworks_pairs_key_changes_late_changes_and_a_table_without_key(
     replica = replica_for(cdc_agent, "dataworks", tmp_path)
     tables = dataworks_marketing()
     db = SourceDatabase(tables, seed=6, key_change_ratio=0.2)
-    writer = DataWorksWriter(tables, heartbeat_every=30, late_ratio=0.1, one_record_ratio=0.3,
-                             marker_ratio=0.2, seed=6)  # fmt: skip
+    writer = DataWorksWriter(
+        tables, heartbeat_every=30, late_ratio=0.1, one_record_ratio=0.3, marker_ratio=0.2, seed=6
+    )
     changes = (db.transaction(db.rng.randint(1, 8)) for _ in range(250))
     landed = replica.write(writer.transactions(changes), compression="gzip")
     done = replica.run("--max-delta-rows", "250", "--until-idle", "2")
@@ -183,8 +195,10 @@ def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
     for kill_at in (2, 5):  # killed twice, each time right after a delta's cut was recorded
         process = subprocess.Popen(
             replica.command("--max-delta-rows", "60"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert process.stderr is not None
         deadline = time.monotonic() + 180
         for line in process.stderr:
@@ -232,10 +246,13 @@ def test_kill_9_of_the_agent_mid_delta_loses_and_doubles_nothing(
     db = SourceDatabase(QLIK_TABLES, seed=10)
     landed = replica.write(qlik_topic(db, 400))
     origin = subprocess.Popen(
-        replica.command("--max-delta-rows", "150", "--until-idle", "3",
-                        "--answer-timeout-seconds", "8"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        replica.command(
+            "--max-delta-rows", "150", "--until-idle", "3", "--answer-timeout-seconds", "8"
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert origin.stdout is not None
     for line in origin.stdout:  # the first delta applied: the agent is warm and busy
         if line.startswith("delta 1:"):

@@ -109,8 +109,14 @@ def test_the_fast_path_reads_most_of_these_itself() -> None:
 
 # ---- DataWorks ------------------------------------------------------------------------
 
-DW_COLUMNS = [("id", "LONG"), ("at", "DATE"), ("raw", "BYTES"), ("s", "STRING"),
-              ("b", "BOOLEAN"), ("d", "DOUBLE")]  # fmt: skip
+DW_COLUMNS = [
+    ("id", "LONG"),
+    ("at", "DATE"),
+    ("raw", "BYTES"),
+    ("s", "STRING"),
+    ("b", "BOOLEAN"),
+    ("d", "DOUBLE"),
+]
 DW_ROW = {"id": 1, "at": 1_700_000_000_123, "raw": "AAE=", "s": "x", "b": True, "d": 1.5}
 DW_VARIANTS: dict[str, list[Any]] = {
     "id": [0, -(2**63), 2**63 - 1, 2**63, "5", 1.0, True, None, BIG],
@@ -122,16 +128,25 @@ DW_VARIANTS: dict[str, list[Any]] = {
 }
 
 
-def dw_message(op: str, after: Any = None, before: Any = None, seq: Any = "12",
-               event: Any = 1_700_000_000_000) -> bytes:  # fmt: skip
-    schema = {"dataColumn": [{"name": n, "type": t} for n, t in DW_COLUMNS], "primaryKey": ["id"],
-              "source": {"dbName": "shop", "schemaName": "s", "tableName": "T"}}  # fmt: skip
+def dw_message(
+    op: str, after: Any = None, before: Any = None, seq: Any = "12", event: Any = 1_700_000_000_000
+) -> bytes:
+    schema = {
+        "dataColumn": [{"name": n, "type": t} for n, t in DW_COLUMNS],
+        "primaryKey": ["id"],
+        "source": {"dbName": "shop", "schemaName": "s", "tableName": "T"},
+    }
 
     def image(row: Any) -> Any:
         return None if row is None else {"dataColumn": row}
 
-    payload = {"op": op, "sequenceId": seq, "before": image(before), "after": image(after),
-               "timestamp": {"eventTime": event}}  # fmt: skip
+    payload = {
+        "op": op,
+        "sequenceId": seq,
+        "before": image(before),
+        "after": image(after),
+        "timestamp": {"eventTime": event},
+    }
     return json.dumps({"schema": schema, "payload": payload}).encode()
 
 
@@ -140,9 +155,12 @@ def _dw_messages() -> list[bytes]:
     for column, values in DW_VARIANTS.items():
         for value in values:
             row = dict(DW_ROW, **{column: value})
-            found += [dw_message("INSERT", row), dw_message("UPDATE_AFTER", row, DW_ROW),
-                      dw_message("DELETE", before={"id": 1, column: value}),
-                      dw_message("UPDATE_BEFOR", before=row)]  # fmt: skip
+            found += [
+                dw_message("INSERT", row),
+                dw_message("UPDATE_AFTER", row, DW_ROW),
+                dw_message("DELETE", before={"id": 1, column: value}),
+                dw_message("UPDATE_BEFOR", before=row),
+            ]
     whole = dw_message("INSERT", DW_ROW)
     found += [
         dw_message("INSERT", {k: v for k, v in DW_ROW.items() if k != "s"}),

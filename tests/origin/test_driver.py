@@ -120,9 +120,15 @@ def test_incomplete_delta_is_completed_by_resending_only_the_missing_chunk(
         client.drop_on_first_send = lambda c: c.key.stream_number == 2 and c.key.chunk_number == 2
 
     outcomes, client = asyncio.run(
-        drive(agent, schema, 1, client_type=FaultyClient, options=SessionOptions(chunk_rows=5),
-              setup=lose)
-    )  # fmt: skip
+        drive(
+            agent,
+            schema,
+            1,
+            client_type=FaultyClient,
+            options=SessionOptions(chunk_rows=5),
+            setup=lose,
+        )
+    )
     (outcome,) = outcomes
     assert outcome.result is not None
     assert outcome.resends == 1
@@ -190,9 +196,14 @@ def test_an_error_it_cannot_fix_stops_the_origin_and_says_why(
 def cli_flags(agent: AgentProcess, schema: LogicalSchema) -> list[str]:
     schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
     return [
-        "--broker", f"kafka://{agent.broker}", "--datamart", schema.datamart,
-        "--schema", schema_file, *agent.topics.options(),
-    ]  # fmt: skip
+        "--broker",
+        f"kafka://{agent.broker}",
+        "--datamart",
+        schema.datamart,
+        "--schema",
+        schema_file,
+        *agent.topics.options(),
+    ]
 
 
 def test_recorded_deltas_replay_through_the_command(
@@ -205,9 +216,20 @@ def test_recorded_deltas_replay_through_the_command(
     spec = WorkloadSpec(rows_per_delta=45, seed=9)
     schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
     recorded = [
-        "record", "--datamart", schema.datamart, "--schema", schema_file, "--out",
-        str(tmp_path), "--deltas", "3", "--rows-per-delta", "45", "--seed", "9",
-    ]  # fmt: skip
+        "record",
+        "--datamart",
+        schema.datamart,
+        "--schema",
+        schema_file,
+        "--out",
+        str(tmp_path),
+        "--deltas",
+        "3",
+        "--rows-per-delta",
+        "45",
+        "--seed",
+        "9",
+    ]
     assert cli.main(recorded) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"delta-00000{n}" for n in range(3)]
     code = cli.main(["run", *cli_flags(agent, schema), "--source-dir", str(tmp_path)])

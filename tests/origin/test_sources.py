@@ -69,10 +69,14 @@ def test_gaps_name_the_chunks_to_resend(marketing: LogicalSchema) -> None:
     assert delta is not None
     chunks = list(
         frame_delta(
-            marketing, request_id="r", delta_num=0, delta_date=delta.date,
-            rows_by_table=delta.rows_by_table, chunk_rows=5,
+            marketing,
+            request_id="r",
+            delta_num=0,
+            delta_date=delta.date,
+            rows_by_table=delta.rows_by_table,
+            chunk_rows=5,
         )
-    )  # fmt: skip
+    )
     picked = chunks_missing(chunks, ["missing: stream 1 chunks 2-3; stream 3 last chunk"])
     names = {(c.key.stream_number, c.key.chunk_number) for c in picked}
     stream_3 = {(3, c.key.chunk_number) for c in chunks if c.key.stream_number == 3}

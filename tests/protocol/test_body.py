@@ -87,11 +87,25 @@ def test_naive_timestamps_are_written_as_utc_whatever_the_machines_zone(
 def test_arrow_types_follow_replica_md() -> None:
     types = {f.name: str(f.type) for f in arrow_schema(ALL_TYPES)}
     assert types == {
-        "id": "int64", "b": "bool", "i32": "int32", "i": "int64", "bi": "int64",
-        "f": "float", "d": "double", "c": "string", "v": "string", "vs": "string",
-        "u": "string", "l": "string", "dt": "date32[day]", "tm": "time64[us]",
-        "ts": "timestamp[us]", "s": "string", "lg": "int64", "sys_op": "int32",
-    }  # fmt: skip
+        "id": "int64",
+        "b": "bool",
+        "i32": "int32",
+        "i": "int64",
+        "bi": "int64",
+        "f": "float",
+        "d": "double",
+        "c": "string",
+        "v": "string",
+        "vs": "string",
+        "u": "string",
+        "l": "string",
+        "dt": "date32[day]",
+        "tm": "time64[us]",
+        "ts": "timestamp[us]",
+        "s": "string",
+        "lg": "int64",
+        "sys_op": "int32",
+    }
     assert not arrow_schema(ALL_TYPES).field("id").nullable
 
 
@@ -117,11 +131,25 @@ def test_a_body_in_prostores_own_upload_style(marketing: LogicalSchema) -> None:
         ],
     }
     rows = [
-        {"id": 1, "transaction_date": 1_700_000_000_000_001, "product_code": "ABC",
-         "product_units": 5, "store_id": 10, "description": None, "sys_op": 0},
-        {"id": 2, "transaction_date": -1, "product_code": "Ж", "product_units": 0,
-         "store_id": 11, "description": "Описание", "sys_op": 1},
-    ]  # fmt: skip
+        {
+            "id": 1,
+            "transaction_date": 1_700_000_000_000_001,
+            "product_code": "ABC",
+            "product_units": 5,
+            "store_id": 10,
+            "description": None,
+            "sys_op": 0,
+        },
+        {
+            "id": 2,
+            "transaction_date": -1,
+            "product_code": "Ж",
+            "product_units": 0,
+            "store_id": 11,
+            "description": "Описание",
+            "sys_op": 1,
+        },
+    ]
     buf = io.BytesIO()
     fastavro.writer(buf, fastavro.parse_schema(schema), rows, codec="deflate")
     assert _decoded_rows(sales, buf.getvalue()) == [

@@ -32,8 +32,9 @@ def sales(marketing: LogicalSchema) -> Table:
 
 def rows(n: int) -> list[tuple[object, ...]]:
     day = datetime(2024, 1, 1)
-    return [(i, day + timedelta(seconds=i), f"P{i % 13}", i % 5, 100 + i, None, i % 2)
-            for i in range(n)]  # fmt: skip
+    return [
+        (i, day + timedelta(seconds=i), f"P{i % 13}", i % 5, 100 + i, None, i % 2) for i in range(n)
+    ]
 
 
 def decoded_ids(table: Table, body: bytes) -> list[int]:
@@ -56,8 +57,13 @@ def test_snappy_reads_back_what_fastavro_wrote(sales: Table) -> None:
     schema = fastavro.parse_schema(body_schema(sales))
     names = [f["name"] for f in body_schema(sales)["fields"]]
     out = io.BytesIO()
-    fastavro.writer(out, schema, (dict(zip(names, r, strict=True)) for r in rows(3000)),
-                    codec="snappy", sync_interval=4096)  # fmt: skip
+    fastavro.writer(
+        out,
+        schema,
+        (dict(zip(names, r, strict=True)) for r in rows(3000)),
+        codec="snappy",
+        sync_interval=4096,
+    )
     assert decoded_ids(sales, out.getvalue()) == list(range(3000))
 
 

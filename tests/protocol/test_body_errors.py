@@ -74,14 +74,19 @@ def test_garbage_and_bad_sync(sales: Table) -> None:
 def _sales_record(*, product_code: bytes = b"P", units: bytes = zigzag(1)) -> bytes:
     # ["null", T] everywhere: branch 1 then the value; sys_op plain int 0
     return (
-        zigzag(1) + zigzag(1)
-        + zigzag(1) + zigzag(0)
-        + zigzag(1) + string(product_code)
-        + zigzag(1) + units
-        + zigzag(1) + zigzag(1)
+        zigzag(1)
+        + zigzag(1)
+        + zigzag(1)
+        + zigzag(0)
+        + zigzag(1)
+        + string(product_code)
+        + zigzag(1)
+        + units
+        + zigzag(1)
+        + zigzag(1)
         + zigzag(0)
         + zigzag(0)
-    )  # fmt: skip
+    )
 
 
 def test_forged_records_are_checked_byte_by_byte(sales: Table) -> None:
@@ -107,11 +112,20 @@ def test_forged_records_are_checked_byte_by_byte(sales: Table) -> None:
 
 def test_boolean_bytes_other_than_0_and_1_are_undecodable() -> None:
     table = LogicalSchema.model_validate(
-        {"datamart": "d", "tables": [{"name": "t", "columns": [
-            {"name": "id", "type": {"kind": "INT", "length": None}, "not_null": True},
-            {"name": "flag", "type": {"kind": "BOOLEAN", "length": None}}],
-            "primary_key": ["id"]}]}
-    ).table("t")  # fmt: skip
+        {
+            "datamart": "d",
+            "tables": [
+                {
+                    "name": "t",
+                    "columns": [
+                        {"name": "id", "type": {"kind": "INT", "length": None}, "not_null": True},
+                        {"name": "flag", "type": {"kind": "BOOLEAN", "length": None}},
+                    ],
+                    "primary_key": ["id"],
+                }
+            ],
+        }
+    ).table("t")
     schema = body_schema(table, all_nullable=False)
     record = zigzag(1) + zigzag(1) + b"\x02" + zigzag(0)
     with pytest.raises(BadChunkError, match="boolean"):
@@ -222,15 +236,27 @@ def test_strings_at_their_length_limit_pass(sales: Table) -> None:
 
 def test_times_and_dates_outside_what_postgres_stores(marketing: LogicalSchema) -> None:
     table = LogicalSchema.model_validate(
-        {"datamart": "d", "tables": [{"name": "t", "columns": [
-            {"name": "id", "type": {"kind": "INT"}, "not_null": True},
-            {"name": "tm", "type": {"kind": "TIME"}},
-            {"name": "dt", "type": {"kind": "DATE"}}],
-            "primary_key": ["id"]}]}
-    ).table("t")  # fmt: skip
+        {
+            "datamart": "d",
+            "tables": [
+                {
+                    "name": "t",
+                    "columns": [
+                        {"name": "id", "type": {"kind": "INT"}, "not_null": True},
+                        {"name": "tm", "type": {"kind": "TIME"}},
+                        {"name": "dt", "type": {"kind": "DATE"}},
+                    ],
+                    "primary_key": ["id"],
+                }
+            ],
+        }
+    ).table("t")
     assert decode_body_table(table, encode_body(table, [(1, TIME_MAX_MICROS, 0, 0)])).num_rows
-    for bad, fragment in [((1, TIME_MAX_MICROS + 1, 0, 0), "tm is"), ((1, -1, 0, 0), "tm is"),
-                          ((1, 0, -2_440_589, 0), "dt is")]:  # fmt: skip
+    for bad, fragment in [
+        ((1, TIME_MAX_MICROS + 1, 0, 0), "tm is"),
+        ((1, -1, 0, 0), "tm is"),
+        ((1, 0, -2_440_589, 0), "dt is"),
+    ]:
         with pytest.raises(SchemaMismatchError, match=fragment):
             decode_body_table(table, encode_body(table, [bad]))
 

@@ -79,11 +79,17 @@ def test_replay_is_in_change_order_and_each_change_counts_once() -> None:
 
 def test_a_prostore_key_resolves_by_field_whatever_its_record_is_named() -> None:
     record = {
-        "incrementId": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6", "messageType": 0,
-        "datamart": "marketing", "deltaNum": 55, "deltaDate": 1638360336000000,
-        "tableName": "stores", "streamNumber": 1, "streamTotal": 2, "chunkNumber": 4,
+        "incrementId": "f81d4fae-7dec-11d0-a765-00a0c91e6bf6",
+        "messageType": 0,
+        "datamart": "marketing",
+        "deltaNum": 55,
+        "deltaDate": 1638360336000000,
+        "tableName": "stores",
+        "streamNumber": 1,
+        "streamTotal": 2,
+        "chunkNumber": 4,
         "isLastChunk": False,
-    }  # fmt: skip
+    }
     key = decode_message(BackupKey, write_ocf(fastavro.parse_schema(KEY_SCHEMA), [record]))
     assert key.delta_date == from_micros(1638360336000000)
     assert (key.delta_num, key.table_name, key.chunk_number) == (55, "stores", 4)
@@ -110,10 +116,16 @@ def test_replaying_many_changes_at_once_is_replaying_them_one_by_one() -> None:
     or view created again goes last, a drop keeps the table it dropped."""
     stores = "CREATE TABLE marketing.stores (id BIGINT, PRIMARY KEY (id))"
     queries = [
-        SALES, stores, "CREATE VIEW marketing.v1 AS SELECT 1", "DROP TABLE marketing.sales",
-        "CREATE VIEW marketing.v2 AS SELECT 2", SALES, "DROP VIEW marketing.v1",
-        "CREATE VIEW marketing.v1 AS SELECT 3", "GRANT SELECT ON x TO y",
-    ]  # fmt: skip
+        SALES,
+        stores,
+        "CREATE VIEW marketing.v1 AS SELECT 1",
+        "DROP TABLE marketing.sales",
+        "CREATE VIEW marketing.v2 AS SELECT 2",
+        SALES,
+        "DROP VIEW marketing.v1",
+        "CREATE VIEW marketing.v1 AS SELECT 3",
+        "GRANT SELECT ON x TO y",
+    ]
     changes = [parse_change(change(n, q), "marketing") for n, q in enumerate(queries)]
     at_once = SchemaHistory("marketing").replay(changes)
     one_by_one = SchemaHistory("marketing")
@@ -122,8 +134,9 @@ def test_replaying_many_changes_at_once_is_replaying_them_one_by_one() -> None:
     assert at_once == one_by_one
     assert [t.name for t in at_once.tables] == ["stores", "sales"]
     assert [(v.name, v.query[-8:]) for v in at_once.views] == [
-        ("v2", "SELECT 2"), ("v1", "SELECT 3"),
-    ]  # fmt: skip
+        ("v2", "SELECT 2"),
+        ("v1", "SELECT 3"),
+    ]
     assert [d.table.name for d in at_once.dropped] == ["sales"]
     assert len(at_once.unsupported) == 1
     assert at_once.last_change == len(queries) - 1

@@ -184,8 +184,9 @@ def test_quote_ident_doubles_quotes() -> None:
 CONTROL_AND_DOLLAR = "$" + "".join(chr(c) for c in (*range(32), *range(127, 160)))
 names = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True) | st.text(
     st.characters(codec="utf-8", exclude_characters=CONTROL_AND_DOLLAR),
-    min_size=1, max_size=12,
-)  # fmt: skip
+    min_size=1,
+    max_size=12,
+)
 column_types = st.sampled_from(
     [ColumnType(k) for k in TypeKind if k is not TypeKind.CHAR]
 ) | st.builds(ColumnType, st.sampled_from([TypeKind.CHAR, TypeKind.VARCHAR]), st.integers(1, 9999))

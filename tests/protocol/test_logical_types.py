@@ -18,9 +18,17 @@ from protocol.messages import DeltaInKey, DeltaState, ReplicaState
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = DeltaInKey(
-    request_id="r", datamart="m", delta_num=1, delta_date=WHEN, subscription="s",
-    table_name="t", stream_number=1, stream_total=1, chunk_number=1, is_last_chunk=True,
-)  # fmt: skip
+    request_id="r",
+    datamart="m",
+    delta_num=1,
+    delta_date=WHEN,
+    subscription="s",
+    table_name="t",
+    stream_number=1,
+    stream_total=1,
+    chunk_number=1,
+    is_last_chunk=True,
+)
 
 
 def written_with(name: str, field: str, kind: Any, record: dict[str, Any]) -> bytes:
@@ -47,9 +55,13 @@ def test_a_plain_long_is_read_as_the_contract_says_and_the_contracts_own_type_to
 
 def test_a_union_branch_with_another_logical_type_is_refused() -> None:
     state = DeltaState(
-        request_id="q", datamart="m", state=ReplicaState.IDLE, delta_ok_num=0,
-        delta_ok_date=WHEN, expected_delta_num=1,
-    )  # fmt: skip
+        request_id="q",
+        datamart="m",
+        state=ReplicaState.IDLE,
+        delta_ok_num=0,
+        delta_ok_date=WHEN,
+        expected_delta_num=1,
+    )
     millis = ["null", {"type": "long", "logicalType": "timestamp-millis"}]
     data = written_with("DeltaState", "deltaOkDate", millis, state.to_avro_record())
     with pytest.raises(MessageDecodeError, match="deltaOkDate is written as timestamp-millis"):

@@ -18,12 +18,32 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the work directory
     done = subprocess.run(
         [
-            sys.executable, "-m", "reliability.chaos", "--deltas", "20", "--rows-per-delta", "300",
-            "--kills", "3", "--kill-within", "3", "--pg-restarts", "2", "--seed", "3",
-            "--work-dir", str(tmp_path), "--report", str(report),
+            sys.executable,
+            "-m",
+            "reliability.chaos",
+            "--deltas",
+            "20",
+            "--rows-per-delta",
+            "300",
+            "--kills",
+            "3",
+            "--kill-within",
+            "3",
+            "--pg-restarts",
+            "2",
+            "--seed",
+            "3",
+            "--work-dir",
+            str(tmp_path),
+            "--report",
+            str(report),
         ],
-        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = report.read_text()
     assert "**PASS**: 20 deltas" in text

@@ -116,10 +116,16 @@ def changelog_backup(
         ]
         rows = {t: list(last_row_per_key(schema.table(t), r).values()) for t, r in rows.items()}
         messages += increment_messages(
-            increment_id=increment_id, datamart=dm, delta_num=n, delta_date=delta.date,
-            changelog=changelog, rows={schema.table(t): r for t, r in rows.items()},
-            threads=2, partitions=1, chunk_rows=20,
-        )  # fmt: skip
+            increment_id=increment_id,
+            datamart=dm,
+            delta_num=n,
+            delta_date=delta.date,
+            changelog=changelog,
+            rows={schema.table(t): r for t, r in rows.items()},
+            threads=2,
+            partitions=1,
+            chunk_rows=20,
+        )
         model, _ = apply_delta(model, n, delta.date, rows)
     return messages, model
 

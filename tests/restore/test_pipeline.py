@@ -49,9 +49,14 @@ def fetcher(
     broker: str, increments: list[Increment], staging: RestoreStaging, max_bytes: int = 2**30
 ) -> DeltaFetcher:
     return DeltaFetcher(
-        KafkaSettings(), [broker], increments, staging, body_limits=OcfLimits(),
-        max_delta_bytes=max_bytes, stall_timeout=30,
-    )  # fmt: skip
+        KafkaSettings(),
+        [broker],
+        increments,
+        staging,
+        body_limits=OcfLimits(),
+        max_delta_bytes=max_bytes,
+        stall_timeout=30,
+    )
 
 
 def test_each_delta_is_staged_as_written_one_delta_ahead(

@@ -19,20 +19,37 @@ _offsets = iter(range(10**6))
 
 
 def chunk(
-    delta: int, stream: int, number: int, last: bool, *, run: str = "r1", total: int = 2,
-    datamart: str = "m", table: str | None = "t",
-) -> BackupChunk:  # fmt: skip
+    delta: int,
+    stream: int,
+    number: int,
+    last: bool,
+    *,
+    run: str = "r1",
+    total: int = 2,
+    datamart: str = "m",
+    table: str | None = "t",
+) -> BackupChunk:
     key = BackupKey(
-        increment_id=run, message_type=BackupMessageType.TABLE_DATA, datamart=datamart,
-        delta_num=delta, delta_date=DATE, table_name=table, stream_number=stream,
-        stream_total=total, chunk_number=number, is_last_chunk=last,
-    )  # fmt: skip
+        increment_id=run,
+        message_type=BackupMessageType.TABLE_DATA,
+        datamart=datamart,
+        delta_num=delta,
+        delta_date=DATE,
+        table_name=table,
+        stream_number=stream,
+        stream_total=total,
+        chunk_number=number,
+        is_last_chunk=last,
+    )
     return BackupChunk(key, Place("t", 0, next(_offsets)), 10)
 
 
 def complete(index: BackupIndex, delta: int, run: str = "r1") -> None:
-    for c in (chunk(delta, 1, 1, False, run=run), chunk(delta, 1, 2, True, run=run),
-              chunk(delta, 2, 1, True, run=run)):  # fmt: skip
+    for c in (
+        chunk(delta, 1, 1, False, run=run),
+        chunk(delta, 1, 2, True, run=run),
+        chunk(delta, 2, 1, True, run=run),
+    ):
         index.add(c)
 
 
@@ -57,8 +74,10 @@ def test_the_latest_complete_run_of_a_delta_is_used_and_gaps_stop_the_plan() -> 
     index.add(chunk(2, 1, 1, False, run="r3"))  # an incomplete third run
     plans, stop = index.restorable(0)
     assert [(p.delta_num, p.chosen.increment_id) for p in plans] == [  # type: ignore[union-attr]
-        (0, "r1"), (1, "r2"), (2, "r1"),
-    ]  # fmt: skip
+        (0, "r1"),
+        (1, "r2"),
+        (2, "r1"),
+    ]
     assert stop is not None
     assert (stop.delta_num, stop.refusal) == (3, "no increment of it is in the topic")
     assert index.restorable(4)[0][0].delta_num == 4
@@ -111,8 +130,11 @@ def test_changelog_records_are_capped_for_all_runs_together(marketing: LogicalSc
     source = WorkloadSource(marketing, WorkloadSpec(rows_per_delta=5, seed=1))
     layout = BackupLayout(threads=1, partitions=1, chunk_rows=50)
     runs = [list(incremental(source, [0], layout, f"run-{n}")) for n in range(3)]
-    topic_index = TopicIndex(marketing.datamart, BackupIndex(marketing.datamart),
-                             max_changelog_records=2 * len(marketing.tables))  # fmt: skip
+    topic_index = TopicIndex(
+        marketing.datamart,
+        BackupIndex(marketing.datamart),
+        max_changelog_records=2 * len(marketing.tables),
+    )
     for run in runs:
         _indexed(topic_index, run)
     assert topic_index.changelog_records == 2 * len(marketing.tables)
@@ -133,8 +155,11 @@ def test_spark_is_started_ahead_only_for_a_run_with_a_delta_beyond_the_driver_bo
 
 def test_complete_increments_of_one_delta_that_differ_are_never_chosen_between() -> None:
     def rerun(run: str, digest: bytes) -> None:
-        for c in (chunk(1, 1, 1, False, run=run), chunk(1, 1, 2, True, run=run),
-                  chunk(1, 2, 1, True, run=run)):  # fmt: skip
+        for c in (
+            chunk(1, 1, 1, False, run=run),
+            chunk(1, 1, 2, True, run=run),
+            chunk(1, 2, 1, True, run=run),
+        ):
             index.add(BackupChunk(c.key, c.place, c.size, digest=digest))
 
     index = BackupIndex("m")

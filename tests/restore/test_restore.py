@@ -156,8 +156,11 @@ def test_check_names_a_missing_and_an_incomplete_increment_and_run_stops_before_
     assert done.returncode == 1
     assert "stopped before delta 4: no increment of it is in the topic" in done.stderr
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [
-        0, 1, 2, 3,
-    ]  # fmt: skip
+        0,
+        1,
+        2,
+        3,
+    ]
     assert_matches_model(replica_dsn, replica_model(source, 3))
 
 
@@ -200,17 +203,29 @@ def test_a_restore_killed_mid_way_continues_where_it_stopped(
     schema = renamed(marketing)
     source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=120, seed=13))
     write_topic(
-        restore.broker, topic, 2,
+        restore.broker,
+        topic,
+        2,
         incremental(source, range(16), BackupLayout(threads=2, partitions=2, chunk_rows=30), None),
-    )  # fmt: skip
+    )
     log = restore.data_dir / "killed.log"
     restore.data_dir.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "podd_restore.cli", "run", "--topic", topic,
-             "--datamart", schema.datamart],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **restore.env()},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "podd_restore.cli",
+                "run",
+                "--topic",
+                topic,
+                "--datamart",
+                schema.datamart,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **restore.env()},
+        )
         deadline = time.monotonic() + 300
         # Killed once three deltas are in: the fourth is being read again and staged then
         # (one delta ahead of the apply), or applying.
@@ -275,9 +290,13 @@ def test_a_row_error_found_by_the_executors_names_its_message(
     write_topic(restore.broker, topic, 1, messages)
     # Every delta to the executors: the run starts Spark beside its first fetch.
     done = restore(
-        "run", "--topic", topic, "--datamart", schema.datamart,
+        "run",
+        "--topic",
+        topic,
+        "--datamart",
+        schema.datamart,
         env={"PODD_RESTORE_IN_DRIVER_MAX_MIB": "0"},
-    )  # fmt: skip
+    )
     assert done.returncode == 1
     assert f"delta 1 (run run-n), topic {topic} partition 0 offset {one}" in done.stderr
     assert "SCHEMA_MISMATCH" in done.stderr
@@ -298,8 +317,9 @@ def test_a_backup_in_every_kafka_codec_with_unreadable_batches_restores(
     batches nobody can read in between: those are skipped and named, the rest restores."""
     schema = renamed(marketing)
     source = WorkloadSource(schema, WorkloadSpec(rows_per_delta=60, seed=5))
-    messages = list(incremental(source, range(8), BackupLayout(threads=1, partitions=2,
-                                                                 chunk_rows=20), None))  # fmt: skip
+    messages = list(
+        incremental(source, range(8), BackupLayout(threads=1, partitions=2, chunk_rows=20), None)
+    )
     junk = rb.with_payload(rb.record_batch([(b"k", b"v" * 40)] * 2), "zstd", os.urandom(100))
     codecs: list[Compression] = ["gzip", "snappy", "lz4", "zstd"]
     share = -(-len(messages) // len(codecs))
@@ -334,8 +354,12 @@ def test_an_appended_increment_that_differs_stops_the_run_naming_both_until_one_
     assert "run run-1 dated" in done.stderr
     assert "run run-x dated" in done.stderr
     assert [e.delta_num for e in ReplicaStore(replica_dsn).registry(schema.datamart)] == [
-        0, 1, 2, 3, 4,
-    ]  # fmt: skip
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
     assert_matches_model(replica_dsn, replica_model(source, 4))
 
     named = restore(

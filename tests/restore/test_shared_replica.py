@@ -50,9 +50,12 @@ def test_a_restored_replica_continues_with_the_agent_and_an_agents_replica_is_to
     done = restore("run", "--topic", topic, "--datamart", restored.datamart, "--to-delta", "5")
     assert done.returncode == 0, done.stderr
     agent = AgentProcess(
-        broker, replica_dsn, tmp_path_factory.mktemp("shared") / "var", [restored],
+        broker,
+        replica_dsn,
+        tmp_path_factory.mktemp("shared") / "var",
+        [restored],
         extra_env={"PODD_SCHEMA": ""},  # the schema comes from the replica's catalog
-    ).start()  # fmt: skip
+    ).start()
     try:
         assert _drive(agent, source_r, 4) == [6, 7, 8, 9]
     finally:

@@ -78,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             compression=args.compression,
         )
     )
-    print(f"{len(landed):,} message(s) written to {args.topic}: {args.transactions:,} "
-          f"transactions, {changes:,} changes ({args.cdc_format})")  # fmt: skip
+    print(
+        f"{len(landed):,} message(s) written to {args.topic}: {args.transactions:,} "
+        f"transactions, {changes:,} changes ({args.cdc_format})"
+    )
     return 0

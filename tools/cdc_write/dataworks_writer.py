@@ -45,13 +45,21 @@ class DataWorksWriter:
         return {
             "dataColumn": [{"name": c.name, "type": c.type} for c in table.columns],
             "primaryKey": list(table.key) or None,
-            "source": {"dbType": "MySQL", "dbVersion": "8.0", "dbName": "shop",
-                       "schemaName": "shop", "tableName": table.name.upper()},
-        }  # fmt: skip
+            "source": {
+                "dbType": "MySQL",
+                "dbVersion": "8.0",
+                "dbName": "shop",
+                "schemaName": "shop",
+                "tableName": table.name.upper(),
+            },
+        }
 
     def _message(self, table: SourceTable | None, payload: dict[str, Any]) -> bytes:
-        body = {"schema": self.schema(table) if table else None, "payload": payload,
-                "version": "1.0"}  # fmt: skip
+        body = {
+            "schema": self.schema(table) if table else None,
+            "payload": payload,
+            "version": "1.0",
+        }
         return json.dumps(body, ensure_ascii=False).encode()
 
     def _image(self, table: SourceTable, row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -60,28 +68,53 @@ class DataWorksWriter:
         return {"dataColumn": {c.name: dataworks_json(c, row[c.name]) for c in table.columns}}
 
     def heartbeat(self, event_ms: int) -> list[Written]:
-        payload = {"op": "MHEARTBEAT", "timestamp": {"eventTime": event_ms, "systemTime": event_ms,
-                                                     "checkpointTime": event_ms}}  # fmt: skip
+        payload = {
+            "op": "MHEARTBEAT",
+            "timestamp": {
+                "eventTime": event_ms,
+                "systemTime": event_ms,
+                "checkpointTime": event_ms,
+            },
+        }
         return [Written(p, None, self._message(None, payload)) for p in range(self.partitions)]
 
     def _row_message(
-        self, table: SourceTable, op: str, sequence: int, event_ms: int,
-        before: dict[str, Any] | None, after: dict[str, Any] | None, change: SourceChange,
-    ) -> Written:  # fmt: skip
+        self,
+        table: SourceTable,
+        op: str,
+        sequence: int,
+        event_ms: int,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        change: SourceChange,
+    ) -> Written:
         row = after if after is not None else before
         assert row is not None
         identity = table.key or (table.columns[0].name,)
         key = [row[k] for k in identity]
         payload = {
-            "before": self._image(table, before), "after": self._image(table, after),
-            "sequenceId": str(sequence), "scn": str(sequence), "op": op,
-            "timestamp": {"eventTime": event_ms, "systemTime": event_ms + 3,
-                          "checkpointTime": event_ms},
+            "before": self._image(table, before),
+            "after": self._image(table, after),
+            "sequenceId": str(sequence),
+            "scn": str(sequence),
+            "op": op,
+            "timestamp": {
+                "eventTime": event_ms,
+                "systemTime": event_ms + 3,
+                "checkpointTime": event_ms,
+            },
             "ddl": None,
-        }  # fmt: skip
+        }
         op = op if not (op == "UPDATE_AFTER" and before) else "UPDATE_AFTER+BEFORE"
-        return Written(partition_of(table.name, key, self.partitions), repr(key).encode(),
-                       self._message(table, payload), change, str(sequence), None, op)  # fmt: skip
+        return Written(
+            partition_of(table.name, key, self.partitions),
+            repr(key).encode(),
+            self._message(table, payload),
+            change,
+            str(sequence),
+            None,
+            op,
+        )
 
     def change_messages(self, change: SourceChange, event_ms: int) -> list[Written]:
         table = self.tables[change.table]
@@ -96,8 +129,11 @@ class DataWorksWriter:
                 self._row_message(table, "DELETE", sequence, event_ms, change.before, None, change)
             ]
         if self.rng.random() < self.one_record_ratio:
-            return [self._row_message(table, "UPDATE_AFTER", sequence, event_ms, change.before,
-                                      change.after, change)]  # fmt: skip
+            return [
+                self._row_message(
+                    table, "UPDATE_AFTER", sequence, event_ms, change.before, change.after, change
+                )
+            ]
         return [
             self._row_message(
                 table, "UPDATE_BEFOR", sequence, event_ms, change.before, None, change
@@ -132,7 +168,12 @@ class DataWorksWriter:
 
     def ddl(self, table_name: str, text: str, event_ms: int) -> Written:
         table = self.tables[table_name]
-        payload = {"op": "ALTER", "sequenceId": str(self._sequence + 1),
-                   "timestamp": {"eventTime": event_ms}, "ddl": {"text": text, "ddlMeta": None},
-                   "before": None, "after": None}  # fmt: skip
+        payload = {
+            "op": "ALTER",
+            "sequenceId": str(self._sequence + 1),
+            "timestamp": {"eventTime": event_ms},
+            "ddl": {"text": text, "ddlMeta": None},
+            "before": None,
+            "after": None,
+        }
         return Written(0, None, self._message(table, payload))

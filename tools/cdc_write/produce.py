@@ -39,9 +39,13 @@ async def produce(
     if found is not None and found < partitions:
         raise ValueError(f"topic {topic} has {found} partitions, fewer than {partitions}")
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", linger_ms=5, compression_type=compression,
-        max_request_size=32 << 20, **aiokafka_options(settings),
-    )  # fmt: skip
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        compression_type=compression,
+        max_request_size=32 << 20,
+        **aiokafka_options(settings),
+    )
     await producer.start()
     landed: list[Landed] = []
     try:

@@ -24,33 +24,72 @@ import fastavro
 from tools.cdc_write.source import SourceChange, SourceTable, SourceTransaction
 from tools.cdc_write.wire import qlik_avro, qlik_avro_type, qlik_json
 
-_ENVELOPE = fastavro.parse_schema({
-    "type": "record", "name": "MessageEnvelope", "fields": [
-        {"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 5}},
-        {"name": "type", "type": "string"},
-        {"name": "headers", "type": ["null", {"type": "map", "values": "string"}]},
-        {"name": "messageSchemaId", "type": ["null", "string"]},
-        {"name": "messageSchema", "type": ["null", "string"]},
-        {"name": "message", "type": "bytes"},
-    ],
-})  # fmt: skip
-_METADATA = fastavro.parse_schema({
-    "type": "record", "name": "MetadataMessage", "fields": [
-        {"name": "schemaId", "type": "string"},
-        {"name": "lineage", "type": {"type": "record", "name": "Lineage", "fields": [
-            {"name": "server", "type": "string"}, {"name": "task", "type": "string"},
-            {"name": "schema", "type": "string"}, {"name": "table", "type": "string"},
-            {"name": "tableVersion", "type": "int"}, {"name": "timestamp", "type": "string"}]}},
-        {"name": "tableStructure", "type": {"type": "record", "name": "TableStructure",
-            "fields": [{"name": "tableColumns", "type": {"type": "map", "values": {
-                "type": "record", "name": "TableColumn", "fields": [
-                    {"name": "ordinal", "type": "int"}, {"name": "type", "type": "string"},
-                    {"name": "length", "type": "int"}, {"name": "precision", "type": "int"},
-                    {"name": "scale", "type": "int"},
-                    {"name": "primaryKeyPosition", "type": "int"}]}}}]}},
-        {"name": "dataSchema", "type": "string"},
-    ],
-})  # fmt: skip
+_ENVELOPE = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "MessageEnvelope",
+        "fields": [
+            {"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 5}},
+            {"name": "type", "type": "string"},
+            {"name": "headers", "type": ["null", {"type": "map", "values": "string"}]},
+            {"name": "messageSchemaId", "type": ["null", "string"]},
+            {"name": "messageSchema", "type": ["null", "string"]},
+            {"name": "message", "type": "bytes"},
+        ],
+    }
+)
+_METADATA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "MetadataMessage",
+        "fields": [
+            {"name": "schemaId", "type": "string"},
+            {
+                "name": "lineage",
+                "type": {
+                    "type": "record",
+                    "name": "Lineage",
+                    "fields": [
+                        {"name": "server", "type": "string"},
+                        {"name": "task", "type": "string"},
+                        {"name": "schema", "type": "string"},
+                        {"name": "table", "type": "string"},
+                        {"name": "tableVersion", "type": "int"},
+                        {"name": "timestamp", "type": "string"},
+                    ],
+                },
+            },
+            {
+                "name": "tableStructure",
+                "type": {
+                    "type": "record",
+                    "name": "TableStructure",
+                    "fields": [
+                        {
+                            "name": "tableColumns",
+                            "type": {
+                                "type": "map",
+                                "values": {
+                                    "type": "record",
+                                    "name": "TableColumn",
+                                    "fields": [
+                                        {"name": "ordinal", "type": "int"},
+                                        {"name": "type", "type": "string"},
+                                        {"name": "length", "type": "int"},
+                                        {"name": "precision", "type": "int"},
+                                        {"name": "scale", "type": "int"},
+                                        {"name": "primaryKeyPosition", "type": "int"},
+                                    ],
+                                },
+                            },
+                        }
+                    ],
+                },
+            },
+            {"name": "dataSchema", "type": "string"},
+        ],
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -104,21 +143,37 @@ class QlikWriter:
                 {"name": c.name, "type": ["null", qlik_avro_type(c)]} for c in table.columns
             ],
         }
-        headers = {"type": "record", "name": "Headers", "fields": [
-            {"name": "operation", "type": {"type": "enum", "name": "operation",
-                                           "symbols": ["INSERT", "UPDATE", "DELETE", "REFRESH"]}},
-            {"name": "changeSequence", "type": "string"},
-            {"name": "timestamp", "type": "string"},
-            {"name": "streamPosition", "type": "string"},
-            {"name": "transactionId", "type": "string"},
-            {"name": "changeMask", "type": ["null", "bytes"]},
-            {"name": "columnMask", "type": ["null", "bytes"]},
-            {"name": "transactionEventCounter", "type": ["null", "long"]},
-            {"name": "transactionLastEvent", "type": ["null", "boolean"]}]}  # fmt: skip
-        return {"type": "record", "name": "DataRecord", "fields": [
-            {"name": "data", "type": ["null", row]},
-            {"name": "beforeData", "type": ["null", f"{table.name}_data"]},
-            {"name": "headers", "type": headers}]}  # fmt: skip
+        headers = {
+            "type": "record",
+            "name": "Headers",
+            "fields": [
+                {
+                    "name": "operation",
+                    "type": {
+                        "type": "enum",
+                        "name": "operation",
+                        "symbols": ["INSERT", "UPDATE", "DELETE", "REFRESH"],
+                    },
+                },
+                {"name": "changeSequence", "type": "string"},
+                {"name": "timestamp", "type": "string"},
+                {"name": "streamPosition", "type": "string"},
+                {"name": "transactionId", "type": "string"},
+                {"name": "changeMask", "type": ["null", "bytes"]},
+                {"name": "columnMask", "type": ["null", "bytes"]},
+                {"name": "transactionEventCounter", "type": ["null", "long"]},
+                {"name": "transactionLastEvent", "type": ["null", "boolean"]},
+            ],
+        }
+        return {
+            "type": "record",
+            "name": "DataRecord",
+            "fields": [
+                {"name": "data", "type": ["null", row]},
+                {"name": "beforeData", "type": ["null", f"{table.name}_data"]},
+                {"name": "headers", "type": headers},
+            ],
+        }
 
     def metadata_message(self, table: SourceTable, version: int = 1) -> dict[str, Any]:
         columns = {
@@ -169,21 +224,26 @@ class QlikWriter:
                 sequence = when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 10_000:02d}"
                 sequence += f"{self._change_number:019d}"
                 headers = {
-                    "changeSequence": sequence, "timestamp": stamp,
+                    "changeSequence": sequence,
+                    "timestamp": stamp,
                     "streamPosition": f"{tx.number:08x}.{counter:04x}",
                     "transactionId": f"{tx.number:032X}",
                     "transactionEventCounter": counter,
                     "transactionLastEvent": counter == len(tx.changes),
-                }  # fmt: skip
+                }
                 written = self._written(change, change.op, sequence, headers, tx.number)
                 yield written
                 if self.rng.random() < self.duplicate_ratio:
                     yield written  # a producer retry: the same message again
 
     def _written(
-        self, change: SourceChange, op: str, sequence: str | None, headers: dict[str, Any],
+        self,
+        change: SourceChange,
+        op: str,
+        sequence: str | None,
+        headers: dict[str, Any],
         transaction: int | None = None,
-    ) -> Written:  # fmt: skip
+    ) -> Written:
         table = self.tables[change.table]
         row = change.after if change.after is not None else change.before
         assert row is not None
@@ -196,8 +256,15 @@ class QlikWriter:
             "headers": headers,
         }
         value = self._wrap("DT", table, message)
-        return Written(partition_of(table.name, key, self.partitions), repr(key).encode(),
-                       value, change, sequence, transaction, op)  # fmt: skip
+        return Written(
+            partition_of(table.name, key, self.partitions),
+            repr(key).encode(),
+            value,
+            change,
+            sequence,
+            transaction,
+            op,
+        )
 
     def _row(self, table: SourceTable, row: dict[str, Any] | None) -> dict[str, Any] | None:
         if row is None:
@@ -210,9 +277,17 @@ class QlikWriter:
             if not self.envelope:
                 return json.dumps(message, ensure_ascii=False).encode()
             schema_id = self.schema_id(table) if table is not None else None
-            return json.dumps({"magic": "atMSG", "type": kind, "headers": None,
-                               "messageSchemaId": schema_id, "messageSchema": None,
-                               "message": message}, ensure_ascii=False).encode()  # fmt: skip
+            return json.dumps(
+                {
+                    "magic": "atMSG",
+                    "type": kind,
+                    "headers": None,
+                    "messageSchemaId": schema_id,
+                    "messageSchema": None,
+                    "message": message,
+                },
+                ensure_ascii=False,
+            ).encode()
         if kind == "MD":
             body = _avro(_METADATA, message)
             schema_id = None
@@ -229,9 +304,17 @@ class QlikWriter:
                 fastavro.parse_schema(self.data_schema(table)), dict(message, headers=headers)
             )
             schema_id = self.schema_id(table)
-        return _avro(_ENVELOPE, {"magic": b"atMSG", "type": kind, "headers": None,
-                                 "messageSchemaId": schema_id, "messageSchema": None,
-                                 "message": body})  # fmt: skip
+        return _avro(
+            _ENVELOPE,
+            {
+                "magic": b"atMSG",
+                "type": kind,
+                "headers": None,
+                "messageSchemaId": schema_id,
+                "messageSchema": None,
+                "message": body,
+            },
+        )
 
 
 def _avro(schema: Any, record: dict[str, Any]) -> bytes:

@@ -50,8 +50,13 @@ def qlik_avro_type(column: SourceColumn) -> str:
         return "int"
     if kind in ("INT8", "UINT4"):
         return "long"
-    return {"REAL4": "float", "REAL8": "double", "BOOLEAN": "boolean", "BYTES": "bytes",
-            "BLOB": "bytes"}.get(kind, "string")  # fmt: skip
+    return {
+        "REAL4": "float",
+        "REAL8": "double",
+        "BOOLEAN": "boolean",
+        "BYTES": "bytes",
+        "BLOB": "bytes",
+    }.get(kind, "string")
 
 
 def qlik_avro(column: SourceColumn, value: Any) -> Any:

@@ -1,0 +1,63 @@
+"""What the cutter holds between two cuts: each change waiting (`Pending`), each Qlik
+transaction kept up to date as it is fed (`Group`), and each partition's reading state
+(`PartitionState`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from podd_cdc.records import Change, Position
+
+
+@dataclass
+class Pending:
+    at: Position
+    change: Change
+    arrived: float
+    size: int = 0  # the source message's bytes: what holding it costs, roughly
+
+
+@dataclass
+class Group:
+    """A Qlik transaction held (or a change without one), kept up to date as it is fed, so
+    a look costs the transactions held, not the changes."""
+
+    transaction: bool
+    lo: Any
+    hi: Any
+    items: list[Pending] = field(default_factory=list)
+    counters: set[int] = field(default_factory=set)
+    lasts: list[int | None] = field(default_factory=list)
+
+    def add(self, item: Pending) -> None:
+        change = item.change
+        self.items.append(item)
+        self.lo, self.hi = min(self.lo, change.cut_key), max(self.hi, change.cut_key)
+        self.counters.add(change.counter or 0)
+        if change.last_in_transaction:
+            self.lasts.append(change.counter)
+
+    def complete(self) -> bool:
+        """No transaction, or its last event and every counter from 1 to it, once each."""
+        if not self.transaction:
+            return True
+        if len(self.lasts) != 1:
+            return False
+        last = self.lasts[0] or 0
+        n = len(self.items)
+        counters = self.counters
+        return n == last == len(counters) and min(counters) >= 1 and max(counters) == n
+
+
+def group_key(change: Change) -> Any:
+    return change.transaction if change.transaction is not None else change.identity
+
+
+@dataclass
+class PartitionState:
+    next_offset: int
+    prev_end: int
+    refresh_done: int
+    last_key: Any = None  # Qlik: last changeSequence read; DataWorks: last heartbeat
+    pending: list[Pending] = field(default_factory=list)
