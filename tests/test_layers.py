@@ -202,3 +202,29 @@ def test_the_cdc_topic_writers_import_nothing_of_the_readers() -> None:
     for path in writers:
         read = [module for _, module in imports_of(path) if module == "podd_cdc"]
         assert not read, f"{path.name} imports the CDC readers"
+
+
+def _python_files() -> list[Path]:
+    return [p for package in LEVELS for p in sorted((REPO / package).rglob("*.py"))] + sorted(
+        (REPO / "tests").rglob("*.py")
+    )
+
+
+def test_no_line_is_kept_from_the_formatter_and_no_module_is_long() -> None:
+    """Modules stay small by splitting responsibilities, never by packing lines: no statement
+    is kept from `ruff format` (a table of data laid out by hand between `fmt: off` and `on`
+    is not packing), and no module passes 400 lines."""
+    skipped = "# fmt: " + "skip"  # (spelled so, this file holds no such comment)
+    packed = [
+        f"{p.relative_to(REPO)}:{n}"
+        for p in _python_files()
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if line.rstrip().endswith(skipped)
+    ]
+    assert not packed
+    long = [
+        f"{p.relative_to(REPO)}: {n}"
+        for p in _python_files()
+        if (n := len(p.read_text().splitlines())) > 400
+    ]
+    assert not long
