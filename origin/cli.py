@@ -89,6 +89,19 @@ def record(settings: OriginSettings, out: str) -> int:
     return 0
 
 
+def add_source_flags(command: argparse.ArgumentParser) -> None:
+    """The delta source's flags: how many deltas, and the seeded workload's shape."""
+    command.add_argument("--deltas", type=int, help="how many deltas")
+    command.add_argument("--rows-per-delta", type=int)
+    command.add_argument("--insert-ratio", type=float)
+    command.add_argument("--update-ratio", type=float)
+    command.add_argument("--delete-ratio", type=float)
+    command.add_argument("--null-ratio", type=float)
+    command.add_argument("--seed", type=int)
+    command.add_argument("--start-date", help="date of delta 0, ISO 8601")
+    command.add_argument("--delta-interval-seconds", type=float)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podd-origin", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -99,15 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--datamart")
         command.add_argument("--schema", dest="schema_file", help="Prostore DDL file")
     for command in (run, rec):
-        command.add_argument("--deltas", type=int, help="how many deltas")
-        command.add_argument("--rows-per-delta", type=int)
-        command.add_argument("--insert-ratio", type=float)
-        command.add_argument("--update-ratio", type=float)
-        command.add_argument("--delete-ratio", type=float)
-        command.add_argument("--null-ratio", type=float)
-        command.add_argument("--seed", type=int)
-        command.add_argument("--start-date", help="date of delta 0, ISO 8601")
-        command.add_argument("--delta-interval-seconds", type=float)
+        add_source_flags(command)
     for command in (run, state):
         command.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
         command.add_argument("--state-timeout-seconds", type=float)

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from origin.cli import source_for
+from origin.cli import add_source_flags, source_for
 from origin.errors import OriginError
 from origin.settings import OriginSettings
 from podd_runtime.exit_codes import run_command
@@ -35,15 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--datamart")
     parser.add_argument("--schema", dest="schema_file", help="Prostore DDL file")
     parser.add_argument("--broker", help="Kafka bootstrap, kafka://HOST:PORT")
-    parser.add_argument("--deltas", type=int, help="how many deltas")
-    parser.add_argument("--rows-per-delta", type=int)
-    parser.add_argument("--insert-ratio", type=float)
-    parser.add_argument("--update-ratio", type=float)
-    parser.add_argument("--delete-ratio", type=float)
-    parser.add_argument("--null-ratio", type=float)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--start-date", help="date of delta 0, ISO 8601")
-    parser.add_argument("--delta-interval-seconds", type=float)
+    add_source_flags(parser)
     parser.add_argument("--topic", help="the backup topic")
     parser.add_argument("--source-dir", help="saved deltas instead of the workload")
     parser.add_argument("--first-delta", type=int, default=0, help="the first delta written")
