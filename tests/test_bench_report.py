@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report_remaining import remaining_section
+from bench.run import keep_other_runs
 
 
 def point(e2e: float) -> dict[str, Any]:
@@ -143,3 +144,12 @@ def test_the_cdc_section_gives_each_target_its_verdict() -> None:
     fast = "\n".join(cdc_section(cdc_results(90_000, 10_000)))
     assert "(target 0.5: met)" in fast
     assert "9.0x the peer (target 5: met)" in fast
+
+
+def test_a_full_bench_run_keeps_the_cdc_figures_it_does_not_measure() -> None:
+    previous = {"points": [1], "cdc": {"qlik": {"changes_per_second": 9.0}}}
+    assert keep_other_runs({"points": [2]}, previous) == {
+        "points": [2],
+        "cdc": {"qlik": {"changes_per_second": 9.0}},
+    }
+    assert keep_other_runs({"points": [2]}, {}) == {"points": [2]}
