@@ -46,6 +46,7 @@ from tools.cdc_write.source import SourceDatabase, SourceTable
 from tools.cdc_write.tables import dataworks_marketing, qlik_marketing
 
 PARTITIONS = 4
+FORMATS = ("qlik", "dataworks")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -188,6 +189,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(root, ignore_errors=True)
     results["date"] = time.strftime("%Y-%m-%d")
     results["bench_seconds"] = round(time.perf_counter() - started, 1)
+    return with_ratios(results)
+
+
+def with_ratios(results: dict[str, Any]) -> dict[str, Any]:
+    """Each format's headline figures (`cdc.<format>`): the origin's own CPU µs per source
+    change (its process, from /proc), changes/s end to end, and that rate against the
+    `delta.in` delta's rows/s and the peer's changes/s of the same run (the peer follows
+    the Qlik topic: both formats are held to it)."""
+    delta_in = results.get("delta_in")
+    peer = results.get("qlik", {}).get("peer")
+    for fmt in FORMATS:
+        r = results.get(fmt)
+        if not r:
+            continue
+        origin_cpu = r.get("cpu", {}).get("origin")
+        if origin_cpu is not None:
+            r["origin_us_per_change"] = round(origin_cpu / r["source_changes"] * 1e6, 2)
+        if delta_in:
+            r["ratio_to_delta_in"] = round(r["changes_per_second"] / delta_in["rows_per_second"], 3)
+        if peer:
+            r["ratio_to_peer"] = round(r["changes_per_second"] / peer["changes_per_second"], 2)
     return results
 
 

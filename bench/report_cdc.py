@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Issue 26's targets: CDC changes/s against the delta.in delta's rows/s, and the peer's.
+#: Issue 46's targets: the origin's own CPU per change, and its changes/s against the
+#: delta.in delta's rows/s and against the peer's, in one run.
+ORIGIN_US_TARGET = 10.0
 DELTA_IN_RATIO_TARGET = 0.5
-PEER_RATIO_TARGET = 5.0
+PEER_RATIO_TARGET = 10.0
 _NAMES = {"qlik": "Qlik JSON", "dataworks": "DataWorks JSON"}
 
 
@@ -25,8 +27,8 @@ def cdc_section(c: dict[str, Any]) -> list[str]:
         "`json.loads` and batched per-row upserts, keeping current rows only.",
         "",
         "| run | changes | deltas | seconds | changes/s | parse s | cut s | frame s "
-        "| send + load s | origin CPU s | agent tree CPU s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| send + load s | origin CPU s | origin µs/change | agent tree CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for fmt in ("qlik", "dataworks"):
         r = c.get(fmt)
@@ -38,18 +40,18 @@ def cdc_section(c: dict[str, Any]) -> list[str]:
             f"| {_NAMES[fmt]} | {r['source_changes']:,} | {r['deltas']} | {r['seconds']:.1f} | "
             f"{r['changes_per_second']:,} | {ph['parse']:.1f} | {ph['cut']:.1f} | "
             f"{ph['frame']:.1f} | {ph['send_and_load']:.1f} | {cpu.get('origin', 0):.1f} | "
-            f"{agent:.1f} |"
+            f"{r.get('origin_us_per_change', 0):.1f} | {agent:.1f} |"
         )
     if delta_in:
         lines.append(
             f"| `delta.in` delta | {delta_in['rows']:,} rows | 1 | "
             f"{delta_in['seconds']:.1f} | {delta_in['rows_per_second']:,} rows/s "
-            "| | | | | | |"
+            "| | | | | | | |"
         )
     if peer:
         lines.append(
             f"| peer (per-row upserts) | {peer['changes']:,} | - | {peer['seconds']:.1f} "
-            f"| {peer['changes_per_second']:,} | | | | | | |"
+            f"| {peer['changes_per_second']:,} | | | | | | | |"
         )
     lines += ["", *_verdicts(c, delta_in, peer)]
     return lines
@@ -63,6 +65,10 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
             continue
         rate = r["changes_per_second"]
         parts = []
+        if "origin_us_per_change" in r:
+            us = r["origin_us_per_change"]
+            met = "met" if us <= ORIGIN_US_TARGET else "missed"
+            parts.append(f"{us:.1f} µs of origin CPU a change (target {ORIGIN_US_TARGET:g}: {met})")
         if delta_in:
             ratio = rate / delta_in["rows_per_second"]
             met = "met" if ratio >= DELTA_IN_RATIO_TARGET else "missed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.cdc_bench import with_ratios
 from bench.report_remaining import remaining_section
 from bench.run import keep_other_runs
 
@@ -134,16 +135,23 @@ def cdc_results(qlik_rate: int, peer_rate: int) -> dict[str, Any]:
 def test_the_cdc_section_gives_each_target_its_verdict() -> None:
     from bench.report_cdc import cdc_section  # noqa: PLC0415
 
-    slow = "\n".join(cdc_section(cdc_results(20_000, 10_000)))
+    slow = "\n".join(cdc_section(with_ratios(cdc_results(20_000, 10_000))))
     assert "0.12x the `delta.in` rows/s (target 0.5: missed)" in slow
-    assert "2.0x the peer (target 5: missed)" in slow
-    assert (
-        "| Qlik JSON | 1,000,000 | 10 | 50.0 | 20,000 | 20.0 | 10.0 | 15.0 | 20.0 | 50.0 | 4.0 |"
-        in slow
-    )
-    fast = "\n".join(cdc_section(cdc_results(90_000, 10_000)))
+    assert "2.0x the peer (target 10: missed)" in slow
+    assert "50.0 µs of origin CPU a change (target 10: missed)" in slow
+    row = "| Qlik JSON | 1,000,000 | 10 | 50.0 | 20,000 | 20.0 | 10.0 | 15.0 | 20.0 | 50.0 | 50.0 |"
+    assert row + " 4.0 |" in slow
+    fast = "\n".join(cdc_section(with_ratios(cdc_results(110_000, 10_000))))
     assert "(target 0.5: met)" in fast
-    assert "9.0x the peer (target 5: met)" in fast
+    assert "11.0x the peer (target 10: met)" in fast
+
+
+def test_the_cdc_figures_carry_the_keys_issue_46_names() -> None:
+    results = with_ratios(cdc_results(20_000, 10_000))
+    for fmt in ("qlik", "dataworks"):
+        assert results[fmt]["origin_us_per_change"] == 50.0
+        assert results[fmt]["ratio_to_delta_in"] == round(20_000 / 166_000, 3)
+        assert results[fmt]["ratio_to_peer"] == 2.0
 
 
 def test_a_full_bench_run_keeps_the_cdc_figures_it_does_not_measure() -> None:
