@@ -38,16 +38,17 @@ if [[ "$extras" == *dev* ]] && ! command -v promtool >/dev/null; then
     if [[ "$(id -u)" != 0 ]] && command -v sudo >/dev/null; then as_root=(sudo -n); fi
     if command -v apt-get >/dev/null; then
         echo "installing Debian's prometheus package (the tests run Prometheus and promtool) ..."
-        "${as_root[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
-            || { "${as_root[@]}" apt-get update -qq >/dev/null \
-                 && "${as_root[@]}" apt-get install -y -qq --no-install-recommends prometheus \
-                    >/dev/null; } || true
+        export DEBIAN_FRONTEND=noninteractive
+        apt_install=("${as_root[@]}" apt-get install -y -qq --no-install-recommends prometheus)
+        "${apt_install[@]}" >/dev/null 2>&1 \
+            || { "${as_root[@]}" apt-get update -qq >/dev/null 2>&1 \
+                 && "${apt_install[@]}" >/dev/null 2>&1; } || true
     fi
     if ! command -v promtool >/dev/null; then
-        echo "error: the tests need Prometheus and promtool on PATH." >&2
-        echo "  Debian/Ubuntu:  sudo apt-get install -y prometheus" >&2
-        echo "  elsewhere:      https://prometheus.io/download/ (prometheus and promtool)" >&2
-        exit 1
+        # The rest of the suite runs; the monitoring tests fail, naming what is missing.
+        echo "warning: Prometheus and promtool could not be installed; the monitoring" >&2
+        echo "  tests will fail. Debian/Ubuntu: sudo apt-get install -y prometheus;" >&2
+        echo "  elsewhere: https://prometheus.io/download/ (prometheus and promtool on PATH)" >&2
     fi
 fi
 
