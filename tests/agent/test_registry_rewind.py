@@ -67,7 +67,7 @@ def test_a_registry_gone_back_in_time_is_believed_and_the_origin_resends(
     registry = ReplicaStore(replica_dsn).registry(schema.datamart)
     assert [e.delta_num for e in registry] == list(range(6))
     assert agent.starts == 1  # no restart was needed
-    assert metric(agent, "podd_current_delta") >= 5
+    assert metric(agent, f'podd_current_delta{{datamart="{schema.datamart}"}}') == 5
     assert "the registry disagrees with what this agent applied" in agent.log_text()
 
 
