@@ -13,31 +13,16 @@ from pathlib import Path
 from tests.conftest import REPO
 
 
-def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> None:
+def chaos_report(tmp_path: Path, **flags: str) -> str:
+    """`python -m reliability.chaos` with these flags (`kill_within` is `--kill-within`), in
+    `tmp_path`: its RELIABILITY.md, once it exited 0 having passed every check it makes."""
     report = tmp_path / "RELIABILITY.md"
-    tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the work directory
+    flags |= {"work_dir": str(tmp_path), "report": str(report)}
+    argv = [
+        part for name, value in flags.items() for part in ("--" + name.replace("_", "-"), value)
+    ]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reliability.chaos",
-            "--deltas",
-            "20",
-            "--rows-per-delta",
-            "300",
-            "--kills",
-            "3",
-            "--kill-within",
-            "3",
-            "--pg-restarts",
-            "2",
-            "--seed",
-            "3",
-            "--work-dir",
-            str(tmp_path),
-            "--report",
-            str(report),
-        ],
+        [sys.executable, "-m", "reliability.chaos", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -46,13 +31,21 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = report.read_text()
-    assert "**PASS**: 20 deltas" in text
-    assert "the registry has 20 rows for 20 deltas" in text
+    deltas = flags["deltas"]
+    assert f"**PASS**: {deltas} deltas" in text, text
+    assert f"the registry has {deltas} rows for {deltas} deltas" in text
     assert "no transfer that applied a delta was ever answered ERROR" in text
-    assert re.search(r"\| agent kill -9 \| 3 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text)
-    assert re.search(r"\| PostgreSQL crash restart \| 2 \| 0 \| 0 \| 0 \|", text)
-    assert re.search(r"\| second agent \| 1 \| 0 \| 0 \| 0 \|", text)
+    assert re.search(r"\| agent kill -9 \| 3 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text), text
+    assert re.search(r"\| second agent \| 1 \| 0 \| 0 \| 0 \|", text), text
     assert "the second agent stopped at start" in text
+    return text
+
+
+def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> None:
+    tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the work directory
+    flags = {"deltas": "20", "rows_per_delta": "300", "kills": "3", "kill_within": "3"}
+    text = chaos_report(tmp_path, **flags, pg_restarts="2", seed="3")
+    assert re.search(r"\| PostgreSQL crash restart \| 2 \| 0 \| 0 \| 0 \|", text)
     assert re.search(r"\| database rewound 2 deltas \| 1 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text)
     assert re.search(r"\| staging disk filled \| 1 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text) or (
         "NOT injected: staging disk filled: cannot mount a tmpfs" in text
@@ -64,36 +57,9 @@ def test_twenty_deltas_through_kills_and_database_restarts(tmp_path: Path) -> No
 
 def test_deltas_through_kills_on_a_clickhouse_replica(tmp_path: Path) -> None:
     """The same faults with the replica in an embedded ClickHouse (the agent's own engine:
-    a kill -9 of the agent crashes the database too); no server to restart, no rewind."""
-    report = tmp_path / "RELIABILITY.md"
-    flags = {
-        "--store": "clickhouse",
-        "--deltas": "12",
-        "--rows-per-delta": "300",
-        "--kills": "3",
-        "--kill-within": "3",
-        "--seed": "5",
-        # Without the disk fill's pause (as where no tmpfs can be mounted: CI), the deltas
-        # go faster than the kills' random delays: each kill must still land mid-run.
-        "--disk-fills": "0",
-        "--work-dir": str(tmp_path),
-        "--report": str(report),
-    }
-    argv = [part for flag, value in flags.items() for part in (flag, value)]
-    done = subprocess.run(
-        [sys.executable, "-m", "reliability.chaos", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    text = report.read_text()
-    assert "**PASS**: 12 deltas" in text
-    assert "the registry has 12 rows for 12 deltas" in text
-    assert "no transfer that applied a delta was ever answered ERROR" in text
-    assert re.search(r"\| agent kill -9 \| 3 \| 0 \| 0 \| 0 \| [0-9.]+ s \|", text), text
-    assert re.search(r"\| second agent \| 1 \| 0 \| 0 \| 0 \|", text)
-    assert "the second agent stopped at start" in text
+    a kill -9 of the agent crashes the database too); no server to restart, no rewind.
+    Without the disk fill's pause (as where no tmpfs can be mounted: CI), the deltas go
+    faster than the kills' random delays: each kill must still land mid-run."""
+    flags = {"deltas": "12", "rows_per_delta": "300", "kills": "3", "kill_within": "3"}
+    text = chaos_report(tmp_path, **flags, store="clickhouse", seed="5", disk_fills="0")
     assert "NOT injected: database rewound 2 deltas: not built for an embedded ClickHouse" in text
