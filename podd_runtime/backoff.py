@@ -12,7 +12,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -32,12 +32,30 @@ class Backoff:
         return float(min(self.first * 2.0 ** (retry - 1), self.cap))
 
 
-def _go_on(
-    retry: int, waited: float, delay: float, attempts: int | None, deadline: float | None
-) -> bool:
-    if attempts is not None and retry >= attempts:
-        return False
-    return deadline is None or waited + delay <= deadline
+@dataclass
+class _Attempts:
+    """The one rule both `retry` and `retry_async` follow, counting as they go."""
+
+    backoff: Backoff
+    attempts: int | None
+    deadline_seconds: float | None
+    on_retry: OnRetry | None
+    started: float = field(default_factory=time.monotonic)
+    made: int = 0
+
+    def wait_after(self, error: BaseException) -> float:
+        """The wait before the next attempt, once `error` ended this one; `error` raised
+        again when the attempts are used up or the wait would pass the deadline."""
+        self.made += 1
+        delay = self.backoff.delay(self.made)
+        if self.attempts is not None and self.made >= self.attempts:
+            raise error
+        waited = time.monotonic() - self.started
+        if self.deadline_seconds is not None and waited + delay > self.deadline_seconds:
+            raise error
+        if self.on_retry is not None:
+            self.on_retry(self.made, error, delay)
+        return delay
 
 
 def retry(
@@ -53,17 +71,12 @@ def retry(
     """`action()` until it returns. An error of a `retry_on` type is retried after the
     backoff's next wait (`on_retry(number, error, wait)` told first); once `attempts` were
     made, or the next wait would pass `deadline_seconds` from the start, it is raised."""
-    started, number = time.monotonic(), 0
+    rule = _Attempts(backoff, attempts, deadline_seconds, on_retry)
     while True:
-        number += 1
         try:
             return action()
         except retry_on as error:
-            delay = backoff.delay(number)
-            if not _go_on(number, time.monotonic() - started, delay, attempts, deadline_seconds):
-                raise
-            if on_retry is not None:
-                on_retry(number, error, delay)
+            delay = rule.wait_after(error)
         sleep(delay)
 
 
@@ -78,15 +91,10 @@ async def retry_async(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> T:
     """`retry` for a coroutine: the same rule, waiting without blocking the loop."""
-    started, number = time.monotonic(), 0
+    rule = _Attempts(backoff, attempts, deadline_seconds, on_retry)
     while True:
-        number += 1
         try:
             return await action()
         except retry_on as error:
-            delay = backoff.delay(number)
-            if not _go_on(number, time.monotonic() - started, delay, attempts, deadline_seconds):
-                raise
-            if on_retry is not None:
-                on_retry(number, error, delay)
+            delay = rule.wait_after(error)
         await sleep(delay)

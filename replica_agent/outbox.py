@@ -133,15 +133,20 @@ class Outbox:
 
     async def _send(self, result: DeltaInResult) -> None:
         await self.send_result(result)
-        served = result.datamart if result.datamart in self.tracker.schemas else ""
-        self.metrics.answers.labels(served, result.error_code or result.status.value).inc()
+        answer = result.error_code or result.status.value
+        self.metrics.answers.labels(self._label(result.datamart), answer).inc()
+
+    def _label(self, datamart: str) -> str:
+        """A metric's datamart label: the datamart if served, else empty (a name a message
+        claims never grows a label set)."""
+        return datamart if datamart in self.tracker.schemas else ""
 
     def _record_error(
         self, framing: TransferFraming, code: ErrorCode, message: str, event: str
     ) -> None:
         """Count and log an ERROR answer; it becomes its datamart's last error."""
-        served = framing.datamart in self.tracker.schemas
-        if served:
-            self.last_errors[framing.datamart] = LastError(code.value, message, framing.request_id)
-        self.metrics.rejections.labels(framing.datamart if served else "", code.value).inc()
+        label = self._label(framing.datamart)
+        if label:
+            self.last_errors[label] = LastError(code.value, message, framing.request_id)
+        self.metrics.rejections.labels(label, code.value).inc()
         log.warning(event, **framing.log_ids(), errorCode=code.value, errorMessage=message[:2000])
