@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from protocol.apply_model import DeltaRow
 from protocol.messages import DeltaStatus
+from protocol.schema import LogicalSchema
 from protocol.workload import Workload, WorkloadSpec
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
+from tests.loader.staging_helpers import delta_date
 from tests.monitoring import Prometheus, alert_rules, dashboard_queries
 
 agent = agent_fixture(1, incomplete_timeout=120)
@@ -49,6 +53,9 @@ def test_prometheus_scraping_the_agent_during_a_delta(agent: AgentProcess, tmp_p
 
         rows = Workload(schema, WorkloadSpec(rows_per_delta=150_000, seed=3)).next_delta()
 
+        def rows_of(schema: LogicalSchema) -> dict[str, list[DeltaRow]]:
+            return Workload(schema, WorkloadSpec(rows_per_delta=20, seed=4)).next_delta()
+
         async def send() -> DeltaStatus:
             async with Origin(agent.broker, agent.topics) as origin:
                 chunks = chunks_of(schema, 0, rows, chunk_rows=2000)
@@ -66,6 +73,31 @@ def test_prometheus_scraping_the_agent_during_a_delta(agent: AgentProcess, tmp_p
         assert 0 <= since < 60
         answers = prometheus.query('podd_answers_total{answer="OK"}')
         assert [a["metric"]["datamart"] for a in answers] == [datamart]
+
+        # Hostile claims move no panel: a delta number far ahead (refused OUT_OF_SEQUENCE)
+        # does not raise the lag, and a datamart not served adds no label of its name.
+        stranger = f"not_served_{datamart}"
+        far = [
+            replace(c, key=c.key.model_copy(update={"delta_num": 10**15}))
+            for c in chunks_of(schema, 1, rows_of(schema), date=delta_date(1))
+        ]
+        foreign = [
+            replace(c, key=c.key.model_copy(update={"datamart": stranger}))
+            for c in chunks_of(schema, 1, rows_of(schema))
+        ]
+
+        async def send_hostile() -> list[str | None]:
+            async with Origin(agent.broker, agent.topics) as origin:
+                await origin.send_chunks([*far, *foreign])
+                found = [await outcome(origin, c[0].key.request_id) for c in (far, foreign)]
+                return [r.error_code for r in found]
+
+        assert asyncio.run(send_hostile()) == ["OUT_OF_SEQUENCE", "UNKNOWN_DATAMART"]
+        _wait_for(prometheus, 'podd_answers_total{answer="UNKNOWN_DATAMART"}', "", 1)
+        assert _value(prometheus, queries[LAG], datamart) == 0
+        assert _value(prometheus, queries[LAST], datamart) == 0
+        labels = {m["metric"].get("datamart") for m in prometheus.query("{datamart!=''}")}
+        assert stranger not in labels
 
         # Every expression evaluates without error (`query` asserts Prometheus's status).
         for _name, expr in [*queries.items(), *alert_rules().items()]:
