@@ -39,7 +39,13 @@ def left(done: list[int], expected: int, injected: bool, timeout: float = 5) -> 
 
 
 def test_before_its_last_delta_the_origin_counts_its_own_outcomes() -> None:
-    assert left(list(range(15)), expected=15, injected=False) == (5, 0)
+    assert left(list(range(15)), expected=15, injected=False) == (4, 0)  # all but the last
+
+
+def test_the_last_delta_waits_until_every_fault_is_in() -> None:
+    assert left(list(range(19)), expected=19, injected=True) == (1, 1)
+    run_short = left(list(range(19)), expected=19, injected=False, timeout=0.2)
+    assert run_short == (0, 0)  # the faults never came in: the run reports a failure
 
 
 def test_a_replica_rewound_after_the_last_delta_gets_the_lost_deltas_again() -> None:
@@ -58,4 +64,4 @@ def test_a_fault_still_being_injected_is_waited_for_and_then_named() -> None:
         return await _deltas_left(20, outcomes, cast(Any, Replica(20)), asyncio.Event(), run, 0.2)
 
     assert asyncio.run(go()) == 0
-    assert run.failures == ["the faults were still being injected 0.2 s after the last delta"]
+    assert run.failures == ["the faults were still being injected 0.2 s before the last delta"]
