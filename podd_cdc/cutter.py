@@ -284,44 +284,15 @@ class Cutter:
     def _take(
         self, delta: int, chosen: list[Pending], bound: Any, wall: datetime
     ) -> tuple[Cut, dict[str, list[DeltaRow]]]:
-        ids = {id(i) for i in chosen}
+        refreshed = self._forget(chosen)
         spans: dict[str, Span] = {}
         for key, part in self.parts.items():
             lo = part.pending[0].at.offset if part.pending else part.next_offset
-            refresh = [
-                i.at.offset for i in part.pending if id(i) in ids and i.change.cut_key is None
-            ]
-            upto = max(refresh, default=part.refresh_done - 1) + 1
-            part.pending = [i for i in part.pending if id(i) not in ids]
+            upto = max(refreshed.get(key, part.refresh_done - 1) + 1, part.refresh_done)
+            part.pending = [i for i in part.pending if not i.taken]
             next_lo = part.pending[0].at.offset if part.pending else part.next_offset
-            spans[key] = Span(
-                lo,
-                part.prev_end,
-                part.next_offset,
-                part.refresh_done,
-                max(upto, part.refresh_done),
-                next_lo,
-            )
-            part.prev_end, part.refresh_done = part.next_offset, max(upto, part.refresh_done)
-        if self.fmt == "qlik":
-            self.guard.remember_taken(i.change.identity for i in chosen if i.change.cut_key)
-        for item in chosen:
-            change = item.change
-            if change.identity is not None:
-                self._identities.discard(change.identity)
-            if change.cut_key is None:
-                continue
-            if self.fmt == "qlik":
-                self._groups.pop(group_key(change), None)
-            else:
-                left = self._key_counts[change.cut_key] - 1
-                if left:
-                    self._key_counts[change.cut_key] = left
-                else:
-                    del self._key_counts[change.cut_key]
-        self.pending -= len(chosen)
-        self.pending_bytes -= sum(i.size for i in chosen)
-        self._refresh_held -= sum(1 for i in chosen if i.change.cut_key is None)
+            spans[key] = Span(lo, part.prev_end, part.next_offset, part.refresh_done, upto, next_lo)
+            part.prev_end, part.refresh_done = part.next_offset, upto
         changes = [(i.at, i.change) for i in chosen]
         rows = delta_rows(self.schema, changes)
         cut = Cut(
@@ -338,6 +309,43 @@ class Cutter:
         if self.fmt == "dataworks":
             self._watermarks = [w for w in self._watermarks if w > bound]
         return cut, rows
+
+    def _forget(self, chosen: list[Pending]) -> dict[str, int]:
+        """Mark `chosen` taken and drop it from what the cutter counts and indexes, in one
+        pass (a delta holds up to `max_rows` changes); returns, per partition, the last
+        offset of a full-load row among them."""
+        qlik = self.fmt == "qlik"
+        identities, groups, key_counts = self._identities, self._groups, self._key_counts
+        taken: list[Any] = []
+        refreshed: dict[str, int] = {}
+        size = refreshes = 0
+        for item in chosen:
+            item.taken = True
+            size += item.size
+            change = item.change
+            identity = change.identity
+            if identity is not None:
+                identities.discard(identity)
+            cut_key = change.cut_key
+            if cut_key is None:
+                refreshes += 1
+                key = partition_key(item.at.topic, item.at.partition)
+                refreshed[key] = max(refreshed.get(key, -1), item.at.offset)
+            elif qlik:
+                taken.append(identity)
+                groups.pop(group_key(change), None)
+            else:
+                left = key_counts[cut_key] - 1
+                if left:
+                    key_counts[cut_key] = left
+                else:
+                    del key_counts[cut_key]
+        if qlik:
+            self.guard.remember_taken(taken)
+        self.pending -= len(chosen)
+        self.pending_bytes -= size
+        self._refresh_held -= refreshes
+        return refreshed
 
     def _date(self, chosen: list[Pending], bound: Any, wall: datetime) -> datetime:
         if self.fmt == "dataworks":

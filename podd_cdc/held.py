@@ -16,6 +16,7 @@ class Pending:
     change: Change
     arrived: float
     size: int = 0  # the source message's bytes: what holding it costs, roughly
+    taken: bool = False  # chosen for a delta (the cut drops it from its partition's list)
 
 
 @dataclass

@@ -82,7 +82,7 @@ class Intake:
             wall = datetime.now(UTC)
             for message in batch:
                 key = partition_key(message.topic, message.partition)
-                if key in self.blocked or key in reader.paused:
+                if key in self.blocked or reader.is_paused(key):
                     continue
                 at = Position(message.topic, message.partition, message.offset)
                 started = time.monotonic()

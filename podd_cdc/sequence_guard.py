@@ -35,7 +35,9 @@ from podd_cdc.records import Change, Heartbeat, Position, Record
 #: Identities of changes the recent cuts took, remembered at most.
 MAX_TAKEN = 200_000
 
-_PREFIX = slice(-35, -19)  # the 16-digit time of a 35-digit sequence, padded to 40
+_PREFIX = slice(-35, -19)
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)  # the 16-digit time of a 35-digit sequence, padded to 40
 
 
 def sequence_time(key: str) -> datetime | None:
@@ -57,6 +59,10 @@ class SequenceGuard:
         self._taken: deque[set[Any]] = deque()
         self._taken_count = 0
         self._limit: tuple[datetime, str] | None = None  # (wall, the sequence prefix limit)
+        #: The caller's last `wall` and what follows from it (its naive UTC time, and the
+        #: latest time a record may carry): an intake batch passes one `wall` for all.
+        self._wall: tuple[datetime, datetime, datetime] | None = None
+        self._latest_us = 0  # that latest time, in microseconds since 1970
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """A cut took changes of these identities: a copy read later is a duplicate."""
@@ -82,26 +88,29 @@ class SequenceGuard:
         """`SequenceStop` if `record`, read at `at`, breaks the source's order. `newest`:
         the largest key read in its partition so far; `held`: whether a change of that
         identity is held by the cutter."""
-        wall = wall.astimezone(UTC).replace(tzinfo=None)
+        wall, latest = self._wall_times(wall)
         if isinstance(record, Heartbeat):
-            self._not_ahead(at, "heartbeat eventTime", _millis(record.event_time_ms), wall)
+            self._not_ahead(at, "heartbeat eventTime", _millis(record.event_time_ms), wall, latest)
             return
         if not isinstance(record, Change) or record.cut_key is None:
             return
         change = record
-        if change.source_time is not None:
-            self._not_ahead(at, "source time", change.source_time, wall)
+        if change.source_time is not None and change.source_time > latest:
+            self._not_ahead(at, "source time", change.source_time, wall, latest)
         if self.fmt != "qlik":
-            self._not_ahead(at, "eventTime", _millis(change.cut_key), wall)
+            millis = change.cut_key
+            # In microseconds, without a datetime per change; outside it, the exact rule.
+            if not (type(millis) is int and 0 <= millis * 1000 <= self._latest_us):
+                self._not_ahead(at, "eventTime", _millis(millis), wall, latest)
             return
         key: str = change.cut_key
         if key[_PREFIX] > self._prefix_limit(wall):
             when = sequence_time(key)
-            self._not_ahead(at, f"changeSequence {key.lstrip('0')}", when or wall, wall)
-        if self._seen(change, held):
-            return
+            self._not_ahead(at, f"changeSequence {key.lstrip('0')}", when or wall, wall, latest)
+        # Whether the change was seen (held, or taken by a recent cut) is asked only where
+        # its sequence would otherwise stop the run: most changes are above every bound.
         bound = None if last is None else last.bound
-        if bound is not None and key <= bound:
+        if bound is not None and key <= bound and not self._seen(change, held):
             span = last.spans.get(partition_key(at.topic, at.partition)) if last else None
             if span is None or at.offset >= span.end:
                 raise SequenceStop(
@@ -114,7 +123,12 @@ class SequenceGuard:
                 )
         if newest is not None and key < newest:
             then, now = sequence_time(key), sequence_time(newest)
-            if then is not None and now is not None and then < now - self.max_regress:
+            if (
+                then is not None
+                and now is not None
+                and then < now - self.max_regress
+                and not self._seen(change, held)
+            ):
                 raise SequenceStop(
                     at,
                     f"changeSequence {key.lstrip('0')} is {now - then} older than "
@@ -122,6 +136,15 @@ class SequenceGuard:
                     "source's sequence went backwards (a task reset, a clock change at the "
                     "source). It is not applied out of order; the run stops here",
                 )
+
+    def _wall_times(self, wall: datetime) -> tuple[datetime, datetime]:
+        """`wall` as a naive UTC time, and the latest time a record may carry."""
+        cached = self._wall
+        if cached is None or cached[0] is not wall:
+            naive = wall.astimezone(UTC).replace(tzinfo=None)
+            cached = self._wall = (wall, naive, naive + self.max_ahead)
+            self._latest_us = (cached[2] - _EPOCH) // _MICROSECOND
+        return cached[1], cached[2]
 
     def _seen(self, change: Change, held: Callable[[Any], bool]) -> bool:
         identity = change.identity
@@ -134,8 +157,10 @@ class SequenceGuard:
             self._limit = (wall, limit.strftime("%Y%m%d%H%M%S") + "99")
         return self._limit[1]
 
-    def _not_ahead(self, at: Position, what: str, when: datetime, wall: datetime) -> None:
-        if when > wall + self.max_ahead:
+    def _not_ahead(
+        self, at: Position, what: str, when: datetime, wall: datetime, latest: datetime
+    ) -> None:
+        if when > latest:
             raise SequenceStop(
                 at,
                 f"{what} {when.isoformat()} is more than {self.max_ahead} ahead of this "
@@ -146,6 +171,6 @@ class SequenceGuard:
 
 def _millis(value: int) -> datetime:
     try:
-        return datetime(1970, 1, 1) + timedelta(milliseconds=value)
+        return _EPOCH + timedelta(milliseconds=value)
     except OverflowError:
         return datetime.max

@@ -169,9 +169,9 @@ class TopicReader:
             self.seek(key, self.position[key])
             self.reader.resume(TopicPartition(*split_key(key)))
 
-    @property
-    def paused(self) -> set[str]:
-        return set(self._paused)
+    def is_paused(self, key: str) -> bool:
+        """Whether `key` is paused (asked once per message: no copy of the set)."""
+        return key in self._paused
 
     def lag(self) -> int:
         """Messages behind the end the broker last reported (0 where it has not yet)."""
