@@ -23,7 +23,6 @@ from podd_cdc.json_fast import (
     DecodeError,
     NotSure,
     RowReader,
-    checked,
     plain_message,
     row_reader,
 )
@@ -359,7 +358,7 @@ class QlikDecoder:
                 reader = self._readers[schema_id] = row_reader(table)
             headers = message.headers
             operation = headers.operation
-            self._check_mask(schema_id, table, checked(headers.columnMask), operation)
+            self._check_mask(schema_id, table, headers.columnMask, operation)
             if operation in UPSERTS:
                 after = reader.whole(message.data)
                 old = None if message.beforeData == NULL else reader.whole(message.beforeData)
@@ -372,11 +371,11 @@ class QlikDecoder:
             return _change(
                 rows,
                 operation,
-                checked(headers.changeSequence),
-                checked(headers.timestamp),
-                checked(headers.transactionId),
-                checked(headers.transactionEventCounter),
-                checked(headers.transactionLastEvent),
+                headers.changeSequence,
+                headers.timestamp,
+                headers.transactionId,
+                headers.transactionEventCounter,
+                headers.transactionLastEvent,
             )
         except (DecodeError, NotSure, BadInput, UnicodeDecodeError):
             return None

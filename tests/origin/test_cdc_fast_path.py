@@ -17,6 +17,7 @@ from podd_cdc.qlik import QlikDecoder
 from tests.origin.test_cdc_decode import ROW, TYPES, qlik_data, qlik_metadata
 
 BIG = 10**30
+UINT, HUGE = b"0" * 19, b"0" * 30  # after a 1: past a signed 64-bit integer, past 64 bits
 #: A row the fast path reads itself (ROW has numbers and a boolean as text: the exact path's).
 PLAIN = dict(ROW, U8=2**63 - 1, B=True)
 # Values of every column's edge: what fits, what does not, what orjson reads otherwise.
@@ -49,6 +50,12 @@ def _pair() -> tuple[QlikDecoder, QlikDecoder]:
     return fast, exact
 
 
+def _swapped(message: bytes, old: bytes, new: bytes) -> bytes:
+    """`message` with `old` (which it must hold) replaced by `new`."""
+    assert old in message
+    return message.replace(old, new)
+
+
 def _messages() -> list[bytes]:
     found = []
     for column, values in VARIANTS.items():
@@ -72,7 +79,21 @@ def _messages() -> list[bytes]:
         whole.replace(b'"transactionEventCounter": 1', b'"transactionEventCounter": 0'),
         whole.replace(b'"transactionEventCounter": 1', b'"transactionEventCounter": true'),
         whole.replace(b'"changeSequence": "2026', b'"changeSequence": "x2026'),
-        whole.replace(b'"headers": {', b'"headers": {"streamPosition": "\xff", '),
+        # Headers of a JSON type Qlik does not write: the exact path decides each.
+        _swapped(whole, b'"changeSequence": "', b'"changeSequence": 1, "x": "'),
+        _swapped(whole, b'"transactionEventCounter": 1', b'"transactionEventCounter": 1.0'),
+        _swapped(whole, b'"transactionEventCounter": 1', b'"transactionEventCounter": "1"'),
+        _swapped(whole, b'"transactionEventCounter": 1', b'"transactionEventCounter": 2e70'),
+        _swapped(whole, b'"transactionEventCounter": 1', b'"transactionEventCounter": 1' + UINT),
+        _swapped(whole, b'"transactionEventCounter": 1', b'"transactionEventCounter": 1' + HUGE),
+        _swapped(whole, b'"transactionLastEvent": true', b'"transactionLastEvent": "true"'),
+        _swapped(whole, b'"transactionLastEvent": true', b'"transactionLastEvent": 1'),
+        _swapped(whole, b'"transactionId": "AB"', b'"transactionId": 7'),
+        _swapped(whole, b'"transactionId": "AB"', b'"transactionId": null'),
+        _swapped(whole, b'"operation": "INSERT"', b'"operation": 1'),
+        _swapped(whole, b'"timestamp": "', b'"timestamp": 1700000000000, "x": "'),
+        _swapped(qlik_data(PLAIN, mask="7FF"), b'"columnMask": "7FF"', b'"columnMask": 2047'),
+        _swapped(whole, b'"headers": {', b'"headers": {"streamPosition": "\xff", '),
         whole.replace(b'"K": 7', b'"K": 7, "K": 8'),  # a key given twice: the last counts
         whole.replace(b'"data": {', b'"data": {"\\u004b": 9, '),  # an escaped column name
         whole.replace(b'"messageSchemaId": "s1"', b'"messageSchemaId": 1'),
