@@ -15,18 +15,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import os
 import shutil
 import tempfile
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench.agent_run import AgentConfig, running_agent
 from bench.cdc_peer import create_tables, follow
 from bench.cpu import MachineCpu
+from bench.memory import TreeMemory
 from bench.run import Bench
 from bench.run_args import build_parser as bench_parser
 from origin.client import OriginClient
@@ -74,6 +80,26 @@ def source(fmt: str, changes: int, seed: int) -> tuple[list[Written], int]:
     return list(dataworks.transactions(transactions)), count
 
 
+def _write_topic(
+    fmt: str, changes: int, seed: int, kafka: KafkaSettings, topic: str
+) -> tuple[int, int]:
+    messages, count = source(fmt, changes, seed)
+    asyncio.run(produce(kafka, kafka.bootstrap_servers(), topic, PARTITIONS, messages))
+    return count, len(messages)
+
+
+async def written_topic(
+    fmt: str, changes: int, seed: int, kafka: KafkaSettings, topic: str
+) -> tuple[int, int]:
+    """The source topic, written by a child process (the messages of 1M changes take
+    gigabytes in Python): this process then holds only the origin, whose memory is measured.
+    The source changes and messages written."""
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        job = pool.submit(_write_topic, fmt, changes, seed, kafka, topic)
+        return await asyncio.wrap_future(job)
+
+
 async def cdc_run(
     fmt: str,
     kafka: KafkaSettings,
@@ -88,8 +114,7 @@ async def cdc_run(
     bootstrap = kafka.bootstrap_servers()
     topic = f"bench-cdc-{fmt}-{uuid.uuid4().hex[:6]}"
     print(f"[{fmt}] writing {changes:,} source changes", flush=True)
-    messages, count = source(fmt, changes, seed)
-    await produce(kafka, bootstrap, topic, PARTITIONS, messages)
+    count, messages = await written_topic(fmt, changes, seed, kafka, topic)
     options = CdcOptions(
         fmt=fmt,  # type: ignore[arg-type]
         topics=[topic],
@@ -100,7 +125,7 @@ async def cdc_run(
     )
     found = await scan(kafka, bootstrap, options)
     schema = found.schema(f"bench_cdc_{fmt}_{uuid.uuid4().hex[:6]}")
-    out: dict[str, Any] = {"source_changes": count, "messages": len(messages)}
+    out: dict[str, Any] = {"source_changes": count, "messages": messages}
     with running_agent(config, [schema], root / f"agent-{fmt}", kafka.topic_environment()) as agent:
         async with OriginClient(kafka, bootstrap) as client:
             print(f"[{fmt}] the CDC origin cuts and sends", flush=True)
@@ -111,7 +136,8 @@ async def cdc_run(
                 SessionOptions(answer_timeout=600),
                 lambda line: print(f"  {line}", flush=True),
             )
-            with MachineCpu(agent.process.pid) as cpu:
+            baseline = psutil.Process().memory_info().rss
+            with MachineCpu(agent.process.pid) as cpu, TreeMemory(os.getpid()) as memory:
                 stats = await origin.run()
     assert stats.first_read is not None
     assert stats.last_answer is not None
@@ -129,12 +155,16 @@ async def cdc_run(
             "send_and_load": round(stats.load_seconds, 3),
         },
         "cpu": cpu.timeline.whole(),
+        "origin_rss_mib": {
+            "before": round(baseline / 2**20, 1),
+            "peak": memory.peaks.as_mib()["python_mib"],
+        },
     }
     if peer:
         print(f"[{fmt}] the peer follows the same topic row by row", flush=True)
         tables = create_tables(dsn, schema)
         peer_seconds, applied = await follow(
-            bootstrap, topic, PARTITIONS, len(messages), dsn, schema, tables
+            bootstrap, topic, PARTITIONS, messages, dsn, schema, tables
         )
         out["peer"] = {
             "seconds": round(peer_seconds, 3),

@@ -79,6 +79,12 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
             ratio = rate / peer["changes_per_second"]
             met = "met" if ratio >= PEER_RATIO_TARGET else "missed"
             parts.append(f"{ratio:.1f}x the peer (target {PEER_RATIO_TARGET:g}: {met})")
+        memory = r.get("origin_rss_mib")
+        if memory:
+            parts.append(
+                f"the origin's process at {memory['peak']:,.0f} MiB at most while it ran "
+                f"({memory['before']:,.0f} MiB before)"
+            )
         if parts:
             lines.append(f"- {_NAMES[fmt]}: " + "; ".join(parts) + ".")
     return lines
