@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import shutil
 import tempfile
 import time
@@ -32,7 +31,6 @@ import psutil
 from bench.agent_run import AgentConfig, running_agent
 from bench.cdc_peer import create_tables, follow
 from bench.cpu import MachineCpu
-from bench.memory import TreeMemory
 from bench.run import Bench
 from bench.run_args import build_parser as bench_parser
 from origin.client import OriginClient
@@ -137,7 +135,7 @@ async def cdc_run(
                 lambda line: print(f"  {line}", flush=True),
             )
             baseline = psutil.Process().memory_info().rss
-            with MachineCpu(agent.process.pid) as cpu, TreeMemory(os.getpid()) as memory:
+            with MachineCpu(agent.process.pid) as cpu:
                 stats = await origin.run()
     assert stats.first_read is not None
     assert stats.last_answer is not None
@@ -157,7 +155,7 @@ async def cdc_run(
         "cpu": cpu.timeline.whole(),
         "origin_rss_mib": {
             "before": round(baseline / 2**20, 1),
-            "peak": memory.peaks.as_mib()["python_mib"],
+            "peak": round(cpu.origin_peak_rss / 2**20, 1),
         },
     }
     if peer:

@@ -87,6 +87,7 @@ def _busy() -> float:
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ def _processes() -> list[_Stat]:
     return out
 
 
+def _own_rss() -> int:
+    """This process's resident set, in bytes (/proc/self/statm: pages)."""
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
 def _pg_background(pid: int) -> bool:
     """A postmaster or one of its helpers; a client's backend says `postgres: user db …`."""
     try:
@@ -139,6 +146,9 @@ class MachineCpu(PeriodicSampler):
         self.timeline = CpuTimeline()
         self._seen: dict[tuple[int, int], tuple[str, float, float]] = {}
         self._sampler_cpu = 0.0
+        #: The origin's (this process's) largest resident set seen, in bytes: read here, so
+        #: that reading it is the sampler's time too, not the origin's.
+        self.origin_peak_rss = 0
 
     def _group(self, proc: _Stat, agent_tree: set[int]) -> str:
         if proc.pid == os.getpid():
@@ -169,6 +179,7 @@ class MachineCpu(PeriodicSampler):
     def _sample(self) -> None:
         began = time.thread_time()
         busy = _busy()
+        self.origin_peak_rss = max(self.origin_peak_rss, _own_rss())
         procs = _processes()
         tree = self._agent_tree(procs)
         for proc in procs:

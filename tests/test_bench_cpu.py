@@ -54,3 +54,13 @@ def test_the_agents_descendants_are_its_workers() -> None:
     # else the machine ran meanwhile: asserting it small failed whenever anything did.)
     assert whole["spark_workers"] >= 0.45
     assert whole["agent"] < whole["spark_workers"]
+
+
+def test_the_origins_peak_memory_is_what_this_process_held_at_most() -> None:
+    with MachineCpu(None) as cpu:
+        held = bytearray(200 * 2**20)
+        held[::4096] = b"x" * len(held[::4096])  # touch every page: resident, not reserved
+        time.sleep(0.4)
+        del held
+        time.sleep(0.3)
+    assert cpu.origin_peak_rss >= 200 * 2**20
