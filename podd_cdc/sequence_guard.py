@@ -58,11 +58,11 @@ class SequenceGuard:
         self.max_regress = max_regress
         self._taken: deque[set[Any]] = deque()
         self._taken_count = 0
-        self._limit: tuple[datetime, str] | None = None  # (wall, the sequence prefix limit)
         #: The caller's last `wall` and what follows from it (its naive UTC time, and the
         #: latest time a record may carry): an intake batch passes one `wall` for all.
         self._wall: tuple[datetime, datetime, datetime] | None = None
         self._latest_us = 0  # that latest time, in microseconds since 1970
+        self._latest_prefix = ""  # ... and the largest time prefix a Qlik sequence may carry
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """A cut took changes of these identities: a copy read later is a duplicate."""
@@ -104,7 +104,7 @@ class SequenceGuard:
                 self._not_ahead(at, "eventTime", _millis(millis), wall, latest)
             return
         key: str = change.cut_key
-        if key[_PREFIX] > self._prefix_limit(wall):
+        if key[_PREFIX] > self._latest_prefix:
             when = sequence_time(key)
             self._not_ahead(at, f"changeSequence {key.lstrip('0')}", when or wall, wall, latest)
         # Whether the change was seen (held, or taken by a recent cut) is asked only where
@@ -144,18 +144,12 @@ class SequenceGuard:
             naive = wall.astimezone(UTC).replace(tzinfo=None)
             cached = self._wall = (wall, naive, naive + self.max_ahead)
             self._latest_us = (cached[2] - _EPOCH) // _MICROSECOND
+            self._latest_prefix = cached[2].strftime("%Y%m%d%H%M%S") + "99"
         return cached[1], cached[2]
 
     def _seen(self, change: Change, held: Callable[[Any], bool]) -> bool:
         identity = change.identity
         return identity is not None and (held(identity) or self.taken(identity))
-
-    def _prefix_limit(self, wall: datetime) -> str:
-        """The largest time prefix a sequence may carry at `wall` (cached per second)."""
-        if self._limit is None or abs((wall - self._limit[0]).total_seconds()) >= 1:
-            limit = wall + self.max_ahead
-            self._limit = (wall, limit.strftime("%Y%m%d%H%M%S") + "99")
-        return self._limit[1]
 
     def _not_ahead(
         self, at: Position, what: str, when: datetime, wall: datetime, latest: datetime
