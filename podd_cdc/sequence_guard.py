@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,9 +36,9 @@ from podd_cdc.records import Change, Heartbeat, Position, Record
 #: Identities of changes the recent cuts took, remembered at most.
 MAX_TAKEN = 200_000
 
-_PREFIX = slice(-35, -19)
+_PREFIX = slice(-35, -19)  # the 16-digit time of a 35-digit sequence, padded to 40
 _EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)  # the 16-digit time of a 35-digit sequence, padded to 40
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def sequence_time(key: str) -> datetime | None:
@@ -51,6 +52,26 @@ def sequence_time(key: str) -> datetime | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """What follows from the caller's clock `wall`: the time now (naive UTC) and the latest
+    time a record may carry, also in microseconds since 1970 and as the largest time prefix
+    a Qlik sequence may carry."""
+
+    wall: datetime
+    now: datetime
+    latest: datetime
+    latest_us: int
+    latest_prefix: str
+
+    @classmethod
+    def at(cls, wall: datetime, max_ahead: timedelta) -> _Limits:
+        now = wall.astimezone(UTC).replace(tzinfo=None)
+        latest = now + max_ahead
+        prefix = latest.strftime("%Y%m%d%H%M%S") + "99"
+        return cls(wall, now, latest, (latest - _EPOCH) // _MICROSECOND, prefix)
+
+
 class SequenceGuard:
     def __init__(self, fmt: str, max_ahead: timedelta, max_regress: timedelta) -> None:
         self.fmt = fmt
@@ -58,11 +79,7 @@ class SequenceGuard:
         self.max_regress = max_regress
         self._taken: deque[set[Any]] = deque()
         self._taken_count = 0
-        #: The caller's last `wall` and what follows from it (its naive UTC time, and the
-        #: latest time a record may carry): an intake batch passes one `wall` for all.
-        self._wall: tuple[datetime, datetime, datetime] | None = None
-        self._latest_us = 0  # that latest time, in microseconds since 1970
-        self._latest_prefix = ""  # ... and the largest time prefix a Qlik sequence may carry
+        self._limits: _Limits | None = None  # those of the caller's last `wall`
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """A cut took changes of these identities: a copy read later is a duplicate."""
@@ -88,25 +105,25 @@ class SequenceGuard:
         """`SequenceStop` if `record`, read at `at`, breaks the source's order. `newest`:
         the largest key read in its partition so far; `held`: whether a change of that
         identity is held by the cutter."""
-        wall, latest = self._wall_times(wall)
+        limits = self._limits_at(wall)
         if isinstance(record, Heartbeat):
-            self._not_ahead(at, "heartbeat eventTime", _millis(record.event_time_ms), wall, latest)
+            self._not_ahead(at, "heartbeat eventTime", _millis(record.event_time_ms), limits)
             return
         if not isinstance(record, Change) or record.cut_key is None:
             return
         change = record
-        if change.source_time is not None and change.source_time > latest:
-            self._not_ahead(at, "source time", change.source_time, wall, latest)
+        if change.source_time is not None:
+            self._not_ahead(at, "source time", change.source_time, limits)
         if self.fmt != "qlik":
             millis = change.cut_key
             # In microseconds, without a datetime per change; outside it, the exact rule.
-            if not (type(millis) is int and 0 <= millis * 1000 <= self._latest_us):
-                self._not_ahead(at, "eventTime", _millis(millis), wall, latest)
+            if not (type(millis) is int and 0 <= millis * 1000 <= limits.latest_us):
+                self._not_ahead(at, "eventTime", _millis(millis), limits)
             return
         key: str = change.cut_key
-        if key[_PREFIX] > self._latest_prefix:
+        if key[_PREFIX] > limits.latest_prefix:
             when = sequence_time(key)
-            self._not_ahead(at, f"changeSequence {key.lstrip('0')}", when or wall, wall, latest)
+            self._not_ahead(at, f"changeSequence {key.lstrip('0')}", when or limits.now, limits)
         # Whether the change was seen (held, or taken by a recent cut) is asked only where
         # its sequence would otherwise stop the run: most changes are above every bound.
         bound = None if last is None else last.bound
@@ -137,28 +154,24 @@ class SequenceGuard:
                     "source). It is not applied out of order; the run stops here",
                 )
 
-    def _wall_times(self, wall: datetime) -> tuple[datetime, datetime]:
-        """`wall` as a naive UTC time, and the latest time a record may carry."""
-        cached = self._wall
-        if cached is None or cached[0] is not wall:
-            naive = wall.astimezone(UTC).replace(tzinfo=None)
-            cached = self._wall = (wall, naive, naive + self.max_ahead)
-            self._latest_us = (cached[2] - _EPOCH) // _MICROSECOND
-            self._latest_prefix = cached[2].strftime("%Y%m%d%H%M%S") + "99"
-        return cached[1], cached[2]
+    def _limits_at(self, wall: datetime) -> _Limits:
+        """The limits at `wall`, worked out again only when the caller's clock changes (an
+        intake batch passes one `wall` for all its messages)."""
+        limits = self._limits
+        if limits is None or limits.wall is not wall:
+            limits = self._limits = _Limits.at(wall, self.max_ahead)
+        return limits
 
     def _seen(self, change: Change, held: Callable[[Any], bool]) -> bool:
         identity = change.identity
         return identity is not None and (held(identity) or self.taken(identity))
 
-    def _not_ahead(
-        self, at: Position, what: str, when: datetime, wall: datetime, latest: datetime
-    ) -> None:
-        if when > latest:
+    def _not_ahead(self, at: Position, what: str, when: datetime, limits: _Limits) -> None:
+        if when > limits.latest:
             raise SequenceStop(
                 at,
                 f"{what} {when.isoformat()} is more than {self.max_ahead} ahead of this "
-                f"origin's clock ({wall.isoformat()}): a delta dated so would be refused by "
+                f"origin's clock ({limits.now.isoformat()}): a delta dated so would be refused by "
                 "the replica, and would move the cut's bound past every change still to come",
             )
 
