@@ -26,11 +26,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from bench.agent_run import AgentConfig, running_agent
 from bench.cdc_peer import create_tables, follow
-from bench.cpu import MachineCpu
+from bench.cpu import MachineCpu, own_rss
 from bench.run import Bench
 from bench.run_args import build_parser as bench_parser
 from origin.client import OriginClient
@@ -134,7 +132,7 @@ async def cdc_run(
                 SessionOptions(answer_timeout=600),
                 lambda line: print(f"  {line}", flush=True),
             )
-            baseline = psutil.Process().memory_info().rss
+            baseline = own_rss()
             with MachineCpu(agent.process.pid) as cpu:
                 stats = await origin.run()
     assert stats.first_read is not None

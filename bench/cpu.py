@@ -119,7 +119,7 @@ def _processes() -> list[_Stat]:
     return out
 
 
-def _own_rss() -> int:
+def own_rss() -> int:
     """This process's resident set, in bytes (/proc/self/statm: pages)."""
     with open("/proc/self/statm", "rb") as f:
         return int(f.read().split()[1]) * _PAGE
@@ -179,7 +179,7 @@ class MachineCpu(PeriodicSampler):
     def _sample(self) -> None:
         began = time.thread_time()
         busy = _busy()
-        self.origin_peak_rss = max(self.origin_peak_rss, _own_rss())
+        self.origin_peak_rss = max(self.origin_peak_rss, own_rss())
         procs = _processes()
         tree = self._agent_tree(procs)
         for proc in procs:
