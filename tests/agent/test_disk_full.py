@@ -45,6 +45,19 @@ def wait_until(condition: Callable[[], object], failure: str, timeout: float = 1
         time.sleep(0.2)
 
 
+def _agent_on(
+    disk: DiskFiller, broker: str, replica_dsn: str, tmp_path: Path, schema: LogicalSchema
+) -> AgentProcess:
+    """An agent serving `schema` that spools its chunks on the small `disk`."""
+    return AgentProcess(
+        broker,
+        replica_dsn,
+        tmp_path / "agent",
+        [schema],
+        extra_env={"PODD_STAGING_DIR": str(disk.mount)},
+    ).start()
+
+
 def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_freed(
     broker: str,
     replica_dsn: str,
@@ -53,13 +66,7 @@ def test_a_full_staging_disk_pauses_intake_and_the_same_transfer_completes_once_
     small_disk: DiskFiller,
 ) -> None:
     schema = renamed(marketing)
-    agent = AgentProcess(
-        broker,
-        replica_dsn,
-        tmp_path / "agent",
-        [schema],
-        extra_env={"PODD_STAGING_DIR": str(small_disk.mount)},
-    ).start()
+    agent = _agent_on(small_disk, broker, replica_dsn, tmp_path, schema)
     try:
         rows = Workload(schema, WorkloadSpec(rows_per_delta=3000, seed=8)).next_delta()
         chunks = chunks_of(schema, 0, rows, chunk_rows=200)
@@ -105,13 +112,7 @@ def test_a_disk_full_of_junk_transfers_makes_room_and_the_delta_completes_unaide
     disk, and intake waited for a person to free it. Now the transfers least far along are
     removed (answered INCOMPLETE_DELTA) and the delta that is arriving completes."""
     schema = renamed(marketing)
-    agent = AgentProcess(
-        broker,
-        replica_dsn,
-        tmp_path / "agent",
-        [schema],
-        extra_env={"PODD_STAGING_DIR": str(small_disk.mount)},
-    ).start()
+    agent = _agent_on(small_disk, broker, replica_dsn, tmp_path, schema)
     try:
         junk_rows = Workload(schema, WorkloadSpec(rows_per_delta=40_000, seed=3)).next_delta()
         junk = [chunks_of(schema, 0, junk_rows, chunk_rows=2000)[:-1] for _ in range(3)]

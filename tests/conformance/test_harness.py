@@ -33,18 +33,13 @@ def flags(broker: str, topics: Topics, datamart: str, schema_file: str) -> list[
     ]
 
 
-agent = agent_fixture(1, incomplete_timeout=4)
-
-
-def test_every_scenario_passes_against_our_agent(
-    agent: AgentProcess, replica_dsn: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def harness_argv(agent: AgentProcess, *extra: str) -> list[str]:
+    """`podd-conformance replica`'s arguments for `agent`'s one datamart, with `extra`."""
     (schema,) = agent.schemas
     schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
-    argv = [
+    return [
         *flags(agent.broker, agent.topics, schema.datamart, schema_file),
-        "--replica",
-        replica_dsn,
+        *extra,
         "--incomplete-wait",
         "60",
         "--quiet-period",
@@ -52,10 +47,23 @@ def test_every_scenario_passes_against_our_agent(
         "--load-rows",
         "200000",
     ]
+
+
+def verdicts_in(out: str) -> dict[str, str]:
+    """Each scenario's verdict, by name, from the harness's report."""
+    return {name: verdict for verdict, name in LINE.findall(out)}
+
+
+agent = agent_fixture(1, incomplete_timeout=4)
+
+
+def test_every_scenario_passes_against_our_agent(
+    agent: AgentProcess, replica_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = harness_argv(agent, "--replica", replica_dsn)
     code = cli.main(argv)
     out = capsys.readouterr().out
-    verdicts = {name: verdict for verdict, name in LINE.findall(out)}
-    assert verdicts == {s.name: "PASS" for s in SCENARIOS}, out
+    assert verdicts_in(out) == {s.name: "PASS" for s in SCENARIOS}, out
     assert code == 0
     assert f"{len(SCENARIOS)} passed, 0 failed, 0 skipped" in out
     # A second run refuses: the datamart is no longer empty.
@@ -74,22 +82,11 @@ def test_every_scenario_passes_against_our_agent_on_clickhouse(
     engine): it checks every answer on the wire, and skips the two scenarios that read or
     break the replica's tables through a PostgreSQL DSN."""
     agent = agent_on_clickhouse
-    (schema,) = agent.schemas
-    schema_file = str(agent.data_dir / f"{schema.datamart}.sql")
-    argv = [
-        *flags(agent.broker, agent.topics, schema.datamart, schema_file),
-        "--incomplete-wait",
-        "60",
-        "--quiet-period",
-        "1.5",
-        "--load-rows",
-        "200000",
-    ]
-    code = cli.main(argv)
+    code = cli.main(harness_argv(agent))
     out = capsys.readouterr().out
-    verdicts = {name: verdict for verdict, name in LINE.findall(out)}
     needs_dsn = {"load-failed", "as-of-reads"}
-    assert verdicts == {s.name: "SKIP" if s.name in needs_dsn else "PASS" for s in SCENARIOS}, out
+    expected = {s.name: "SKIP" if s.name in needs_dsn else "PASS" for s in SCENARIOS}
+    assert verdicts_in(out) == expected, out
     assert code == 0
     assert "chdb://" in agent.log_text()  # (the replica line names the embedded engine)
 
@@ -170,7 +167,7 @@ def test_an_agent_that_checks_nothing_fails(
 
     assert asyncio.run(scenario_run()) == 1
     out = capsys.readouterr().out
-    verdicts = {name: verdict for verdict, name in LINE.findall(out)}
+    verdicts = verdicts_in(out)
     broken = (
         "state-unknown-datamart",
         "happy-path",
