@@ -157,6 +157,28 @@ def test_dataworks_times_far_ahead_of_the_clock_stop() -> None:
     Checked("dataworks")(P0, Heartbeat(int(NOW.timestamp() * 1000)))
 
 
+LIMIT_MS = int((NOW + timedelta(days=1)).timestamp() * 1000)  # the default max_ahead
+
+
+@pytest.mark.parametrize(
+    "event_ms",
+    [LIMIT_MS, LIMIT_MS + 1, LIMIT_MS - 1, 0, -1, -(10**30), 10**30, 2**63, 253_402_300_799_999],
+)
+def test_the_eventtime_check_in_integers_decides_as_the_datetime_rule(event_ms: int) -> None:
+    """The guard compares a DataWorks eventTime in integers where it can; the rule is the
+    datetime one (an eventTime no datetime holds counts as far ahead)."""
+    try:
+        when = datetime(1970, 1, 1) + timedelta(milliseconds=event_ms)
+    except OverflowError:
+        when = datetime.max
+    ahead = when > (NOW + timedelta(days=1)).replace(tzinfo=None)
+    if ahead:
+        with pytest.raises(SequenceStop, match="eventTime"):
+            Checked("dataworks")(P0, dw(1, event_ms, 1))
+    else:
+        Checked("dataworks")(P0, dw(1, event_ms, 1))
+
+
 @pytest.mark.parametrize(
     "value",
     [
