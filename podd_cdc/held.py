@@ -7,11 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from podd_cdc.records import Change, Position
 
 
-@dataclass
-class Pending:
+class Pending(msgspec.Struct, gc=False):
+    """A change held, untracked by the cyclic collector as the records are
+    (`podd_cdc.records`): it holds only records and numbers."""
+
     at: Position
     change: Change
     arrived: float

@@ -11,11 +11,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from protocol.schema import Table
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Position:
+# The records a run holds are msgspec structs outside the cyclic garbage collector
+# (`gc=False`): a cutter holds up to `max_pending` changes of several objects each, and with
+# them tracked, the collector's passes over that growing heap cost more than decoding,
+# feeding and cutting together (15.1 against 6.3 us a Qlik change decoded, in-process). No
+# record can be part of a reference cycle: each holds only values decoded from a message
+# (text, numbers, times, tuples of them) and records below it, so reference counting alone
+# frees every one.
+class Position(msgspec.Struct, frozen=True, order=True, gc=False):
     """Where a message was read: topic, partition, offset."""
 
     topic: str
@@ -26,17 +34,13 @@ class Position:
         return f"topic {self.topic} partition {self.partition} offset {self.offset}"
 
 
-# RowChange and Change are not frozen: a run makes one or two per source change, and frozen
-# dataclasses cost five times as much to make. Nothing changes one once it is made.
-@dataclass(slots=True)
-class RowChange:
+class RowChange(msgspec.Struct, gc=False):
     table: str
     sys_op: int
     values: tuple[Any, ...]
 
 
-@dataclass(slots=True)
-class Change:
+class Change(msgspec.Struct, gc=False):
     """One source change.
 
     `cut_key` places it against a delta's bound: Qlik's `changeSequence` (None for a full-load
