@@ -45,7 +45,8 @@ class Change(msgspec.Struct, gc=False):
 
     `cut_key` places it against a delta's bound: Qlik's `changeSequence` (None for a full-load
     `REFRESH` row), DataWorks' `eventTime` in ms. `order` sorts the changes of one delta
-    (the source's sequence). `identity` is the same for a change written twice.
+    (the source's sequence; a tuple of one length per format, since the delta's rows sort
+    by it spread flat, `podd_cdc.rows`). `identity` is the same for a change written twice.
     """
 
     rows: tuple[RowChange, ...]
