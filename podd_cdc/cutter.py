@@ -91,10 +91,11 @@ class Cutter:
         self.duplicates = 0
         self.late = 0
 
-    def check(self, at: Position, record: Record, wall: datetime) -> None:
+    def check(self, at: Position, record: Record, wall: datetime, key: str | None = None) -> None:
         """`SequenceStop` if `record`, read at `at`, breaks the source's order
-        (`podd_cdc.sequence_guard`); call it before `feed`, which it leaves untouched."""
-        part = self.parts[partition_key(at.topic, at.partition)]
+        (`podd_cdc.sequence_guard`); call it before `feed`, which it leaves untouched. `key`:
+        the partition's key (`partition_key`), where the caller has it."""
+        part = self.parts[key or partition_key(at.topic, at.partition)]
         held = self._identities.__contains__
         self.guard.check(at, record, wall, last=self.last, newest=part.last_key, held=held)
 
@@ -109,9 +110,12 @@ class Cutter:
         bounds = self.bounds
         return self.pending >= bounds.max_pending or self.pending_bytes >= bounds.max_pending_bytes
 
-    def feed(self, at: Position, record: Record, now: float, size: int = 0) -> None:
+    def feed(
+        self, at: Position, record: Record, now: float, size: int = 0, key: str | None = None
+    ) -> None:
+        """Hold `record`, read at `at` (in partition `key`, where the caller has it)."""
         self._fed += 1
-        part = self.parts[partition_key(at.topic, at.partition)]
+        part = self.parts[key or partition_key(at.topic, at.partition)]
         part.next_offset = at.offset + 1
         if isinstance(record, Heartbeat):
             part.last_key = max(part.last_key or 0, record.event_time_ms)

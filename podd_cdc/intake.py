@@ -74,46 +74,56 @@ class Intake:
             self._check_waits(reader)
             for key, offset in (await reader.added()).items():
                 cutter.add_partition(key, offset)
-            batch = await reader.batch()
-            if batch and self.stats.first_read is None:
+            runs = await reader.runs()
+            if runs and self.stats.first_read is None:
                 self.stats.first_read = time.monotonic()
-            parse = feed = 0.0
-            self.stats.messages += len(batch)
             wall = datetime.now(UTC)
-            for message in batch:
-                key = partition_key(message.topic, message.partition)
-                if key in self.blocked or reader.is_paused(key):
-                    continue
-                at = Position(message.topic, message.partition, message.offset)
+            for key, messages in runs:
+                self.stats.messages += len(messages)
+                await self._read_run(reader, cutter, key, messages, wall)
+
+    async def _read_run(
+        self, reader: TopicReader, cutter: Cutter, key: str, messages: list[Any], wall: datetime
+    ) -> None:
+        """Decode, check and feed one partition's records, in offset order; a message that
+        pauses or blocks the partition leaves the rest of the run unread."""
+        parse = feed = 0.0
+        started = time.monotonic()
+        for message in messages:
+            if key in self.blocked or reader.is_paused(key):
+                break  # read again from the pausing message on resume
+            at = Position(message.topic, message.partition, message.offset)
+            try:
+                record = self.decoder.decode(message.topic, message.value)
+                cutter.check(at, record, wall, key)
+            except AwaitingMetadata as exc:
+                if (key, message.offset) in self._expired:
+                    self._expired.discard((key, message.offset))
+                    late = BadInput(
+                        at,
+                        f"a data message whose table's metadata ({exc.key}) "
+                        f"did not arrive within {self.options.metadata_wait:g} s",
+                    )
+                    await self._bad(reader, cutter, late, message)
+                else:
+                    reader.pause(key, message.offset)
+                    self.waiting.setdefault(key, (message.offset, time.monotonic()))
                 started = time.monotonic()
-                try:
-                    record = self.decoder.decode(message.topic, message.value)
-                    cutter.check(at, record, wall)
-                except AwaitingMetadata as exc:
-                    if (key, message.offset) in self._expired:
-                        self._expired.discard((key, message.offset))
-                        late = BadInput(
-                            at,
-                            f"a data message whose table's metadata ({exc.key}) "
-                            f"did not arrive within {self.options.metadata_wait:g} s",
-                        )
-                        await self._bad(reader, cutter, late, message)
-                    else:
-                        reader.pause(key, message.offset)
-                        self.waiting.setdefault(key, (message.offset, time.monotonic()))
-                    continue
-                except BadInput as exc:
-                    await self._bad(reader, cutter, exc.located(at), message)
-                    continue
-                decoded = time.monotonic()
-                parse += decoded - started
-                self.waiting.pop(key, None)
-                if isinstance(record, TableSeen):
-                    self._remember(record, reader)
-                cutter.feed(at, record, decoded, len(message.value or b""))
-                feed += time.monotonic() - decoded
-            self.stats.parse_seconds += parse
-            self.stats.cut_seconds += feed
+                continue
+            except BadInput as exc:
+                await self._bad(reader, cutter, exc.located(at), message)
+                started = time.monotonic()
+                continue
+            decoded = time.monotonic()
+            parse += decoded - started
+            self.waiting.pop(key, None)
+            if isinstance(record, TableSeen):
+                self._remember(record, reader)
+            cutter.feed(at, record, decoded, len(message.value or b""), key)
+            started = time.monotonic()
+            feed += started - decoded
+        self.stats.parse_seconds += parse
+        self.stats.cut_seconds += feed
 
     def _check_waits(self, reader: TopicReader) -> None:
         """A partition waiting past the bound is read again: its message is then bad input."""

@@ -134,10 +134,14 @@ class TopicReader:
         self.position[key] = offset
 
     async def batch(self, timeout_ms: int = 100) -> list[ConsumerRecord[Any, Any]]:
-        """The next records, up to `PARTITION_RECORDS` from each partition. aiokafka hands
-        out a fetch partition by partition (16 MiB of one before the next), and the Qlik
-        bound follows the partition read least far: taken evenly, the bound moves evenly
-        and deltas keep their size in a backlog."""
+        """The next records of every partition, in one list (`runs`)."""
+        return [record for _, run in await self.runs(timeout_ms) for record in run]
+
+    async def runs(self, timeout_ms: int = 100) -> list[tuple[str, list[ConsumerRecord[Any, Any]]]]:
+        """The next records, by partition (its key, its records in offset order), up to
+        `PARTITION_RECORDS` from each. aiokafka hands out a fetch partition by partition (16
+        MiB of one before the next), and the Qlik bound follows the partition read least far:
+        taken evenly, the bound moves evenly and deltas keep their size in a backlog."""
         found: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         for tp in self.partitions:
             if partition_key(tp.topic, tp.partition) not in self._paused:
@@ -145,7 +149,7 @@ class TopicReader:
         if not any(found.values()):
             found = await self.reader.getmany(timeout_ms=timeout_ms, max_records=PARTITION_RECORDS)
         now = time.monotonic()
-        records = []
+        runs = []
         for tp, items in found.items():
             key = partition_key(tp.topic, tp.partition)
             if key in self._paused:
@@ -153,8 +157,8 @@ class TopicReader:
             if items:
                 self._last_seen[key] = now
                 self.position[key] = items[-1].offset + 1
-                records += items
-        return records
+                runs.append((key, items))
+        return runs
 
     def pause(self, key: str, at: int) -> None:
         """Stop reading `key`; on resume it is read again from `at`."""
