@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from typing import Any
 
-from podd_cdc.cutlog import Cut, Span, partition_key
+from podd_cdc.cutlog import Cut, Span, partition_key, split_key
 from podd_cdc.dataworks import millis_time
 from podd_cdc.held import Group, PartitionState, Pending, group_key
 from podd_cdc.membership import Format, le, taken_by
@@ -288,12 +288,12 @@ class Cutter:
     def _take(
         self, delta: int, chosen: list[Pending], bound: Any, wall: datetime
     ) -> tuple[Cut, dict[str, list[DeltaRow]]]:
-        refreshed = self._forget(chosen)
+        refreshed, taken_in = self._forget(chosen)
         spans: dict[str, Span] = {}
         for key, part in self.parts.items():
             lo = part.pending[0].at.offset if part.pending else part.next_offset
             upto = max(refreshed.get(key, part.refresh_done - 1) + 1, part.refresh_done)
-            part.pending = [i for i in part.pending if not i.taken]
+            part.pending = _untaken(part.pending, taken_in.get(split_key(key), 0))
             next_lo = part.pending[0].at.offset if part.pending else part.next_offset
             spans[key] = Span(lo, part.prev_end, part.next_offset, part.refresh_done, upto, next_lo)
             part.prev_end, part.refresh_done = part.next_offset, upto
@@ -314,17 +314,21 @@ class Cutter:
             self._watermarks = [w for w in self._watermarks if w > bound]
         return cut, rows
 
-    def _forget(self, chosen: list[Pending]) -> dict[str, int]:
+    def _forget(self, chosen: list[Pending]) -> tuple[dict[str, int], dict[tuple[str, int], int]]:
         """Mark `chosen` taken and drop it from what the cutter counts and indexes, in one
         pass (a delta holds up to `max_rows` changes); returns, per partition, the last
-        offset of a full-load row among them."""
+        offset of a full-load row among them, and how many changes were taken (by topic and
+        partition)."""
         qlik = self.fmt == "qlik"
         identities, groups, key_counts = self._identities, self._groups, self._key_counts
         taken: list[Any] = []
         refreshed: dict[str, int] = {}
+        taken_in: dict[tuple[str, int], int] = {}
         size = refreshes = 0
         for item in chosen:
             item.taken = True
+            where = (item.at.topic, item.at.partition)
+            taken_in[where] = taken_in.get(where, 0) + 1
             size += item.size
             change = item.change
             identity = change.identity
@@ -349,7 +353,7 @@ class Cutter:
         self.pending -= len(chosen)
         self.pending_bytes -= size
         self._refresh_held -= refreshes
-        return refreshed
+        return refreshed, taken_in
 
     def _date(self, chosen: list[Pending], bound: Any, wall: datetime) -> datetime:
         if self.fmt == "dataworks":
@@ -365,3 +369,20 @@ class Cutter:
         """Where the oldest change still held was read (for a bound's error message)."""
         items = [p.pending[0] for p in self.parts.values() if p.pending]
         return min((i.at for i in items), default=None)
+
+
+def _untaken(pending: list[Pending], taken: int) -> list[Pending]:
+    """`pending` without its `taken` items (`taken` of them), walked only as far as the last
+    one: in a backlog a partition holds far more than a delta takes, and walking every
+    change held cost as much as the rest of the cut's bookkeeping."""
+    if not taken:
+        return pending
+    kept: list[Pending] = []
+    for i, item in enumerate(pending):
+        if not item.taken:
+            kept.append(item)
+            continue
+        taken -= 1
+        if not taken:
+            return kept + pending[i + 1 :]
+    return kept

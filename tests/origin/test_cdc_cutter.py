@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podd_cdc.cutlog import Cut
-from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.cutter import Bounds, Cutter, _untaken
+from podd_cdc.held import Pending
 from podd_cdc.membership import rebuild
 from podd_cdc.records import Change, Heartbeat, Position, Record, RowChange
 from podd_cdc.rows import rows_digest
@@ -230,3 +233,16 @@ def test_cut_ahead_closes_only_full_deltas_and_a_look_too_early_is_not_repeated(
     ahead = cutter.cut(2, set(), 50.0, WALL, by_age=False)  # 4, 5, 6 below the bound: full
     assert ahead is not None
     assert keys(ahead[1]) == [4, 5, 6]
+
+
+@given(st.lists(st.booleans(), max_size=60))
+def test_a_partition_keeps_exactly_what_a_cut_did_not_take(flags: list[bool]) -> None:
+    """The cut drops taken changes from a partition by walking only as far as the last one
+    taken: what remains is every untaken change, in order, wherever the taken ones were."""
+    pending = []
+    for offset, taken in enumerate(flags):
+        item = Pending(Position("t", 0, offset), Change((), str(offset), (str(offset),), None), 0.0)
+        item.taken = taken
+        pending.append(item)
+    left = _untaken(pending, sum(flags))
+    assert [i.at.offset for i in left] == [i.at.offset for i in pending if not i.taken]
