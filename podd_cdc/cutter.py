@@ -13,6 +13,7 @@ use it, so a rebuilt delta is the delta first sent.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate
@@ -20,7 +21,7 @@ from typing import Any
 
 from podd_cdc.cutlog import Cut, Span, partition_key, split_key
 from podd_cdc.dataworks import millis_time
-from podd_cdc.held import Group, PartitionState, Pending, group_key
+from podd_cdc.held import Choice, Group, PartitionState, Pending, group_key, untaken
 from podd_cdc.membership import Format, le, taken_by
 from podd_cdc.records import Change, Heartbeat, Position, Record
 from podd_cdc.rows import delta_rows, rows_digest
@@ -78,6 +79,7 @@ class Cutter:
         )
         self._groups: dict[Any, Group] = {}  # Qlik: the transactions held, by id
         self._key_counts: dict[Any, int] = {}  # DataWorks: changes held by eventTime
+        self._key_first: dict[Any, float] = {}  # ... and when the first of them arrived
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
         self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
@@ -149,6 +151,8 @@ class Cutter:
             group.add(item)
         elif self.fmt == "dataworks":
             self._key_counts[change.cut_key] = self._key_counts.get(change.cut_key, 0) + 1
+            if now < self._key_first.get(change.cut_key, math.inf):
+                self._key_first[change.cut_key] = now
         self.pending += 1
         self.pending_bytes += size
         self._refresh_held += change.cut_key is None
@@ -193,23 +197,23 @@ class Cutter:
         if self.fmt == "dataworks":
             self.silent |= {k for k in quiet if self.parts[k].last_key is None}
             self._note_watermark()
-        chosen, bound = self._qlik(quiet) if self.fmt == "qlik" else self._dataworks()
-        if not chosen:
+        choice = self._qlik(quiet) if self.fmt == "qlik" else self._dataworks()
+        if not choice.count:
             self._fruitless = looked
             return None
         due = (
             force
-            or len(chosen) >= self.bounds.max_rows
-            or (by_age and min(p.arrived for p in chosen) <= now - self.bounds.max_age)
+            or choice.count >= self.bounds.max_rows
+            or (by_age and choice.oldest <= now - self.bounds.max_age)
             or all_quiet
         )
         if not due:
             self._not_due = (self._fed, looked[1], now, by_age)
             return None
         self._not_due = None
-        return self._take(delta, chosen, bound, wall)
+        return self._take(delta, choice.items(), choice.bound, wall)
 
-    def _qlik(self, quiet: set[str]) -> tuple[list[Pending], Any]:
+    def _qlik(self, quiet: set[str]) -> Choice:
         prev = self.last.bound if self.last is not None else None
         limits = [p.last_key for k, p in self.parts.items() if k not in quiet]
         everything = not limits
@@ -231,16 +235,20 @@ class Cutter:
                 break
             dropped = taken.pop()
             rest_min = dropped.lo if rest_min is None else min(rest_min, dropped.lo)
-        chosen = [i for g in taken for i in g.items]
         cut_bound = max((g.hi for g in taken), default=prev)
-        chosen += self._refresh_rows(chosen, quiet)
-        return chosen, cut_bound
+        if self._refresh_held:
+            chosen = [i for g in taken for i in g.items]
+            return Choice.of(chosen + self._refresh_rows(chosen, quiet), cut_bound)
+        return Choice(
+            sum(len(g.items) for g in taken),
+            min((g.first for g in taken), default=math.inf),
+            cut_bound,
+            lambda: [i for g in taken for i in g.items],
+        )
 
     def _refresh_rows(self, chosen: list[Pending], quiet: set[str]) -> list[Pending]:
         """Full-load rows go with the CDC changes after them in their partition, or, in a
         quiet partition with nothing else left, as they are."""
-        if not self._refresh_held:
-            return []
         reach: dict[tuple[str, int], int] = {}
         for item in chosen:
             where = (item.at.topic, item.at.partition)
@@ -266,11 +274,12 @@ class Cutter:
             self._watermarks.append(min(marks))
             del self._watermarks[:-MAX_WATERMARKS]
 
-    def _dataworks(self) -> tuple[list[Pending], Any]:
+    def _dataworks(self) -> Choice:
         """Every held change at or below a watermark the topic passed: the earliest one that
-        gives `max_rows` changes, else the latest."""
+        gives `max_rows` changes, else the latest. Counted and aged by eventTime, so a look
+        does not walk the changes held."""
         if not self._watermarks:
-            return [], None
+            return Choice.NONE
         watermark = self._watermarks[-1]
         counts = sorted(self._key_counts.items())
         keys = [k for k, _ in counts]
@@ -280,10 +289,16 @@ class Cutter:
             if at and totals[at - 1] >= self.bounds.max_rows:
                 watermark = mark
                 break
-        chosen = [
-            i for p in self.parts.values() for i in p.pending if i.change.cut_key <= watermark
-        ]
-        return chosen, watermark
+        below = bisect.bisect_right(keys, watermark)
+        first = self._key_first
+        return Choice(
+            totals[below - 1] if below else 0,
+            min((first[k] for k in keys[:below]), default=math.inf),
+            watermark,
+            lambda: [
+                i for p in self.parts.values() for i in p.pending if i.change.cut_key <= watermark
+            ],
+        )
 
     def _take(
         self, delta: int, chosen: list[Pending], bound: Any, wall: datetime
@@ -293,7 +308,7 @@ class Cutter:
         for key, part in self.parts.items():
             lo = part.pending[0].at.offset if part.pending else part.next_offset
             upto = max(refreshed.get(key, part.refresh_done - 1) + 1, part.refresh_done)
-            part.pending = _untaken(part.pending, taken_in.get(split_key(key), 0))
+            part.pending = untaken(part.pending, taken_in.get(split_key(key), 0))
             next_lo = part.pending[0].at.offset if part.pending else part.next_offset
             spans[key] = Span(lo, part.prev_end, part.next_offset, part.refresh_done, upto, next_lo)
             part.prev_end, part.refresh_done = part.next_offset, upto
@@ -347,7 +362,7 @@ class Cutter:
                 if left:
                     key_counts[cut_key] = left
                 else:
-                    del key_counts[cut_key]
+                    del key_counts[cut_key], self._key_first[cut_key]
         if qlik:
             self.guard.remember_taken(taken)
         self.pending -= len(chosen)
@@ -369,20 +384,3 @@ class Cutter:
         """Where the oldest change still held was read (for a bound's error message)."""
         items = [p.pending[0] for p in self.parts.values() if p.pending]
         return min((i.at for i in items), default=None)
-
-
-def _untaken(pending: list[Pending], taken: int) -> list[Pending]:
-    """`pending` without its `taken` items (`taken` of them), walked only as far as the last
-    one: in a backlog a partition holds far more than a delta takes, and walking every
-    change held cost as much as the rest of the cut's bookkeeping."""
-    if not taken:
-        return pending
-    kept: list[Pending] = []
-    for i, item in enumerate(pending):
-        if not item.taken:
-            kept.append(item)
-            continue
-        taken -= 1
-        if not taken:
-            return kept + pending[i + 1 :]
-    return kept

@@ -4,8 +4,10 @@ transaction kept up to date as it is fed (`Group`), and each partition's reading
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -32,12 +34,14 @@ class Group:
     lo: Any
     hi: Any
     items: list[Pending] = field(default_factory=list)
+    first: float = math.inf  # when its first change arrived
     counters: set[int] = field(default_factory=set)
     lasts: list[int | None] = field(default_factory=list)
 
     def add(self, item: Pending) -> None:
         change = item.change
         self.items.append(item)
+        self.first = min(self.first, item.arrived)
         self.lo, self.hi = min(self.lo, change.cut_key), max(self.hi, change.cut_key)
         self.counters.add(change.counter or 0)
         if change.last_in_transaction:
@@ -66,3 +70,43 @@ class PartitionState:
     refresh_done: int
     last_key: Any = None  # Qlik: last changeSequence read; DataWorks: last heartbeat
     pending: list[Pending] = field(default_factory=list)
+
+
+def untaken(pending: list[Pending], taken: int) -> list[Pending]:
+    """`pending` without its `taken` items (`taken` of them), walked only as far as the last
+    one: in a backlog a partition holds far more than a delta takes, and walking every
+    change held cost as much as the rest of the cut's bookkeeping."""
+    if not taken:
+        return pending
+    kept: list[Pending] = []
+    for i, item in enumerate(pending):
+        if not item.taken:
+            kept.append(item)
+            continue
+        taken -= 1
+        if not taken:
+            return kept + pending[i + 1 :]
+    return kept
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a look found to cut: how many changes, when the first of them arrived, the
+    bound, and the changes themselves, listed only if the delta is due (a look that finds
+    none due walked every change held, at every look)."""
+
+    count: int
+    oldest: float
+    bound: Any
+    items: Callable[[], list[Pending]]
+
+    NONE: ClassVar[Choice]
+
+    @classmethod
+    def of(cls, items: list[Pending], bound: Any) -> Choice:
+        return cls(
+            len(items), min((i.arrived for i in items), default=math.inf), bound, lambda: items
+        )
+
+
+Choice.NONE = Choice(0, math.inf, None, list)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -9,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from podd_cdc.cutlog import Cut
-from podd_cdc.cutter import Bounds, Cutter, _untaken
-from podd_cdc.held import Pending
+from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.held import Pending, untaken
 from podd_cdc.membership import rebuild
 from podd_cdc.records import Change, Heartbeat, Position, Record, RowChange
 from podd_cdc.rows import rows_digest
@@ -244,5 +245,67 @@ def test_a_partition_keeps_exactly_what_a_cut_did_not_take(flags: list[bool]) ->
         item = Pending(Position("t", 0, offset), Change((), str(offset), (str(offset),), None), 0.0)
         item.taken = taken
         pending.append(item)
-    left = _untaken(pending, sum(flags))
+    left = untaken(pending, sum(flags))
     assert [i.at.offset for i in left] == [i.at.offset for i in pending if not i.taken]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([P0, P1]), st.booleans(), st.integers(0, 30), st.floats(0, 50)),
+        max_size=80,
+    ),
+    st.integers(1, 20),
+)
+def test_a_dataworks_look_counts_and_ages_what_it_would_take(
+    steps: list[tuple[str, bool, int, float]], max_rows: int
+) -> None:
+    """A look counts and ages the changes below the watermark without listing them; its
+    count and oldest arrival are those of the changes it lists once a delta is due, through
+    heartbeats, cuts and late changes."""
+    cutter = Cutter("dataworks", SCHEMA, {P0: 0, P1: 0}, None, Bounds(max_rows=max_rows))
+    offsets = {P0: 0, P1: 0}
+    for n, (part, beat, millis, now) in enumerate(steps):
+        at = Position("cdc", int(part[-1]), offsets[part])
+        offsets[part] += 1
+        cutter.feed(at, Heartbeat(millis) if beat else dw(n, millis, n % 7), now)
+        choice = cutter._dataworks()
+        items = choice.items()
+        assert choice.count == len(items)
+        assert choice.oldest == min((i.arrived for i in items), default=math.inf)
+        if n % 5 == 4:
+            cutter.cut(n, set(), 100.0, WALL, force=True)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([P0, P1]),
+            st.sampled_from([None, "a", "b"]),
+            st.booleans(),
+            st.floats(0, 50),
+        ),
+        max_size=60,
+    )
+)
+def test_a_qlik_look_counts_and_ages_what_it_would_take(
+    steps: list[tuple[str, str | None, bool, float]],
+) -> None:
+    """As for DataWorks: a Qlik look's count and oldest arrival, taken from the transactions
+    held, are those of the changes it lists."""
+    cutter = Cutter("qlik", SCHEMA, {P0: 0, P1: 0}, None, Bounds(max_rows=5))
+    offsets = {P0: 0, P1: 0}
+    counters: dict[str, int] = {}
+    for n, (part, name, last, now) in enumerate(steps):
+        at = Position("cdc", int(part[-1]), offsets[part])
+        offsets[part] += 1
+        tx = None if name is None else f"{name}{n // 10}"  # a new transaction every ten steps
+        if tx is not None:
+            counters[tx] = counters.get(tx, 0) + 1
+        change = qlik(n + 1, n % 7, tx, counters.get(str(tx), 1), last)
+        cutter.feed(at, change, now)
+        choice = cutter._qlik({P0} if n % 3 else set())
+        items = choice.items()
+        assert choice.count == len(items)
+        assert choice.oldest == min((i.arrived for i in items), default=math.inf)
+        if n % 4 == 3:
+            cutter.cut(n, {P0, P1}, 100.0, WALL, force=True)
