@@ -22,6 +22,7 @@ from podd_cdc.json_fast import (
     plain_message,
     row_reader,
 )
+from podd_cdc.recent import Recent
 from podd_cdc.records import Change, Heartbeat, Record, RowChange, Skipped
 from podd_cdc.tables import (
     DATAWORKS_ROW_ID,
@@ -74,21 +75,6 @@ def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) ->
     )
 
 
-_TIMES: dict[int, datetime] = {}  # the changes of one transaction share their eventTime
-
-
-def _change_time(millis: int) -> datetime:
-    """`millis_time`, remembered for the last few thousand eventTimes (a datetime made per
-    change was a tenth of the fast path's time)."""
-    found = _TIMES.get(millis)
-    if found is None:
-        found = millis_time(millis)
-        if len(_TIMES) >= 4096:
-            _TIMES.clear()
-        _TIMES[millis] = found
-    return found
-
-
 def event_time(payload: dict[str, Any]) -> int:
     stamps = an_object(payload.get("timestamp"), "payload.timestamp")
     millis = _whole(stamps.get("eventTime"), "eventTime")
@@ -104,6 +90,9 @@ MAX_EVENT_MILLIS = 253_402_300_799_999
 
 def millis_time(millis: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=millis)
+
+
+_change_time = Recent(millis_time)  # a transaction's changes share their eventTime
 
 
 class DataWorksDecoder:

@@ -28,6 +28,7 @@ from podd_cdc.json_fast import (
 )
 from podd_cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
 from podd_cdc.qlik_fast import ENVELOPE_READER
+from podd_cdc.recent import Recent
 from podd_cdc.records import Change, Record, RowChange, TableSeen
 from podd_cdc.sequence_guard import sequence_time
 from podd_cdc.tables import MappedTable, SourceNames, check_against, map_table
@@ -74,20 +75,11 @@ def sequence_key(value: Any) -> str:
 _GOOD_PREFIXES: set[str] = set()  # time prefixes checked (a transaction's changes share one)
 
 
-_TIMES: dict[str, datetime] = {}  # the changes of one transaction share their timestamp
-
-
 def source_time(value: Any) -> datetime | None:
     if value is None:
         return None
     if type(value) is str:
-        found = _TIMES.get(value)
-        if found is None:
-            found = _parse_time(value)
-            if len(_TIMES) >= 4096:
-                _TIMES.clear()
-            _TIMES[value] = found
-        return found
+        return _text_time(value)
     return _parse_time(value)
 
 
@@ -101,6 +93,9 @@ def _parse_time(value: Any) -> datetime:
         return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
     except (ValueError, OverflowError, OSError):
         raise BadInput(None, f"timestamp {str(value)[:40]!r} is not a time") from None
+
+
+_text_time = Recent(_parse_time)  # the changes of one transaction share their timestamp
 
 
 def _mask(value: Any) -> int | None:
