@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from podd_cdc.dataworks_fast import MESSAGE_READER
+from podd_cdc.dataworks_fast import MESSAGE_READER, KnownSchemas
 from podd_cdc.errors import BadInput, SchemaStop, an_object
 from podd_cdc.json_fast import (
     DecodeError,
@@ -55,9 +55,6 @@ TABLE_DDL = frozenset({"ALTER", "ERASE", "TRUNCATE", "RENAME"})
 _EPOCH = datetime(1970, 1, 1)
 #: The mapped tables kept by their schema; more distinct schemas than this is bad input.
 MAX_SCHEMAS = 10_000
-#: Schemas of one length compared byte for byte before a lookup by hash: more of one length
-#: (a hostile topic's) would make every message walk them.
-SCHEMAS_BY_LENGTH = 4
 
 
 def _whole(value: Any, what: str) -> int:
@@ -99,11 +96,7 @@ class DataWorksDecoder:
     def __init__(self, expected: LogicalSchema | None = None, *, fast: bool = True) -> None:
         self.expected = expected
         self.fast = fast  # the msgspec path for row messages
-        self._fast_tables: dict[bytes, tuple[MappedTable, RowReader]] = {}  # by raw schema
-        #: ... and the first few of each length, for `_fast_table` (a copy of the schema's
-        #: bytes: a raw value decoded holds on to its whole message).
-        self._by_length: dict[int, list[tuple[Raw, tuple[MappedTable, RowReader]]]] = {}
-        self._bucketed = 0
+        self._fast_tables: KnownSchemas[tuple[MappedTable, RowReader]] = KnownSchemas(MAX_SCHEMAS)
         self._tables: dict[bytes, MappedTable] = {}
         self.by_name: dict[str, MappedTable] = {}
         self._last: dict[str, tuple[Any, MappedTable]] = {}  # by source table name
@@ -181,20 +174,9 @@ class DataWorksDecoder:
             return None
 
     def _fast_table(self, raw: Raw) -> tuple[MappedTable, RowReader]:
-        """The table of a message's raw `schema`: first among the schemas seen of its length,
-        compared byte for byte (the schema is most of a message, and copying it to hash it
-        cost ten times the comparison), then by its bytes, then learnt."""
-        bucket = self._by_length.get(len(raw))
-        if bucket is not None:
-            for seen, found in bucket:
-                if seen == raw:
-                    return found
-        known = self._fast_tables.get(bytes(raw))
-        found = known if known is not None else self._learn(raw)
-        if self._bucketed < MAX_SCHEMAS and len(bucket or ()) < SCHEMAS_BY_LENGTH:
-            self._by_length.setdefault(len(raw), []).append((Raw(bytes(raw)), found))
-            self._bucketed += 1
-        return found
+        """The table of a message's raw `schema`: known, or learnt now."""
+        found = self._fast_tables.get(raw)
+        return found if found is not None else self._learn(raw)
 
     def _learn(self, raw: Raw) -> tuple[MappedTable, RowReader]:
         """The table a message's raw `schema` names, by the exact path's rules."""
@@ -204,8 +186,7 @@ class DataWorksDecoder:
             raise NotSure
         table = self._table(schema, source_table)
         found = (table, row_reader(table))
-        if len(self._fast_tables) < MAX_SCHEMAS:
-            self._fast_tables[bytes(raw)] = found
+        self._fast_tables.add(raw, found)
         return found
 
     @staticmethod

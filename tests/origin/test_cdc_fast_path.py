@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.dataworks_fast import KnownSchemas
 from podd_cdc.errors import BadInput
 from podd_cdc.json_fast import plain_message
 from podd_cdc.qlik import QlikDecoder
@@ -244,3 +246,22 @@ def test_dataworks_schemas_of_one_length_each_name_their_own_table() -> None:
         tables.append(record.rows[0].table)
     assert len(set(tables)) == len(named)
     assert tables[: len(named)] == tables[len(named) : 2 * len(named)]
+
+
+def test_the_schemas_kept_for_the_fast_path_are_bounded_in_bytes_and_each_kept_once() -> None:
+    """Many schemas, large and of one length (a hostile topic's): what is kept stays within
+    the byte bound, each schema is kept once, and every schema, kept or not, is answered
+    right (a schema not kept is learnt again by the caller)."""
+    known: KnownSchemas[int] = KnownSchemas(max_schemas=100, max_bytes=10_000)
+    schemas = [msgspec.Raw(f'{{"n": {n:04d}, "pad": "{"x" * 990}"}}'.encode()) for n in range(30)]
+    for n, raw in enumerate(schemas):
+        assert known.get(raw) is None
+        known.add(raw, n)
+    assert known.kept == 9
+    assert known.kept_bytes <= 10_000
+    assert [known.get(raw) for raw in schemas] == [*range(9), *[None] * 21]
+    small: KnownSchemas[int] = KnownSchemas(max_schemas=3)
+    for n, raw in enumerate(schemas):
+        small.add(raw, n)
+    assert small.kept == 3
+    assert [small.get(raw) for raw in schemas[:4]] == [0, 1, 2, None]
