@@ -78,8 +78,8 @@ class Cutter:
             fmt, timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
         self._groups: dict[Any, Group] = {}  # Qlik: the transactions held, by id
-        self._key_counts: dict[Any, int] = {}  # DataWorks: changes held by eventTime
-        self._key_first: dict[Any, float] = {}  # ... and when the first of them arrived
+        #: DataWorks: by eventTime, the changes held and when the first of them arrived.
+        self._by_time: dict[Any, tuple[int, float]] = {}
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
         self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
@@ -150,9 +150,8 @@ class Cutter:
                 )
             group.add(item)
         elif self.fmt == "dataworks":
-            self._key_counts[change.cut_key] = self._key_counts.get(change.cut_key, 0) + 1
-            if now < self._key_first.get(change.cut_key, math.inf):
-                self._key_first[change.cut_key] = now
+            count, first = self._by_time.get(change.cut_key, (0, math.inf))
+            self._by_time[change.cut_key] = (count + 1, min(first, now))
         self.pending += 1
         self.pending_bytes += size
         self._refresh_held += change.cut_key is None
@@ -281,19 +280,18 @@ class Cutter:
         if not self._watermarks:
             return Choice.NONE
         watermark = self._watermarks[-1]
-        counts = sorted(self._key_counts.items())
-        keys = [k for k, _ in counts]
-        totals = list(accumulate(n for _, n in counts))
+        held = sorted(self._by_time.items())
+        keys = [k for k, _ in held]
+        totals = list(accumulate(n for _, (n, _) in held))
         for mark in self._watermarks:
             at = bisect.bisect_right(keys, mark)
             if at and totals[at - 1] >= self.bounds.max_rows:
                 watermark = mark
                 break
         below = bisect.bisect_right(keys, watermark)
-        first = self._key_first
         return Choice(
             totals[below - 1] if below else 0,
-            min((first[k] for k in keys[:below]), default=math.inf),
+            min((first for _, (_, first) in held[:below]), default=math.inf),
             watermark,
             lambda: [
                 i for p in self.parts.values() for i in p.pending if i.change.cut_key <= watermark
@@ -335,7 +333,7 @@ class Cutter:
         offset of a full-load row among them, and how many changes were taken (by topic and
         partition)."""
         qlik = self.fmt == "qlik"
-        identities, groups, key_counts = self._identities, self._groups, self._key_counts
+        identities, groups, by_time = self._identities, self._groups, self._by_time
         taken: list[Any] = []
         refreshed: dict[str, int] = {}
         taken_in: dict[tuple[str, int], int] = {}
@@ -358,11 +356,11 @@ class Cutter:
                 taken.append(identity)
                 groups.pop(group_key(change), None)
             else:
-                left = key_counts[cut_key] - 1
-                if left:
-                    key_counts[cut_key] = left
+                count, first = by_time[cut_key]
+                if count > 1:
+                    by_time[cut_key] = (count - 1, first)
                 else:
-                    del key_counts[cut_key], self._key_first[cut_key]
+                    del by_time[cut_key]
         if qlik:
             self.guard.remember_taken(taken)
         self.pending -= len(chosen)
