@@ -1,6 +1,7 @@
 """The shapes of a DataWorks row message, for the fast path (`podd_cdc.json_fast`). Every
 field is optional and unchecked here: the decoder checks them as the exact path does. The
-`schema` stays raw: its bytes name the mapped table once it has been seen."""
+`schema` stays raw: its bytes name the mapped table once it has been seen (`KnownSchemas`,
+bounded in count and bytes)."""
 
 from __future__ import annotations
 
