@@ -155,6 +155,7 @@ async def cdc_run(
             "before": round(baseline / 2**20, 1),
             "peak": round(cpu.origin_peak_rss / 2**20, 1),
         },
+        "held_peak": stats.held_peak,
     }
     if peer:
         print(f"[{fmt}] the peer follows the same topic row by row", flush=True)

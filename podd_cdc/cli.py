@@ -125,7 +125,7 @@ async def _run(settings: CdcSettings) -> int:
     rebuilt = f" ({stats.rebuilt} rebuilt from the cut log)" if stats.rebuilt else ""
     print(
         f"{stats.deltas} delta(s) applied{rebuilt}, {stats.changes:,} changes, "
-        f"{stats.rows:,} rows{extra}"
+        f"{stats.rows:,} rows, at most {stats.held_peak:,} changes held{extra}"
     )
     return 0
 

@@ -33,8 +33,8 @@ _MICRO = timedelta(microseconds=1)
 #: DataWorks watermarks remembered between two cuts, at most (the newest are kept).
 MAX_WATERMARKS = 10_000
 #: A look that found changes to cut, but not yet a due delta, is not repeated until this many
-#: records were fed or this many seconds passed (or a partition settled): a look walks every
-#: change held, and the runner asks every 50 ms.
+#: records were fed (at most a tenth of `max_rows`) or this many seconds passed (or a
+#: partition settled): a look walks the transactions held, and the runner asks every 50 ms.
 RELOOK_RECORDS = 5_000
 RELOOK_SECONDS = 1.0
 
@@ -105,6 +105,18 @@ class Cutter:
         """A partition that appeared while the run reads, read from `offset`."""
         if key not in self.parts:
             self.parts[key] = PartitionState(offset, offset, offset)
+
+    def ahead(self, quiet: set[str]) -> set[str]:
+        """The partitions read further than one that holds the bound back (Qlik: the
+        smallest last sequence, DataWorks: the smallest last heartbeat, among the partitions
+        neither quiet nor silent; one with none yet holds it back most). While a delta's
+        worth is held and cannot be cut, reading these only adds to what is held: the bound
+        moves when the others are read."""
+        last = [(k, p.last_key) for k, p in self.parts.items() if k not in quiet | self.silent]
+        if any(key is None for _, key in last):
+            return {k for k, key in last if key is not None}
+        lowest = min((key for _, key in last), default=None)
+        return {k for k, key in last if key != lowest}
 
     @property
     def full(self) -> bool:
@@ -189,7 +201,7 @@ class Cutter:
             if (
                 (aged or not by_age)  # a look ahead does not stand for one by age
                 and settled == looked[1]
-                and self._fed - fed < RELOOK_RECORDS
+                and self._fed - fed < max(1, min(RELOOK_RECORDS, self.bounds.max_rows // 10))
                 and now - at < relook
             ):
                 return None  # the last look found a delta not yet due; little changed since

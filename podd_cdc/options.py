@@ -35,6 +35,7 @@ class CdcStats:
     rows: int = 0
     dead_lettered: int = 0
     rebuilt: int = 0
+    held_peak: int = 0  # the most changes the cutter held at once
     parse_seconds: float = 0.0  # decoding messages
     cut_seconds: float = 0.0  # feeding the cutter, cutting, recording the cut
     frame_seconds: float = 0.0  # encoding chunks

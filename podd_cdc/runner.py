@@ -137,9 +137,10 @@ class CdcOrigin:
                 self.options.fmt, self.schema, starts, self.cutlog.last, self.options.bounds
             )
             await self._seed_taken(cutter)
-            reading = asyncio.create_task(self.intake.run(reader, cutter))
+            delta_waiting = asyncio.Event()
+            reading = asyncio.create_task(self.intake.run(reader, cutter, delta_waiting))
             try:
-                await self._cut_and_send(reader, cutter, reading, number)
+                await self._cut_and_send(reader, cutter, reading, number, delta_waiting)
             finally:
                 reading.cancel()
                 await asyncio.gather(reading, return_exceptions=True)
@@ -182,11 +183,17 @@ class CdcOrigin:
         return starts
 
     async def _cut_and_send(
-        self, reader: TopicReader, cutter: Cutter, reading: asyncio.Task[None], number: int
+        self,
+        reader: TopicReader,
+        cutter: Cutter,
+        reading: asyncio.Task[None],
+        number: int,
+        delta_waiting: asyncio.Event,
     ) -> None:
         """Cut, frame and send, one delta in flight. While delta N is sent and applied, delta
         N + 1 is cut (recorded first, as every cut) and framed, so the replica does not wait
-        on the origin between two deltas."""
+        on the origin between two deltas; `delta_waiting` is set while it waits (the
+        intake then reads no further than delta N + 2's worth)."""
         sending: asyncio.Task[None] | None = None
         ready: tuple[Cut, SourceDelta, tuple[str, list[Chunk]]] | None = None
         try:
@@ -200,6 +207,7 @@ class CdcOrigin:
                 if ready is not None and sending is None:
                     sending = asyncio.create_task(self._transfer(*ready, lag=reader.lag()))
                     ready = None
+                    delta_waiting.clear()
                 quiet = reader.quiet()
                 if ready is None:
                     # By age only with nothing in flight and no full delta waiting unread.
@@ -208,6 +216,7 @@ class CdcOrigin:
                     found, stop = self._cut(reader, cutter, quiet, number, by_age)
                     if found is not None:
                         ready = (found[0], *self._frame(*found))
+                        delta_waiting.set()
                         number += 1
                         continue
                     if stop is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable
 from typing import Any
 
 import structlog
@@ -137,17 +137,26 @@ class TopicReader:
         """The next records of every partition, in one list (`runs`)."""
         return [record for _, run in await self.runs(timeout_ms) for record in run]
 
-    async def runs(self, timeout_ms: int = 100) -> list[tuple[str, list[ConsumerRecord[Any, Any]]]]:
+    async def runs(
+        self, timeout_ms: int = 100, held_back: Collection[str] = ()
+    ) -> list[tuple[str, list[ConsumerRecord[Any, Any]]]]:
         """The next records, by partition (its key, its records in offset order), up to
-        `PARTITION_RECORDS` from each. aiokafka hands out a fetch partition by partition (16
-        MiB of one before the next), and the Qlik bound follows the partition read least far:
-        taken evenly, the bound moves evenly and deltas keep their size in a backlog."""
+        `PARTITION_RECORDS` from each; none from the partitions `held_back` (their fetched
+        records wait in the consumer's buffer, one fetch each). aiokafka hands out a fetch
+        partition by partition (16 MiB of one before the next), and the Qlik bound follows
+        the partition read least far: taken evenly, the bound moves evenly and deltas keep
+        their size in a backlog."""
+        readable = [
+            tp for tp in self.partitions if partition_key(tp.topic, tp.partition) not in held_back
+        ] or self.partitions
         found: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
-        for tp in self.partitions:
+        for tp in readable:
             if partition_key(tp.topic, tp.partition) not in self._paused:
                 found |= await self.reader.getmany(tp, timeout_ms=0, max_records=PARTITION_RECORDS)
         if not any(found.values()):
-            found = await self.reader.getmany(timeout_ms=timeout_ms, max_records=PARTITION_RECORDS)
+            found = await self.reader.getmany(
+                *readable, timeout_ms=timeout_ms, max_records=PARTITION_RECORDS
+            )
         now = time.monotonic()
         runs = []
         for tp, items in found.items():

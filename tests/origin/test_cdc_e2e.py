@@ -5,6 +5,7 @@ the replica equals the model of the raw changes as of every delta."""
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from podd_cdc.topic_reader import PARTITION_RECORDS
 from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, cdc_schema, replica_for
@@ -23,7 +25,7 @@ from tools.cdc_write.qlik_writer import QlikWriter, Written
 from tools.cdc_write.source import SourceDatabase, SourceTable
 from tools.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_marketing
 
-cdc_agent = cdc_agent_fixture(qlik=10, dataworks=3)
+cdc_agent = cdc_agent_fixture(qlik=11, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())
 
 
@@ -214,6 +216,31 @@ def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
     # The delta cut just before a kill was sent again from exactly its recorded offsets.
     assert any("delta rebuilt from the cut log" in line for line in [*logged, done.stderr])
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 8
+
+
+def test_a_backlog_is_held_no_further_than_the_next_delta(
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+) -> None:
+    """A backlog many deltas long, of tables already known: the origin holds about the next
+    delta's changes, not the backlog (it reads no further while a cut delta waits, and once
+    a delta's worth is held it reads only the partitions that hold the bound back)."""
+    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    db = SourceDatabase(QLIK_TABLES, seed=12)
+    writer = QlikWriter(QLIK_TABLES, seed=12)
+    first = replica.write([*writer.metadata(), *writer.transactions([db.transaction(3)])])
+    assert replica.run("--until-idle", "1").returncode == 0
+    backlog = (db.transaction(db.rng.randint(1, 8)) for _ in range(4000))
+    landed = first + replica.write(writer.transactions(backlog))
+    done = replica.run("--max-delta-rows", "2000", "--until-idle", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = re.search(r"([\d,]+) changes, .*at most ([\d,]+) changes held", done.stdout)
+    assert found is not None, done.stdout[-2000:]
+    changes, held = (int(g.replace(",", "")) for g in found.groups())
+    assert changes > 15_000
+    # The next delta's worth, and up to a batch of each partition on either side of it:
+    # the four partitions are read unevenly until that much is held.
+    assert held <= 2000 + 2 * 4 * PARTITION_RECORDS, f"{held:,} of {changes:,} held"
+    assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 9
 
 
 def test_a_replica_ahead_of_the_cut_log_is_refused_naming_both(
