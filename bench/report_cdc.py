@@ -81,9 +81,11 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
             parts.append(f"{ratio:.1f}x the peer (target {PEER_RATIO_TARGET:g}: {met})")
         memory = r.get("origin_rss_mib")
         if memory:
+            held = r.get("held_peak")
+            holding = f", holding {held:,} changes at most" if held else ""
             parts.append(
                 f"the origin's process at {memory['peak']:,.0f} MiB at most while it ran "
-                f"({memory['before']:,.0f} MiB before)"
+                f"({memory['before']:,.0f} MiB before){holding}"
             )
         if parts:
             lines.append(f"- {_NAMES[fmt]}: " + "; ".join(parts) + ".")

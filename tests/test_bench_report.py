@@ -122,6 +122,7 @@ def cdc_results(qlik_rate: int, peer_rate: int) -> dict[str, Any]:
         "cpu": {"origin": 50.0, "agent": 3.0, "spark_jvm": 1.0},
         "phases": {"parse": 20.0, "cut": 10.0, "frame": 15.0, "send_and_load": 20.0},
         "origin_rss_mib": {"before": 310.0, "peak": 1240.4},
+        "held_peak": 112_345,
     }
     peer = {"changes": 1_000_000, "seconds": 1e6 / peer_rate, "changes_per_second": peer_rate}
     return {
@@ -142,7 +143,10 @@ def test_the_cdc_section_gives_each_target_its_verdict() -> None:
     assert "50.0 µs of origin CPU a change (target 10: missed)" in slow
     row = "| Qlik JSON | 1,000,000 | 10 | 50.0 | 20,000 | 20.0 | 10.0 | 15.0 | 20.0 | 50.0 | 50.0 |"
     assert row + " 4.0 |" in slow
-    assert "the origin's process at 1,240 MiB at most while it ran (310 MiB before)" in slow
+    assert (
+        "the origin's process at 1,240 MiB at most while it ran (310 MiB before), "
+        "holding 112,345 changes at most"
+    ) in slow
     fast = "\n".join(cdc_section(with_ratios(cdc_results(110_000, 10_000))))
     assert "(target 0.5: met)" in fast
     assert "11.0x the peer (target 10: met)" in fast
