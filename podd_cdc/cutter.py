@@ -106,17 +106,17 @@ class Cutter:
         if key not in self.parts:
             self.parts[key] = PartitionState(offset, offset, offset)
 
-    def ahead(self, quiet: set[str]) -> set[str]:
+    def ahead(self, quiet: set[str]) -> tuple[set[str], Any]:
         """The partitions read further than one that holds the bound back (Qlik: the
         smallest last sequence, DataWorks: the smallest last heartbeat, among the partitions
-        neither quiet nor silent; one with none yet holds it back most). While a delta's
-        worth is held and cannot be cut, reading these only adds to what is held: the bound
-        moves when the others are read."""
+        neither quiet nor silent; one with none yet holds it back most), and that key (None
+        then). While a delta's worth is held and cannot be cut, reading these only adds to
+        what is held: the bound moves when the others are read."""
         last = [(k, p.last_key) for k, p in self.parts.items() if k not in quiet | self.silent]
         if any(key is None for _, key in last):
-            return {k for k, key in last if key is not None}
+            return {k for k, key in last if key is not None}, None
         lowest = min((key for _, key in last), default=None)
-        return {k for k, key in last if key != lowest}
+        return {k for k, key in last if key != lowest}, lowest
 
     @property
     def full(self) -> bool:

@@ -64,6 +64,8 @@ class Intake:
         self.waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
         self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
         self._catalog = QlikCatalog(options.state_dir) if options.fmt == "qlik" else None
+        #: While partitions are held back: the key that holds the bound, and since when.
+        self._behind: tuple[Any, float] | None = None
 
     async def run(
         self, reader: TopicReader, cutter: Cutter, delta_waiting: asyncio.Event | None = None
@@ -104,8 +106,18 @@ class Intake:
         partition may carry, nor while one is stopped by bad input: the run ends with it
         once the others are read to their end."""
         if cutter.pending < cutter.bounds.max_rows or self.waiting or self.blocked:
+            self._behind = None
             return set()
-        return cutter.ahead(reader.quiet())
+        ahead, lowest = cutter.ahead(reader.quiet())
+        now = time.monotonic()
+        if self._behind is None or self._behind[0] != lowest:
+            self._behind = (lowest, now)
+        if now - self._behind[1] > self.options.settle:
+            # The bound has not moved for the settle time: a partition that delivers messages
+            # but no key (each one bad, sent to the dead-letter topic) must not keep the
+            # others unread for ever. Reading on, the run stops at `max_pending`, as before.
+            return set()
+        return ahead
 
     async def _read_run(
         self, reader: TopicReader, cutter: Cutter, key: str, messages: list[Any], wall: datetime

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,8 @@ from podd_cdc.catalog import CATALOG, LEGACY_CATALOG, QlikCatalog
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.errors import BadInput
+from podd_cdc.intake import Intake
+from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.records import Position
 from tests.origin.test_cdc_cutter import P0, P1, SCHEMA
@@ -82,3 +86,32 @@ def test_a_dataworks_event_time_past_year_9999_is_bad_input_not_a_crash(millis: 
     message["payload"]["timestamp"]["eventTime"] = millis
     with pytest.raises(BadInput, match="out of range"):
         decoder.decode("t", json.dumps(message).encode())
+
+
+class _Quiet:
+    """A reader as the intake's read-ahead rule sees it: no partition quiet."""
+
+    def quiet(self) -> set[str]:
+        return set()
+
+
+def test_partitions_are_held_back_only_while_the_bound_moves(tmp_path: Path) -> None:
+    """A partition that delivers messages but never a key past its last one (each bad, sent
+    to the dead-letter topic) must not keep the others unread for ever: once the bound has
+    stood still for the settle time, every partition is read again (and the run stops at
+    `max_pending`, naming what it holds, as without the rule)."""
+    options = CdcOptions(
+        fmt="qlik", topics=["cdc"], state_dir=tmp_path, bounds=Bounds(max_rows=2), settle=0.2
+    )
+    intake = Intake(options, SCHEMA, None, CdcStats())  # type: ignore[arg-type]
+    cutter = Cutter("qlik", SCHEMA, {P0: 0, P1: 0}, None, options.bounds)
+    reader: Any = _Quiet()
+    cutter.feed(Position("cdc", 0, 0), qlik_change(1, 1), 0.0)
+    assert intake._held_back(reader, cutter) == set()  # less than a delta's worth held
+    cutter.feed(Position("cdc", 0, 1), qlik_change(5, 5), 0.0)
+    cutter.feed(Position("cdc", 1, 0), qlik_change(2, 2), 0.0)
+    assert intake._held_back(reader, cutter) == {P0}  # P1 holds the bound at 2
+    time.sleep(0.25)
+    assert intake._held_back(reader, cutter) == set()  # ... and has for the settle time
+    cutter.feed(Position("cdc", 1, 1), qlik_change(3, 3), 0.0)
+    assert intake._held_back(reader, cutter) == {P0}  # the bound moved: held back again

@@ -173,20 +173,20 @@ def test_a_partition_without_heartbeats_does_not_hold_the_watermark() -> None:
 def test_the_partitions_read_ahead_of_the_bound_are_named() -> None:
     P2 = "cdc:2"
     feed = Feed("qlik", starts={P0: 0, P1: 0, P2: 0})(P0, qlik(1, 1), qlik(5, 5))
-    assert feed.cutter.ahead(set()) == {P0}  # P1 and P2 have given no sequence yet
+    assert feed.cutter.ahead(set()) == ({P0}, None)  # P1 and P2 have given no sequence yet
     feed(P1, qlik(2, 2))(P2, qlik(3, 3))
-    assert feed.cutter.ahead(set()) == {P0, P2}  # P1 holds the bound at 2
-    assert feed.cutter.ahead({P1}) == {P0}  # quiet, P1 holds nothing back
+    assert feed.cutter.ahead(set()) == ({P0, P2}, f"{2:040d}")  # P1 holds the bound at 2
+    assert feed.cutter.ahead({P1}) == ({P0}, f"{3:040d}")  # quiet, P1 holds nothing back
     feed(P1, qlik(5, 6))
-    assert feed.cutter.ahead(set()) == {P0, P1}  # P2 at 3 now; P0 and P1 tie at 5
+    assert feed.cutter.ahead(set())[0] == {P0, P1}  # P2 at 3 now; P0 and P1 tie at 5
 
 
 def test_dataworks_partitions_ahead_by_heartbeat_and_a_silent_one_holds_nothing() -> None:
     feed = Feed("dataworks")(P0, dw(1, 100, 1), Heartbeat(200))(P1, dw(2, 150, 2))
-    assert feed.cutter.ahead(set()) == {P0}  # P1 may still deliver its first heartbeat
+    assert feed.cutter.ahead(set()) == ({P0}, None)  # P1 may still deliver its first heartbeat
     feed.cut(quiet={P1})
     assert feed.cutter.silent == {P1}
-    assert feed.cutter.ahead(set()) == set()  # P0 alone holds the watermark
+    assert feed.cutter.ahead(set()) == (set(), 200)  # P0 alone holds the watermark
 
 
 @given(
@@ -205,14 +205,15 @@ def test_some_partition_that_holds_the_bound_is_always_read(
     cutter = Cutter("qlik", SCHEMA, dict.fromkeys(last, 0), None, Bounds())
     for key, sequence in last.items():
         cutter.parts[key].last_key = None if sequence is None else f"{sequence:040d}"
-    ahead = cutter.ahead(quiet)
+    ahead, bound = cutter.ahead(quiet)
     holding = {k: cutter.parts[k].last_key for k in last if k not in quiet}
     if not holding:
-        assert ahead == set()
+        assert (ahead, bound) == (set(), None)
         return
     read = set(holding) - ahead
     assert read, "every partition that holds the bound waits"
     lowest = None if None in holding.values() else min(holding.values())
+    assert bound == lowest
     assert all(holding[k] == lowest for k in read)
     assert all(holding[k] != lowest for k in ahead)
 
