@@ -313,7 +313,7 @@ class Cutter:
     def _take(
         self, delta: int, chosen: list[Pending], bound: Any, wall: datetime
     ) -> tuple[Cut, dict[str, list[DeltaRow]]]:
-        refreshed, taken_in = self._forget(chosen)
+        refreshed, taken_in = self._forget(chosen, bound)
         spans: dict[str, Span] = {}
         for key, part in self.parts.items():
             lo = part.pending[0].at.offset if part.pending else part.next_offset
@@ -339,13 +339,16 @@ class Cutter:
             self._watermarks = [w for w in self._watermarks if w > bound]
         return cut, rows
 
-    def _forget(self, chosen: list[Pending]) -> tuple[dict[str, int], dict[tuple[str, int], int]]:
+    def _forget(
+        self, chosen: list[Pending], bound: Any
+    ) -> tuple[dict[str, int], dict[tuple[str, int], int]]:
         """Mark `chosen` taken and drop it from what the cutter counts and indexes, in one
         pass (a delta holds up to `max_rows` changes); returns, per partition, the last
         offset of a full-load row among them, and how many changes were taken (by topic and
-        partition)."""
+        partition). A DataWorks delta takes every change at or below `bound`, so its
+        eventTimes there are dropped whole, not counted down change by change."""
         qlik = self.fmt == "qlik"
-        identities, groups, by_time = self._identities, self._groups, self._by_time
+        identities, groups = self._identities, self._groups
         taken: list[Any] = []
         refreshed: dict[str, int] = {}
         taken_in: dict[tuple[str, int], int] = {}
@@ -367,14 +370,11 @@ class Cutter:
             elif qlik:
                 taken.append(identity)
                 groups.pop(group_key(change), None)
-            else:
-                count, first = by_time[cut_key]
-                if count > 1:
-                    by_time[cut_key] = (count - 1, first)
-                else:
-                    del by_time[cut_key]
         if qlik:
             self.guard.remember_taken(taken)
+        else:
+            for event_time in [t for t in self._by_time if t <= bound]:
+                del self._by_time[event_time]
         self.pending -= len(chosen)
         self.pending_bytes -= size
         self._refresh_held -= refreshes
