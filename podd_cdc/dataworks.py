@@ -58,11 +58,15 @@ MAX_SCHEMAS = 10_000
 
 
 def _whole(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 40:
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadInput(None, f"{what} {str(value)[:40]!r} is not a whole number")
-    return value
+    """A whole number: a JSON integer of 0 or more, or text of at most 40 ASCII digits (other
+    digits, such as '²', which `str.isdigit` accepts and `int` refuses, are bad input)."""
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit() and len(text) <= 40:
+            return int(text)
+    raise BadInput(None, f"{what} {str(value)[:40]!r} is not a whole number")
 
 
 def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) -> Change:
@@ -116,6 +120,8 @@ class DataWorksDecoder:
             raise BadInput(None, f"not JSON: {exc}") from None
         payload = an_object(obj.get("payload"), "payload")
         op = payload.get("op")
+        if not isinstance(op, str):  # an unhashable one would fail the lookups below
+            raise BadInput(None, f"op {str(op)[:20]!r} is not one DataWorks writes")
         if op == "MHEARTBEAT":
             return Heartbeat(event_time(payload))
         if op in NO_ROW_OPS:

@@ -23,7 +23,7 @@ class Image(msgspec.Struct):
 
 
 class Payload(msgspec.Struct):
-    op: Any = None
+    op: str | None = None  # another JSON type takes the exact path, which refuses it
     sequenceId: Any = None
     timestamp: Stamps | None = None
     before: Image | None = None

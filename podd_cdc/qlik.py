@@ -313,6 +313,8 @@ class QlikDecoder:
         if type(headers) is not dict:
             headers = an_object(headers, "headers")
         operation = headers.get("operation")
+        if not isinstance(operation, str):  # an unhashable one would fail the lookups below
+            raise BadInput(None, f"operation {str(operation)[:20]!r} is not one Qlik writes")
         data, before = message.get("data"), message.get("beforeData")
         self._check_mask(schema_id, table, headers.get("columnMask"), operation)
         if operation in UPSERTS:

@@ -160,6 +160,16 @@ def test_column_mask_bits_follow_the_ordinal() -> None:
     assert gone.rows[0].sys_op == 1
 
 
+@pytest.mark.parametrize("operation", [["INSERT"], {"op": "INSERT"}, None, 1])
+def test_an_operation_of_another_json_type_is_bad_input(operation: Any) -> None:
+    """A list or an object failed the operation's set lookups with an uncaught TypeError
+    (found by mutating the bench's messages), which stopped the origin at every restart."""
+    with pytest.raises(BadInput, match=r"operation .* is not one Qlik writes"):
+        decoder().decode("t", qlik_data(ROW, op=operation))
+    with pytest.raises(BadInput, match=r"op .* is not one DataWorks writes"):
+        DataWorksDecoder().decode("t", dataworks(operation, after=ROW, key=["id"]))
+
+
 def test_an_update_that_changes_the_key_deletes_the_old_one() -> None:
     change = decoder().decode("t", qlik_data(dict(ROW, K=8), op="UPDATE", before=ROW))
     assert isinstance(change, Change)
@@ -228,6 +238,12 @@ def test_dataworks_values_ops_and_sequence_order() -> None:
     assert found.decode("t", b'{"payload": {"op": "GTID"}}') == Skipped("GTID")
     with pytest.raises(BadInput, match="sequenceId '1e3' is not a whole number"):
         found.decode("t", dataworks("INSERT", after=row, key=["id"], seq="1e3"))
+    for digits in ("²", "١٢", True, -1):  # `int` refused '²' with a ValueError, uncaught
+        with pytest.raises(BadInput, match=r"sequenceId .* is not a whole number"):
+            found.decode("t", dataworks("INSERT", after=row, key=["id"], seq=digits))
+    padded = found.decode("t", dataworks("DELETE", before=row, key=["id"], seq=" 7 "))
+    assert isinstance(padded, Change)
+    assert padded.order == (7, 1)
     with pytest.raises(BadInput, match="not base64"):
         found.decode("t", dataworks("INSERT", after=dict(row, raw="!!"), key=["id"]))
 
