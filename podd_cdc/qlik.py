@@ -44,6 +44,9 @@ _MAGIC_TEXT = MAGIC.decode()
 MAX_SCHEMAS = 10_000
 #: Table descriptions (metadata schemaIds) kept at most.
 MAX_TABLE_VERSIONS = 10_000
+#: A column's `ordinal` (1-based) at most: the columnMask has a bit per ordinal, so a larger
+#: one would make a number of that many bits (or fail, below 1).
+MAX_ORDINAL = 10_000
 
 
 def _read_avro(data: Any, schema: Any) -> Any:
@@ -250,6 +253,9 @@ class QlikDecoder:
             keyed = sorted((int(c.get("primaryKeyPosition") or 0), name) for name, c in ordered)
             key = [name for position, name in keyed if position > 0]
             ordinals = {name: int(c["ordinal"]) for name, c in ordered}
+            outside = [n for n, o in ordinals.items() if not 1 <= o <= MAX_ORDINAL]
+            if outside:
+                raise ValueError(f"column {outside[0]}'s ordinal is not 1 to {MAX_ORDINAL:,}")
             data_schema = message.get("dataSchema")
         except (KeyError, TypeError, AttributeError) as exc:
             raise BadInput(None, f"a metadata message without {exc}"[:200]) from None
