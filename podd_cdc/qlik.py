@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +25,7 @@ from podd_cdc.json_fast import (
     plain_message,
     row_reader,
 )
-from podd_cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA
+from podd_cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA, writer_schema
 from podd_cdc.qlik_fast import ENVELOPE_READER
 from podd_cdc.recent import Recent
 from podd_cdc.records import Change, Record, RowChange, TableSeen
@@ -217,10 +216,9 @@ class QlikDecoder:
             parsed = self._data_schemas.get(inline)
             if parsed is None:
                 try:
-                    parsed = fastavro.parse_schema(json.loads(inline))
-                except (ValueError, TypeError, KeyError) as exc:
-                    reason = f"messageSchema is not an Avro schema: {exc}"
-                    raise BadInput(None, reason[:200]) from None
+                    parsed = writer_schema(inline)
+                except ValueError as exc:
+                    raise BadInput(None, f"messageSchema: {exc}"[:200]) from None
                 if len(self._data_schemas) < MAX_SCHEMAS:
                     self._data_schemas[inline] = parsed
             return parsed
@@ -286,8 +284,8 @@ class QlikDecoder:
         self._needed[schema_id] = (sum(bits.values()), sum(bits[k] for k in table.primary_key))
         if isinstance(data_schema, str) and schema_id not in self._data_schemas:
             # Only Avro data messages need it; a JSON task may write any text here.
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                self._data_schemas[schema_id] = fastavro.parse_schema(json.loads(data_schema))
+            with contextlib.suppress(ValueError):
+                self._data_schemas[schema_id] = writer_schema(data_schema)
         return TableSeen(schema_id, table, message)
 
     def _table_by_id(self, schema_id: Any) -> tuple[str, MappedTable]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import fastavro
+import orjson
 
 MAGIC = b"atMSG"
 
@@ -76,3 +77,15 @@ METADATA: dict[str, Any] = {
 
 PARSED_ENVELOPE = fastavro.parse_schema(ENVELOPE)
 PARSED_METADATA = fastavro.parse_schema(METADATA)
+
+
+def writer_schema(text: str) -> Any:
+    """A data message's writer schema (a metadata `dataSchema`, an envelope's
+    `messageSchema`) from its JSON text; ValueError if it is none. Both may be hostile:
+    orjson reads the text, refusing more than 1,024 levels (json raised RecursionError from
+    about 1,000), and anything fastavro raises on a bad schema is caught, as it raises many
+    types (its SchemaParseException is no ValueError)."""
+    try:
+        return fastavro.parse_schema(orjson.loads(text))
+    except Exception as exc:  # hostile text: orjson's and fastavro's errors alike
+        raise ValueError(f"not an Avro schema: {exc}"[:200]) from None

@@ -6,15 +6,19 @@ origin, and, the message staying where it is, at every restart. Pure: no Kafka."
 from __future__ import annotations
 
 import copy
+import io
 import json
 import random
 from typing import Any
 
+import fastavro
 import pytest
 
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.errors import AwaitingMetadata, BadInput
 from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_avro import MAGIC, PARSED_ENVELOPE
+from podd_cdc.records import TableSeen
 from tools.cdc_write.dataworks_writer import DataWorksWriter
 from tools.cdc_write.qlik_writer import QlikWriter
 from tools.cdc_write.source import SourceDatabase
@@ -101,3 +105,82 @@ def test_a_mutated_message_is_decoded_or_refused_with_a_typed_error(fmt: str) ->
         except Exception as exc:  # the point: nothing else may escape
             pytest.fail(f"{type(exc).__name__}: {exc} on {value[:300]!r}")
     assert refused > MUTATIONS // 10  # the mutations reach what is checked
+
+
+def _flip(value: bytes, rng: random.Random) -> bytes:
+    """A few bytes of `value` replaced, dropped or inserted."""
+    out = bytearray(value)
+    for _ in range(rng.randint(1, 4)):
+        at, kind = rng.randrange(len(out)), rng.random()
+        if kind < 0.6:
+            out[at] = rng.randrange(256)
+        elif kind < 0.8:
+            del out[at : at + rng.randint(1, 8)]
+        else:
+            out[at:at] = rng.randbytes(rng.randint(1, 8))
+    return bytes(out)
+
+
+def test_a_mutated_qlik_avro_message_is_decoded_or_refused_with_a_typed_error() -> None:
+    """Bytes flipped in Avro envelopes, metadata and data: a metadata message whose
+    `dataSchema` fastavro refused raised its SchemaParseException, uncaught."""
+    tables = (*qlik_marketing(), qlik_every_type())
+    db = SourceDatabase(tables, seed=37)
+    writer = QlikWriter(tables, encoding="avro", seed=37)
+    metadata = [w.value for w in writer.metadata()]
+    data = [w.value for w in writer.transactions(db.transaction(3) for _ in range(200))]
+    decoder = QlikDecoder()
+    for value in [*metadata, *data]:
+        decoder.decode("t", value)
+    rng = random.Random("avro")
+    for n in range(MUTATIONS):
+        value = _flip(rng.choice(metadata if n % 5 == 0 else data), rng)
+        try:
+            decoder.decode("t", value)
+        except (BadInput, AwaitingMetadata):
+            pass
+        except Exception as exc:  # the point: nothing else may escape
+            pytest.fail(f"{type(exc).__name__}: {exc} on {value[:300]!r}")
+
+
+def _nested_schema(depth: int) -> str:
+    text = '"int"'
+    for level in range(depth):
+        field = f'{{"name": "f", "type": {text}}}'
+        text = f'{{"type": "record", "name": "r{level}", "fields": [{field}]}}'
+    return text
+
+
+def test_a_writer_schema_nested_past_the_json_bound_is_bad_input() -> None:
+    """An envelope's `messageSchema` 400 records deep: `json.loads` raised RecursionError."""
+    tables = qlik_marketing()
+    writer = QlikWriter(tables, encoding="avro", seed=41)
+    decoder = QlikDecoder()
+    for written in writer.metadata():
+        decoder.decode("t", written.value)
+    envelope = io.BytesIO()
+    fastavro.schemaless_writer(
+        envelope,
+        PARSED_ENVELOPE,
+        {
+            "magic": MAGIC,
+            "type": "DT",
+            "headers": None,
+            "messageSchemaId": writer.schema_id(tables[0]),
+            "messageSchema": _nested_schema(400),
+            "message": b"\x00",
+        },
+    )
+    with pytest.raises(BadInput, match="messageSchema: not an Avro schema"):
+        decoder.decode("t", envelope.getvalue())
+
+
+def test_a_metadata_data_schema_fastavro_refuses_is_left_unused() -> None:
+    """A JSON task may write any text as `dataSchema`; one fastavro refused (a record
+    without a name) raised its SchemaParseException, uncaught. The table is learnt."""
+    tables = qlik_marketing()
+    (first, *_) = QlikWriter(tables, seed=43).metadata()
+    message = json.loads(first.value)
+    message["message"]["dataSchema"] = '{"type": "record", "fields": []}'
+    seen = QlikDecoder().decode("t", json.dumps(message).encode())
+    assert isinstance(seen, TableSeen)
