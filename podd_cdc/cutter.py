@@ -112,7 +112,8 @@ class Cutter:
         neither quiet nor silent; one with none yet holds it back most), and that key (None
         then). While a delta's worth is held and cannot be cut, reading these only adds to
         what is held: the bound moves when the others are read."""
-        last = [(k, p.last_key) for k, p in self.parts.items() if k not in quiet | self.silent]
+        holding_nothing = quiet | self.silent
+        last = [(k, p.last_key) for k, p in self.parts.items() if k not in holding_nothing]
         if any(key is None for _, key in last):
             return {k for k, key in last if key is not None}, None
         lowest = min((key for _, key in last), default=None)
