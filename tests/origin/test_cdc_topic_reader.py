@@ -9,8 +9,10 @@ the same either way."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
@@ -30,6 +32,19 @@ async def fill(broker: str, topic: str, per_partition: int) -> None:
                 )
     finally:
         await producer.stop()
+
+
+@contextlib.asynccontextmanager
+async def reader_from_start(broker: str, topic: str, settle: float) -> AsyncIterator[TopicReader]:
+    """A started reader of `topic`, every partition at offset 0; stopped on leaving."""
+    reader = TopicReader(KafkaSettings(broker=broker), [broker], settle=settle)
+    await reader.start([topic])
+    try:
+        for tp in reader.partitions:
+            reader.seek(partition_key(tp.topic, tp.partition), 0)
+        yield reader
+    finally:
+        await reader.stop()
 
 
 async def read_all(reader: TopicReader, wanted: int, seconds: float = 30) -> list[bytes]:
@@ -71,11 +86,7 @@ def test_a_partition_whose_end_was_never_reported_is_not_quiet(broker: str) -> N
 
     async def scenario() -> tuple[set[str], set[str]]:
         await fill(broker, topic, 1)
-        reader = TopicReader(KafkaSettings(broker=broker), [broker], settle=0.0)
-        await reader.start([topic])
-        try:
-            for tp in reader.partitions:
-                reader.seek(partition_key(tp.topic, tp.partition), 0)
+        async with reader_from_start(broker, topic, settle=0.0) as reader:
             reader.reader.pause(*reader.partitions[1:])  # never fetched: no end reported
             unknown = {partition_key(tp.topic, tp.partition) for tp in reader.partitions[1:]}
             await read_all(reader, 1)
@@ -84,8 +95,6 @@ def test_a_partition_whose_end_was_never_reported_is_not_quiet(broker: str) -> N
             assert reader.reader.highwater(first) is not None
             assert all(reader.reader.highwater(tp) is None for tp in reader.partitions[1:])
             return reader.quiet(), unknown
-        finally:
-            await reader.stop()
 
     quiet, unknown = asyncio.run(scenario())
     assert f"{topic}:0" in quiet
@@ -97,12 +106,8 @@ def test_partitions_held_back_wait_and_are_read_once_released(broker: str) -> No
 
     async def scenario() -> tuple[list[bytes], list[bytes]]:
         await fill(broker, topic, 3)
-        reader = TopicReader(KafkaSettings(broker=broker), [broker], settle=0.1)
-        await reader.start([topic])
         held = {f"{topic}:1", f"{topic}:2", f"{topic}:3"}
-        try:
-            for tp in reader.partitions:
-                reader.seek(partition_key(tp.topic, tp.partition), 0)
+        async with reader_from_start(broker, topic, settle=0.1) as reader:
             first: list[bytes] = []
             deadline = time.monotonic() + 30
             while len(first) < 3 and time.monotonic() < deadline:
@@ -111,8 +116,6 @@ def test_partitions_held_back_wait_and_are_read_once_released(broker: str) -> No
             await asyncio.sleep(0.5)  # the others' fetches have arrived meanwhile
             first += [m.value for _, run in await reader.runs(held_back=held) for m in run]
             rest = await read_all(reader, 9)
-        finally:
-            await reader.stop()
         return first, rest
 
     first, rest = asyncio.run(scenario())
