@@ -9,7 +9,7 @@ import copy
 import io
 import json
 import random
-from typing import Any
+from typing import Any, Literal
 
 import fastavro
 import pytest
@@ -70,26 +70,47 @@ def _mutate(obj: Any, rng: random.Random) -> None:
         node[rng.randrange(len(node))] = value
 
 
-def _messages(fmt: str) -> tuple[list[bytes], list[bytes]]:
-    """The metadata (Qlik) and the data messages of a small source."""
+def _messages(
+    fmt: str, encoding: Literal["json", "avro"] = "json", seed: int = 31
+) -> tuple[list[bytes], list[bytes]]:
+    """The metadata (Qlik) and the data messages of a small source, each as written decoded
+    once by `_decoder`."""
     if fmt == "qlik":
         tables = (*qlik_marketing(), qlik_every_type())
-        db = SourceDatabase(tables, seed=31)
-        qlik = QlikWriter(tables, seed=31)
+        db = SourceDatabase(tables, seed=seed)
+        qlik = QlikWriter(tables, encoding=encoding, seed=seed)
         changes = qlik.transactions(db.transaction(db.rng.randint(1, 5)) for _ in range(300))
         return [w.value for w in qlik.metadata()], [w.value for w in changes]
-    db = SourceDatabase(dataworks_marketing(), seed=31)
-    dataworks = DataWorksWriter(dataworks_marketing(), seed=31)
+    db = SourceDatabase(dataworks_marketing(), seed=seed)
+    dataworks = DataWorksWriter(dataworks_marketing(), seed=seed)
     changes = dataworks.transactions(db.transaction(db.rng.randint(1, 5)) for _ in range(300))
     return [], [w.value for w in changes]
+
+
+def _decoder(fmt: str, metadata: list[bytes], data: list[bytes]) -> QlikDecoder | DataWorksDecoder:
+    """The format's decoder, having read the messages as written (each decodes)."""
+    decoder = QlikDecoder() if fmt == "qlik" else DataWorksDecoder()
+    for value in [*metadata, *data]:
+        decoder.decode("t", value)
+    return decoder
+
+
+def _refused(decoder: QlikDecoder | DataWorksDecoder, value: bytes) -> bool:
+    """Whether `value` is refused with a typed error; decoded, it is not. Anything else that
+    escapes fails the test."""
+    try:
+        decoder.decode("t", value)
+    except (BadInput, AwaitingMetadata):
+        return True
+    except Exception as exc:  # the point: nothing else may escape
+        pytest.fail(f"{type(exc).__name__}: {exc} on {value[:300]!r}")
+    return False
 
 
 @pytest.mark.parametrize("fmt", ["qlik", "dataworks"])
 def test_a_mutated_message_is_decoded_or_refused_with_a_typed_error(fmt: str) -> None:
     metadata, data = _messages(fmt)
-    decoder = QlikDecoder() if fmt == "qlik" else DataWorksDecoder()
-    for value in [*metadata, *data]:
-        decoder.decode("t", value)  # the messages as written decode
+    decoder = _decoder(fmt, metadata, data)
     rng = random.Random(fmt)
     refused = 0
     for n in range(MUTATIONS):
@@ -97,13 +118,7 @@ def test_a_mutated_message_is_decoded_or_refused_with_a_typed_error(fmt: str) ->
         obj = json.loads(rng.choice(metadata if metadata and n % 5 == 0 else data))
         for _ in range(rng.randint(1, 3)):
             _mutate(obj, rng)
-        value = json.dumps(obj).encode()
-        try:
-            decoder.decode("t", value)
-        except (BadInput, AwaitingMetadata):
-            refused += 1
-        except Exception as exc:  # the point: nothing else may escape
-            pytest.fail(f"{type(exc).__name__}: {exc} on {value[:300]!r}")
+        refused += _refused(decoder, json.dumps(obj).encode())
     assert refused > MUTATIONS // 10  # the mutations reach what is checked
 
 
@@ -124,23 +139,11 @@ def _flip(value: bytes, rng: random.Random) -> bytes:
 def test_a_mutated_qlik_avro_message_is_decoded_or_refused_with_a_typed_error() -> None:
     """Bytes flipped in Avro envelopes, metadata and data: a metadata message whose
     `dataSchema` fastavro refused raised its SchemaParseException, uncaught."""
-    tables = (*qlik_marketing(), qlik_every_type())
-    db = SourceDatabase(tables, seed=37)
-    writer = QlikWriter(tables, encoding="avro", seed=37)
-    metadata = [w.value for w in writer.metadata()]
-    data = [w.value for w in writer.transactions(db.transaction(3) for _ in range(200))]
-    decoder = QlikDecoder()
-    for value in [*metadata, *data]:
-        decoder.decode("t", value)
+    metadata, data = _messages("qlik", encoding="avro", seed=37)
+    decoder = _decoder("qlik", metadata, data)
     rng = random.Random("avro")
     for n in range(MUTATIONS):
-        value = _flip(rng.choice(metadata if n % 5 == 0 else data), rng)
-        try:
-            decoder.decode("t", value)
-        except (BadInput, AwaitingMetadata):
-            pass
-        except Exception as exc:  # the point: nothing else may escape
-            pytest.fail(f"{type(exc).__name__}: {exc} on {value[:300]!r}")
+        _refused(decoder, _flip(rng.choice(metadata if n % 5 == 0 else data), rng))
 
 
 def _nested_schema(depth: int) -> str:
