@@ -15,20 +15,17 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pyarrow.json as arrow_json
 
 from bench.cdc_bench import source
-from podd_cdc.intake import make_decoder
-from podd_cdc.options import CdcOptions
+from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_fast import ENVELOPE_READER, Envelope
-from protocol.schema import LogicalSchema
+from podd_cdc.records import Change
 
 
 def _cpu_us(values: list[bytes], parse: Callable[[], Any]) -> float:
@@ -49,16 +46,8 @@ def _each(values: list[bytes], decode: Callable[[bytes], Any]) -> Callable[[], N
 
 def measure(changes: int) -> dict[str, Any]:
     messages, _ = source("qlik", changes, 7)
-    options = CdcOptions(fmt="qlik", topics=["t"], state_dir=Path(tempfile.mkdtemp()))
-    scan = make_decoder(options, None, catalog=False)
-    values = []
-    for message in messages:
-        if scan.decode("t", message.value).__class__.__name__ == "Change":
-            values.append(message.value)
-    schema = LogicalSchema(datamart="m", tables=tuple(t.table for t in scan.by_name.values()))
-    decoder = make_decoder(options, schema, catalog=False)
-    for message in messages[:20]:  # the metadata, so the data messages find their tables
-        decoder.decode("t", message.value)
+    decoder = QlikDecoder()  # learns the tables from the topic's metadata messages
+    values = [m.value for m in messages if isinstance(decoder.decode("t", m.value), Change)]
     lines = b"\n".join(values)
     read = arrow_json.ReadOptions(block_size=64 << 20, use_threads=False)
     inferred = arrow_json.read_json(io.BytesIO(lines), read_options=read)
