@@ -28,7 +28,7 @@ from origin.sources import SourceDelta
 from podd_cdc.cutlog import Cut, CutLog
 from podd_cdc.cutter import Cutter
 from podd_cdc.errors import AwaitingMetadata, BadInput, CdcError
-from podd_cdc.intake import Intake, make_decoder
+from podd_cdc.intake import Handoff, Intake, make_decoder
 from podd_cdc.membership import in_delta, rebuild
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.records import Change, Position, Record
@@ -137,10 +137,10 @@ class CdcOrigin:
                 self.options.fmt, self.schema, starts, self.cutlog.last, self.options.bounds
             )
             await self._seed_taken(cutter)
-            delta_waiting = asyncio.Event()
-            reading = asyncio.create_task(self.intake.run(reader, cutter, delta_waiting))
+            handoff = Handoff()
+            reading = asyncio.create_task(self.intake.run(reader, cutter, handoff))
             try:
-                await self._cut_and_send(reader, cutter, reading, number, delta_waiting)
+                await self._cut_and_send(reader, cutter, reading, number, handoff)
             finally:
                 reading.cancel()
                 await asyncio.gather(reading, return_exceptions=True)
@@ -188,12 +188,13 @@ class CdcOrigin:
         cutter: Cutter,
         reading: asyncio.Task[None],
         number: int,
-        delta_waiting: asyncio.Event,
+        handoff: Handoff,
     ) -> None:
         """Cut, frame and send, one delta in flight. While delta N is sent and applied, delta
         N + 1 is cut (recorded first, as every cut) and framed, so the replica does not wait
         on the origin between two deltas; `delta_waiting` is set while it waits (the
-        intake then reads no further than delta N + 2's worth)."""
+        intake then reads no further than delta N + 2's worth). It looks again after each
+        batch the intake feeds, or after 50 ms."""
         sending: asyncio.Task[None] | None = None
         ready: tuple[Cut, SourceDelta, tuple[str, list[Chunk]]] | None = None
         try:
@@ -207,7 +208,7 @@ class CdcOrigin:
                 if ready is not None and sending is None:
                     sending = asyncio.create_task(self._transfer(*ready, lag=reader.lag()))
                     ready = None
-                    delta_waiting.clear()
+                    handoff.delta_waiting.clear()
                 quiet = reader.quiet()
                 if ready is None:
                     # By age only with nothing in flight and no full delta waiting unread.
@@ -216,7 +217,7 @@ class CdcOrigin:
                     found, stop = self._cut(reader, cutter, quiet, number, by_age)
                     if found is not None:
                         ready = (found[0], *self._frame(*found))
-                        delta_waiting.set()
+                        handoff.delta_waiting.set()
                         number += 1
                         continue
                     if stop is not None:
@@ -231,7 +232,7 @@ class CdcOrigin:
                             changes=cutter.pending,
                         )
                     return
-                await asyncio.sleep(0.05)
+                await handoff.next_batch(0.05)
         finally:
             if sending is not None:
                 sending.cancel()

@@ -3,6 +3,7 @@ grows by a line per description: pure, no Kafka."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
@@ -17,7 +18,7 @@ from podd_cdc.catalog import CATALOG, LEGACY_CATALOG, QlikCatalog
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.errors import BadInput
-from podd_cdc.intake import Intake
+from podd_cdc.intake import Handoff, Intake
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.records import Position
@@ -115,3 +116,51 @@ def test_partitions_are_held_back_only_while_the_bound_moves(tmp_path: Path) -> 
     assert intake._held_back(reader, cutter) == set()  # ... and has for the settle time
     cutter.feed(Position("cdc", 1, 1), qlik_change(3, 3), 0.0)
     assert intake._held_back(reader, cutter) == {P0}  # the bound moved: held back again
+
+
+def test_time_spent_waiting_for_a_send_is_not_the_bound_standing_still(tmp_path: Path) -> None:
+    """While a cut delta waits to be sent and the next one's worth is held, reading waits;
+    an agent slower than the settle time must not make the bound look stuck once reading
+    resumes (every partition would be read ahead of it)."""
+    options = CdcOptions(
+        fmt="qlik", topics=["cdc"], state_dir=tmp_path, bounds=Bounds(max_rows=2), settle=0.2
+    )
+    intake = Intake(options, SCHEMA, None, CdcStats())  # type: ignore[arg-type]
+    cutter = Cutter("qlik", SCHEMA, {P0: 0, P1: 0}, None, options.bounds)
+    reader: Any = _Quiet()
+    handoff = Handoff()
+    cutter.feed(Position("cdc", 0, 0), qlik_change(5, 5), 0.0)
+    cutter.feed(Position("cdc", 1, 0), qlik_change(2, 2), 0.0)
+    assert not intake._must_wait(cutter, handoff)
+    assert intake._held_back(reader, cutter) == {P0}
+    handoff.delta_waiting.set()
+    assert intake._must_wait(cutter, handoff)
+    time.sleep(0.25)  # the send takes longer than the settle time
+    handoff.delta_waiting.clear()
+    assert not intake._must_wait(cutter, handoff)
+    assert intake._held_back(reader, cutter) == {P0}  # still held back: nothing was read
+
+
+async def test_the_runner_looks_before_the_intake_reads_its_next_batch() -> None:
+    """`Handoff.next_batch` returns as soon as a batch is fed, before the feeding task's next
+    step: otherwise the intake reads on while the runner sleeps, and holds more than the
+    next delta's worth."""
+    handoff = Handoff()
+    steps: list[str] = []
+
+    async def intake() -> None:
+        for n in range(3):
+            steps.append(f"batch {n}")
+            handoff.fed.set()
+            await asyncio.sleep(0)
+
+    async def runner() -> None:
+        for _ in range(3):
+            await handoff.next_batch(5)
+            steps.append("look")
+
+    await asyncio.gather(runner(), intake())
+    assert steps == ["batch 0", "look", "batch 1", "look", "batch 2", "look"]
+    started = time.monotonic()
+    await handoff.next_batch(0.05)  # nothing fed: the tick
+    assert 0.04 <= time.monotonic() - started < 1
