@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from podd_cdc.records import Change, Position
+from podd_cdc.records import Change, Position, RowChange
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
@@ -26,17 +26,16 @@ def delta_rows(
     schema: LogicalSchema, changes: Iterable[tuple[Position, Change]]
 ) -> dict[str, list[DeltaRow]]:
     """Per table, one row per key: the last change to it by (source order, position)."""
-    last: dict[str, dict[Any, tuple[tuple[Any, ...], int]]] = {t.name: {} for t in schema}
+    last: dict[str, dict[Any, RowChange]] = {t.name: {} for t in schema}
     keys = {t.name: itemgetter(*t.key_positions) for t in schema}
     for _, change in sorted(changes, key=_order):
         for row in change.rows:
-            values = row.values
-            key = keys[row.table](values)
+            key = keys[row.table](row.values)
             by_key = last[row.table]
             by_key.pop(key, None)  # re-inserted: the dict keeps the order of last changes
-            by_key[key] = (values, row.sys_op)
+            by_key[key] = row  # the change's own row: no new object a row, for the collector
     return {
-        name: [DeltaRow(values, sys_op) for values, sys_op in rows.values()]
+        name: [DeltaRow(row.values, row.sys_op) for row in rows.values()]
         for name, rows in last.items()
     }
 
