@@ -96,16 +96,21 @@ class _Quiet:
         return set()
 
 
+def _read_ahead(tmp_path: Path) -> tuple[Intake, Cutter]:
+    """A Qlik intake and cutter over two partitions: deltas of 2, a settle time of 0.2 s."""
+    options = CdcOptions(
+        fmt="qlik", topics=["cdc"], state_dir=tmp_path, bounds=Bounds(max_rows=2), settle=0.2
+    )
+    intake = Intake(options, SCHEMA, None, CdcStats())  # type: ignore[arg-type]
+    return intake, Cutter("qlik", SCHEMA, {P0: 0, P1: 0}, None, options.bounds)
+
+
 def test_partitions_are_held_back_only_while_the_bound_moves(tmp_path: Path) -> None:
     """A partition that delivers messages but never a key past its last one (each bad, sent
     to the dead-letter topic) must not keep the others unread for ever: once the bound has
     stood still for the settle time, every partition is read again (and the run stops at
     `max_pending`, naming what it holds, as without the rule)."""
-    options = CdcOptions(
-        fmt="qlik", topics=["cdc"], state_dir=tmp_path, bounds=Bounds(max_rows=2), settle=0.2
-    )
-    intake = Intake(options, SCHEMA, None, CdcStats())  # type: ignore[arg-type]
-    cutter = Cutter("qlik", SCHEMA, {P0: 0, P1: 0}, None, options.bounds)
+    intake, cutter = _read_ahead(tmp_path)
     reader: Any = _Quiet()
     cutter.feed(Position("cdc", 0, 0), qlik_change(1, 1), 0.0)
     assert intake._held_back(reader, cutter) == set()  # less than a delta's worth held
@@ -122,11 +127,7 @@ def test_time_spent_waiting_for_a_send_is_not_the_bound_standing_still(tmp_path:
     """While a cut delta waits to be sent and the next one's worth is held, reading waits;
     an agent slower than the settle time must not make the bound look stuck once reading
     resumes (every partition would be read ahead of it)."""
-    options = CdcOptions(
-        fmt="qlik", topics=["cdc"], state_dir=tmp_path, bounds=Bounds(max_rows=2), settle=0.2
-    )
-    intake = Intake(options, SCHEMA, None, CdcStats())  # type: ignore[arg-type]
-    cutter = Cutter("qlik", SCHEMA, {P0: 0, P1: 0}, None, options.bounds)
+    intake, cutter = _read_ahead(tmp_path)
     reader: Any = _Quiet()
     handoff = Handoff()
     cutter.feed(Position("cdc", 0, 0), qlik_change(5, 5), 0.0)
