@@ -4,7 +4,8 @@
 Qlik: the bound is the smallest last-read `changeSequence` over the partitions that are not
 quiet (read to their end, settled); a delta is the longest run of complete transactions below
 it, in sequence order. DataWorks: the bound is the watermark, the smallest last heartbeat over
-the partitions that carry heartbeats; a delta is every pending change at or below it.
+the partitions that carry heartbeats; a delta is every pending change at or below it. The
+cutter holds what is fed and decides when a delta is due; `podd_cdc.choose` picks its changes.
 
 `taken_by` is the one membership rule: feeding after a restart and rebuilding a recorded delta
 use it, so a rebuilt delta is the delta first sent.
@@ -12,13 +13,11 @@ use it, so a rebuilt delta is the delta first sent.
 
 from __future__ import annotations
 
-import bisect
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import accumulate
 from typing import Any
 
+from podd_cdc.choose import EventTimes, qlik_choice
 from podd_cdc.cutlog import Cut, Span, partition_key, split_key
 from podd_cdc.dataworks import millis_time
 from podd_cdc.held import Choice, Group, PartitionState, Pending, group_key, untaken
@@ -30,8 +29,6 @@ from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
 _MICRO = timedelta(microseconds=1)
-#: DataWorks watermarks remembered between two cuts, at most (the newest are kept).
-MAX_WATERMARKS = 10_000
 #: A look that found changes to cut, but not yet a due delta, is not repeated until this many
 #: records were fed (at most a tenth of `max_rows`) or this many seconds passed (or a
 #: partition settled): a look walks the transactions held, and the runner asks every 50 ms.
@@ -78,14 +75,12 @@ class Cutter:
             fmt, timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
         self._groups: dict[Any, Group] = {}  # Qlik: the transactions held, by id
-        #: DataWorks: by eventTime, the changes held and when the first of them arrived.
-        self._by_time: dict[Any, tuple[int, float]] = {}
+        self._event_times = EventTimes()  # DataWorks: the changes held, by eventTime
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
         self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
         #: The last look that found a delta not yet due: records fed, quiet, when, by age.
         self._not_due: tuple[int, frozenset[str], float, bool] | None = None
-        self._watermarks: list[int] = []  # DataWorks: the watermarks passed since the last cut
         #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
         self.silent: set[str] = set()
         self.pending = 0
@@ -120,6 +115,12 @@ class Cutter:
         return {k for k, key in last if key != lowest}, lowest
 
     @property
+    def holds_a_delta(self) -> bool:
+        """Holding a delta's worth of changes (`max_rows`): one is due by size, and reading
+        further ahead only adds to what is held (`podd_cdc.intake`)."""
+        return self.pending >= self.bounds.max_rows
+
+    @property
     def full(self) -> bool:
         """Holding as many changes, or as many of their bytes, as the bounds allow."""
         bounds = self.bounds
@@ -134,7 +135,7 @@ class Cutter:
         part.next_offset = at.offset + 1
         if isinstance(record, Heartbeat):
             part.last_key = max(part.last_key or 0, record.event_time_ms)
-            self._note_watermark()
+            self._event_times.note_watermark(self.parts, self.silent)
             return
         if not isinstance(record, Change):
             return
@@ -163,8 +164,7 @@ class Cutter:
                 )
             group.add(item)
         elif self.fmt == "dataworks":
-            count, first = self._by_time.get(change.cut_key, (0, math.inf))
-            self._by_time[change.cut_key] = (count + 1, min(first, now))
+            self._event_times.add(change.cut_key, now)
         self.pending += 1
         self.pending_bytes += size
         self._refresh_held += change.cut_key is None
@@ -187,7 +187,7 @@ class Cutter:
         """Delta `delta` if one is due (size, age unless not `by_age`, every partition quiet,
         or `force`), else None."""
         all_quiet = quiet >= set(self.parts)
-        if not (force or all_quiet or self.pending >= self.bounds.max_rows):
+        if not (force or all_quiet or self.holds_a_delta):
             oldest = min(
                 (p.pending[0].arrived for p in self.parts.values() if p.pending), default=now
             )
@@ -208,8 +208,8 @@ class Cutter:
                 return None  # the last look found a delta not yet due; little changed since
         if self.fmt == "dataworks":
             self.silent |= {k for k in quiet if self.parts[k].last_key is None}
-            self._note_watermark()
-        choice = self._qlik(quiet) if self.fmt == "qlik" else self._dataworks()
+            self._event_times.note_watermark(self.parts, self.silent)
+        choice = self.look(quiet)
         if not choice.count:
             self._fruitless = looked
             return None
@@ -225,90 +225,18 @@ class Cutter:
         self._not_due = None
         return self._take(delta, choice.items(), choice.bound, wall)
 
-    def _qlik(self, quiet: set[str]) -> Choice:
-        prev = self.last.bound if self.last is not None else None
-        limits = [p.last_key for k, p in self.parts.items() if k not in quiet]
-        everything = not limits
-        bound = None if None in limits or everything else min(limits)
-        ordered = sorted(self._groups.values(), key=lambda g: g.lo)
-        taken: list[Group] = []
-        count = 0
-        for group in ordered:
-            below = everything or (bound is not None and group.hi <= bound)
-            if not (below and group.complete()) or (count >= self.bounds.max_rows and taken):
-                break
-            taken.append(group)
-            count += len(group.items)
-        # No change left behind may sort below a change taken: keep the longest such prefix.
-        rest_min = min((g.lo for g in ordered[len(taken) :]), default=None)
-        while taken:
-            top = max(g.hi for g in taken)
-            if rest_min is None or top < rest_min:
-                break
-            dropped = taken.pop()
-            rest_min = dropped.lo if rest_min is None else min(rest_min, dropped.lo)
-        cut_bound = max((g.hi for g in taken), default=prev)
-        if self._refresh_held:
-            chosen = [i for g in taken for i in g.items]
-            return Choice.of(chosen + self._refresh_rows(chosen, quiet), cut_bound)
-        return Choice(
-            sum(len(g.items) for g in taken),
-            min((g.first for g in taken), default=math.inf),
-            cut_bound,
-            lambda: [i for g in taken for i in g.items],
-        )
-
-    def _refresh_rows(self, chosen: list[Pending], quiet: set[str]) -> list[Pending]:
-        """Full-load rows go with the CDC changes after them in their partition, or, in a
-        quiet partition with nothing else left, as they are."""
-        reach: dict[tuple[str, int], int] = {}
-        for item in chosen:
-            where = (item.at.topic, item.at.partition)
-            reach[where] = max(reach.get(where, -1), item.at.offset)
-        ids = {id(i) for i in chosen}
-        rows = []
-        for key, part in self.parts.items():
-            left = [i for i in part.pending if i.change.cut_key is not None and id(i) not in ids]
-            for item in part.pending:
-                if item.change.cut_key is not None:
-                    continue
-                limit = reach.get((item.at.topic, item.at.partition), -1)
-                if item.at.offset < limit or (key in quiet and not left):
-                    rows.append(item)
-        return rows
-
-    def _note_watermark(self) -> None:
-        """The topic's watermark, once every partition has a heartbeat or is known to carry
-        none (quiet without one): the smallest last heartbeat."""
-        marks = [p.last_key for p in self.parts.values() if p.last_key is not None]
-        waiting = [k for k, p in self.parts.items() if p.last_key is None and k not in self.silent]
-        if marks and not waiting and (not self._watermarks or min(marks) > self._watermarks[-1]):
-            self._watermarks.append(min(marks))
-            del self._watermarks[:-MAX_WATERMARKS]
-
-    def _dataworks(self) -> Choice:
-        """Every held change at or below a watermark the topic passed: the earliest one that
-        gives `max_rows` changes, else the latest. Counted and aged by eventTime, so a look
-        does not walk the changes held."""
-        if not self._watermarks:
-            return Choice.NONE
-        watermark = self._watermarks[-1]
-        held = sorted(self._by_time.items())
-        keys = [k for k, _ in held]
-        totals = list(accumulate(n for _, (n, _) in held))
-        for mark in self._watermarks:
-            at = bisect.bisect_right(keys, mark)
-            if at and totals[at - 1] >= self.bounds.max_rows:
-                watermark = mark
-                break
-        below = bisect.bisect_right(keys, watermark)
-        return Choice(
-            totals[below - 1] if below else 0,
-            min((first for _, (_, first) in held[:below]), default=math.inf),
-            watermark,
-            lambda: [
-                i for p in self.parts.values() for i in p.pending if i.change.cut_key <= watermark
-            ],
+    def look(self, quiet: set[str]) -> Choice:
+        """What a delta cut now would take (`podd_cdc.choose`), counted and aged; its changes
+        are listed only if asked for."""
+        if self.fmt == "dataworks":
+            return self._event_times.choice(self.parts, self.bounds.max_rows)
+        return qlik_choice(
+            self.parts,
+            self._groups.values(),
+            quiet,
+            self.last.bound if self.last is not None else None,
+            self.bounds.max_rows,
+            refreshes_held=self._refresh_held > 0,
         )
 
     def _take(
@@ -336,8 +264,6 @@ class Cutter:
             rows_digest(rows),
         )
         self.last = cut
-        if self.fmt == "dataworks":
-            self._watermarks = [w for w in self._watermarks if w > bound]
         return cut, rows
 
     def _forget(
@@ -374,8 +300,7 @@ class Cutter:
         if qlik:
             self.guard.remember_taken(taken)
         else:
-            for event_time in [t for t in self._by_time if t <= bound]:
-                del self._by_time[event_time]
+            self._event_times.forget(bound)
         self.pending -= len(chosen)
         self.pending_bytes -= size
         self._refresh_held -= refreshes

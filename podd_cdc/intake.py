@@ -122,9 +122,7 @@ class Intake:
         next one's worth is held). The time it waits does not count as the bound standing
         still (`_held_back`): an agent taking longer than the settle time to apply a delta
         would otherwise let every partition be read ahead when reading resumed."""
-        waits = cutter.full or (
-            handoff.delta_waiting.is_set() and cutter.pending >= cutter.bounds.max_rows
-        )
+        waits = cutter.full or (handoff.delta_waiting.is_set() and cutter.holds_a_delta)
         if waits:
             self._behind = None
         return waits
@@ -136,7 +134,7 @@ class Intake:
         let 100,000 be cut. Not while a partition waits for a table's metadata, which any
         partition may carry, nor while one is stopped by bad input: the run ends with it
         once the others are read to their end."""
-        if cutter.pending < cutter.bounds.max_rows or self.waiting or self.blocked:
+        if not cutter.holds_a_delta or self.waiting or self.blocked:
             self._behind = None
             return set()
         ahead, lowest = cutter.ahead(reader.quiet())

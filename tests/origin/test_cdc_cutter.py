@@ -316,7 +316,7 @@ def test_a_dataworks_look_counts_and_ages_what_it_would_take(
         at = Position("cdc", int(part[-1]), offsets[part])
         offsets[part] += 1
         cutter.feed(at, Heartbeat(millis) if beat else dw(n, millis, n % 7), now)
-        choice = cutter._dataworks()
+        choice = cutter.look(set())
         items = choice.items()
         assert choice.count == len(items)
         assert choice.oldest == min((i.arrived for i in items), default=math.inf)
@@ -351,7 +351,7 @@ def test_a_qlik_look_counts_and_ages_what_it_would_take(
             counters[tx] = counters.get(tx, 0) + 1
         change = qlik(n + 1, n % 7, tx, counters.get(str(tx), 1), last)
         cutter.feed(at, change, now)
-        choice = cutter._qlik({P0} if n % 3 else set())
+        choice = cutter.look({P0} if n % 3 else set())
         items = choice.items()
         assert choice.count == len(items)
         assert choice.oldest == min((i.arrived for i in items), default=math.inf)
