@@ -21,7 +21,7 @@ from podd_cdc.errors import BadInput
 from podd_cdc.intake import Handoff, Intake
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
-from podd_cdc.records import Position
+from podd_cdc.records import Position, TableSeen
 from tests.origin.test_cdc_cutter import P0, P1, SCHEMA
 from tests.origin.test_cdc_cutter import qlik as qlik_change
 from tests.origin.test_cdc_decode import dataworks, qlik_metadata
@@ -140,6 +140,41 @@ def test_time_spent_waiting_for_a_send_is_not_the_bound_standing_still(tmp_path:
     handoff.delta_waiting.clear()
     assert not intake._must_wait(cutter, handoff)
     assert intake._held_back(reader, cutter) == {P0}  # still held back: nothing was read
+
+
+class _Pausing(_Quiet):
+    """A reader that records which partitions were paused and read again."""
+
+    def __init__(self) -> None:
+        self.paused: set[str] = set()
+
+    def pause(self, key: str, offset: int) -> None:
+        self.paused.add(key)
+
+    def resume(self, key: str) -> None:
+        self.paused.discard(key)
+
+
+def test_a_partition_read_again_for_its_metadata_holds_the_others_back(tmp_path: Path) -> None:
+    """While a partition waits for a table's metadata, which any partition may carry, none is
+    held back. Once metadata arrives it is read again, and until its next fetch comes the
+    others are held back (one run read 9,000 changes of three partitions meanwhile); if its
+    message needs another table, it waits for metadata again, on the same clock."""
+    intake, cutter = _read_ahead(tmp_path)
+    reader: Any = _Pausing()
+    cutter.feed(Position("cdc", 0, 0), qlik_change(1, 1), 0.0)
+    cutter.feed(Position("cdc", 0, 1), qlik_change(5, 5), 0.0)
+    intake._await_metadata(reader, P1, 0)  # P1's first message: a table not yet described
+    since = intake.waiting[P1][1]
+    assert intake._held_back(reader, cutter) == set()
+    seen = QlikDecoder().decode("t", qlik_metadata({"K": ("INT4", 0, 0, 0, 1)}))
+    assert isinstance(seen, TableSeen)
+    intake._remember(seen, reader)
+    assert reader.paused == set()
+    assert intake._held_back(reader, cutter) == {P0}  # P1, with no key yet, holds the bound
+    intake._await_metadata(reader, P1, 0)  # ... and its message was of another table
+    assert intake._held_back(reader, cutter) == set()
+    assert intake.waiting[P1] == (0, since)
 
 
 async def test_the_runner_looks_before_the_intake_reads_its_next_batch() -> None:
