@@ -86,9 +86,6 @@ class Intake:
         self.blocked: dict[str, BadInput] = {}  # partition → why its reading stopped
         self.waiting: dict[str, tuple[int, float]] = {}  # partition → (offset, since)
         self._expired: set[tuple[str, int]] = set()  # waited past the bound: bad input
-        #: Waiting partitions read again since a table's metadata arrived: they wait for their
-        #: next fetch, not for metadata (unless their message needs another table).
-        self._read_again: set[str] = set()
         self._catalog = QlikCatalog(options.state_dir) if options.fmt == "qlik" else None
         #: While partitions are held back: the key that holds the bound, and since when.
         self._behind: tuple[Any, float] | None = None
@@ -140,7 +137,8 @@ class Intake:
         waits only for its next fetch, and the others are held back meanwhile: in one run,
         the three others were read to their end (9,000 changes, deltas of 3,000) while it
         waited 0.4 s for that fetch."""
-        awaiting = any(key not in self._read_again for key in self.waiting)
+        # Waiting and resumed (a table's metadata came): it waits for its fetch, not metadata.
+        awaiting = any(reader.is_paused(key) for key in self.waiting)
         if not cutter.holds_a_delta or awaiting or self.blocked:
             self._behind = None
             return set()
@@ -188,9 +186,7 @@ class Intake:
                 continue
             decoded = time.monotonic()
             parse += decoded - started
-            if key in self.waiting:
-                del self.waiting[key]
-                self._read_again.discard(key)
+            self.waiting.pop(key, None)
             if isinstance(record, TableSeen):
                 self._remember(record, reader)
             cutter.feed(at, record, decoded, len(message.value or b""), key)
@@ -204,7 +200,6 @@ class Intake:
         however often it is read again)."""
         reader.pause(key, offset)
         self.waiting.setdefault(key, (offset, time.monotonic()))
-        self._read_again.discard(key)
 
     def _check_waits(self, reader: TopicReader) -> None:
         """A partition waiting past the bound is read again: its message is then bad input."""
@@ -212,7 +207,6 @@ class Intake:
         for key, (offset, since) in list(self.waiting.items()):
             if now - since > self.options.metadata_wait:
                 del self.waiting[key]
-                self._read_again.discard(key)
                 self._expired.add((key, offset))
                 reader.resume(key)
 
@@ -221,7 +215,6 @@ class Intake:
             self._catalog.add(seen.source)
         for key in list(self.waiting):
             reader.resume(key)  # read the waiting message again, now that a table is known
-            self._read_again.add(key)
 
     async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
         key = partition_key(message.topic, message.partition)

@@ -154,6 +154,9 @@ class _Pausing(_Quiet):
     def resume(self, key: str) -> None:
         self.paused.discard(key)
 
+    def is_paused(self, key: str) -> bool:
+        return key in self.paused
+
 
 def test_a_partition_read_again_for_its_metadata_holds_the_others_back(tmp_path: Path) -> None:
     """While a partition waits for a table's metadata, which any partition may carry, none is
