@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from podd_runtime.ports import free_port
 from tests.conftest import REPO
 
 COMPOSE = REPO / "compose"
@@ -58,12 +58,6 @@ def alert_rules() -> dict[str, str]:
 
 def metric_names(expr: str) -> set[str]:
     return set(_NAME.findall(expr))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Prometheus:
