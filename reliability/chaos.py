@@ -62,15 +62,20 @@ class Supervisor:
         self.spec, self.data_dir, self.run = spec, data_dir, run
         self.child: AgentChild | None = None
         self.starts = 0
+        #: Its agent answered on its metrics page, so it holds its replica (the store opens
+        #: first); False from a kill or a start until then.
+        self.ready = False
 
     def start(self) -> None:
         """Start the agent; one that exits at start is started again after a pause, a few
         times (systemd's `Restart=always` with `RestartSec`), before the run gives up."""
+        self.ready = False
         for attempt in range(1, 6):
             self.starts += 1
             self.child = start_agent(self.spec, self.data_dir / f"agent-{self.starts}.log")
             try:
                 self.child.wait_ready(timeout=240)
+                self.ready = True
                 return
             except AgentChildError:
                 if attempt == 5:
@@ -80,6 +85,7 @@ class Supervisor:
 
     def kill(self) -> None:
         assert self.child is not None
+        self.ready = False
         self.child.kill()
         self.run.faults["agent kill -9"] += 1
         self.start()
@@ -97,6 +103,10 @@ class Supervisor:
         except psutil.Error:
             return
         self.run.peak_rss_mib = max(self.run.peak_rss_mib, rss)
+
+    def running(self) -> bool:
+        """Its agent is up and holds its replica."""
+        return self.ready and self.child is not None and self.child.process.poll() is None
 
     def stop(self) -> None:
         if self.child is not None:
@@ -134,6 +144,7 @@ async def _chaos(
         run,
         args.fill_seconds,
         clickhouse=pg is None,
+        first_running=supervisor.running,
     )
     while not finished.is_set():
         await asyncio.sleep(0.25)
@@ -142,11 +153,12 @@ async def _chaos(
         scheduled = bool(kills_at) or kill_due is not None or bool(restarts_at)
         if not scheduled and not extra.due and all(task.done() for task in extra.tasks):
             injected_all.set()
-        if extra.alone:  # a second agent is meeting the first: no kill, no restart now
+        if extra.turn.locked():  # a second agent is meeting the first: no kill, no restart now
             continue
         if pg is not None and restarts_at and len(done) >= restarts_at[0]:
             restarts_at.pop(0)
-            await asyncio.to_thread(pg.crash_restart, rng.uniform(0.5, 3))
+            async with extra.turn:
+                await asyncio.to_thread(pg.crash_restart, rng.uniform(0.5, 3))
             run.faults["PostgreSQL crash restart"] += 1
             extra.injected("PostgreSQL crash restart")
         if kill_due is None and kills_at and len(done) >= kills_at[0]:
@@ -158,7 +170,8 @@ async def _chaos(
             kill_by = len(done) + 1
         if kill_due is not None and (time.monotonic() >= kill_due or len(done) > kill_by):
             kill_due = None
-            await asyncio.to_thread(supervisor.kill)
+            async with extra.turn:  # a kill and its restart are one step: no second agent
+                await asyncio.to_thread(supervisor.kill)
             extra.injected("agent kill -9")
     await extra.finish()
 

@@ -142,12 +142,15 @@ class ExtraFaults:
         fill_seconds: float = 5.0,
         *,
         clickhouse: bool = False,
+        first_running: Callable[[], bool] = lambda: True,
     ) -> None:
         self.spec, self.work_dir, self.dsn, self.filler = spec, work_dir, dsn, filler
         self.done, self.run, self.fill_seconds = done, run, fill_seconds
         #: The replica is an embedded ClickHouse, the agent's own: no rewind (a database
         #: rewound is PostgreSQL's fault), and a second agent meets its directory's lock.
         self.clickhouse = clickhouse
+        #: The first agent is up and holds its replica (not between a kill and its restart).
+        self.first_running = first_running
         # Away from the database restarts (at a third and two thirds): a second agent
         # started while the first has lost its session may win the datamart (the first then
         # stops: still one writer), which is not the refusal this fault is about.
@@ -158,10 +161,11 @@ class ExtraFaults:
         }
         self.pending: list[tuple[str, float, int]] = []
         self.tasks: list[asyncio.Task[None]] = []
-        #: True while a second agent starts: kills and database restarts wait. One that
-        #: starts while the first is killed or has lost its session wins the datamart
+        #: Held while a second agent starts, and by the run while it kills the first and
+        #: starts it again or restarts the database: one of them at a time. A second agent
+        #: that starts while the first is killed or has lost its session wins the datamart
         #: (correctly: still one writer), and the first's restarts are then refused.
-        self.alone = False
+        self.turn = asyncio.Lock()
 
     def injected(self, fault: str) -> None:
         self.pending.append((fault, time.monotonic(), len(self.done)))
@@ -220,12 +224,9 @@ class ExtraFaults:
         down, during a crash restart, is tried again): it must stop, naming the first."""
         for attempt in range(1, 6):
             data_dir = self.work_dir / f"second-agent-{attempt}"
-            await self._first_holds_its_datamart()
-            self.alone = True
-            try:
+            async with self.turn:
+                await self._first_holds_its_datamart()
                 code, seconds = await asyncio.to_thread(second_agent, self.spec, data_dir)
-            finally:
-                self.alone = False
             log = (data_dir / "second-agent.log").read_text(errors="replace")
             meets = (
                 "is in use by another process"
@@ -251,10 +252,11 @@ class ExtraFaults:
     async def _first_holds_its_datamart(self, timeout: float = 120) -> None:
         """Until the first agent holds its datamart (after a kill or a database restart it
         takes it again within seconds)."""
-        if self.clickhouse:  # (its engine's directory lock is held while it runs)
-            await asyncio.sleep(2)
-            return
         deadline = time.monotonic() + timeout
+        while not self.first_running() and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)  # restarted after it ended by itself: until it is up
+        if self.clickhouse:  # (its engine's directory lock is held while it runs)
+            return
         while time.monotonic() < deadline:
             try:
                 name = await asyncio.to_thread(_holder, self.dsn(), self.spec)
