@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,13 @@ def spec_dir() -> Path:
     return Path(os.environ.get("PODD_SPEC_DIR", REPO.parent / "shared" / "spec"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding a `slow` test first (each file's order kept): pytest-xdist hands files
+    out in this order, and a long one left to the end would run alone on one worker."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(scope="session")
 def spec() -> Path:
     """The team's contracts, for the tests that keep `docs/` equal to them. A clone of the
@@ -45,11 +53,15 @@ def _traversable_temp(tmp_path_factory: pytest.TempPathFactory) -> None:
     temporary directories; the product itself never opens a directory above its data
     directory, so the tests open their own (pytest makes them mode 0700)."""
     if os.geteuid() == 0:
-        base = tmp_path_factory.getbasetemp()
-        for directory in (base, base.parent):
+        # Up to the system's temp directory: under pytest-xdist each worker's base is one
+        # level deeper (`pytest-N/popen-gwK`).
+        top = Path(tempfile.gettempdir()).resolve()
+        directory = tmp_path_factory.getbasetemp().resolve()
+        while top in directory.parents:
             mode = directory.stat().st_mode
             if not mode & 0o001:
                 directory.chmod(mode | 0o001)
+            directory = directory.parent
 
 
 @pytest.fixture(scope="session")

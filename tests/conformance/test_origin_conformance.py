@@ -20,6 +20,8 @@ from conformance.origins.origin_scenarios import scenarios
 from conformance.origins.variants import VARIANTS
 from conformance.report import Outcome, repeated
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "examples" / "marketing.sql"
 FLAGS = (
