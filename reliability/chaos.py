@@ -30,8 +30,6 @@ from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
-import psutil
-
 from conformance.forges.hostile import HostileMessages
 from origin.client import OriginClient
 from origin.errors import OriginError
@@ -41,8 +39,7 @@ from origin.sources import WorkloadSource
 from podd_kafka.broker import embedded_broker
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
-from podd_runtime.agent_child import AgentChild, AgentSpec, start_agent
-from podd_runtime.errors import AgentChildError
+from podd_runtime.agent_child import AgentSpec
 from protocol.console import log_to_stderr
 from protocol.ddl import parse_schema
 from protocol.errors import PoddError
@@ -50,67 +47,10 @@ from protocol.workload import WorkloadSpec
 from reliability.chaos_check import check_replica
 from reliability.chaos_faults import DiskFiller, ExtraFaults
 from reliability.chaos_report import ChaosRun, report
+from reliability.chaos_supervisor import Supervisor
 from replica_store.embedded_pg import EmbeddedPostgres
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "marketing.sql"
-
-
-class Supervisor:
-    """Keeps one agent process running, as systemd or Kubernetes would."""
-
-    def __init__(self, spec: AgentSpec, data_dir: Path, run: ChaosRun) -> None:
-        self.spec, self.data_dir, self.run = spec, data_dir, run
-        self.child: AgentChild | None = None
-        self.starts = 0
-        #: Its agent answered on its metrics page, so it holds its replica (the store opens
-        #: first); False from a kill or a start until then.
-        self.ready = False
-
-    def start(self) -> None:
-        """Start the agent; one that exits at start is started again after a pause, a few
-        times (systemd's `Restart=always` with `RestartSec`), before the run gives up."""
-        self.ready = False
-        for attempt in range(1, 6):
-            self.starts += 1
-            self.child = start_agent(self.spec, self.data_dir / f"agent-{self.starts}.log")
-            try:
-                self.child.wait_ready(timeout=240)
-                self.ready = True
-                return
-            except AgentChildError:
-                if attempt == 5:
-                    raise
-                self.run.agent_exits[f"exit code {self.child.process.poll()} at start"] += 1
-                time.sleep(3)
-
-    def kill(self) -> None:
-        assert self.child is not None
-        self.ready = False
-        self.child.kill()
-        self.run.faults["agent kill -9"] += 1
-        self.start()
-
-    def watch(self) -> None:
-        """Restart the agent if it ended by itself; sample its memory."""
-        assert self.child is not None
-        code = self.child.process.poll()
-        if code is not None:
-            self.run.agent_exits[f"exit code {code}"] += 1
-            self.start()
-            return
-        try:
-            rss = psutil.Process(self.child.process.pid).memory_info().rss / 2**20
-        except psutil.Error:
-            return
-        self.run.peak_rss_mib = max(self.run.peak_rss_mib, rss)
-
-    def running(self) -> bool:
-        """Its agent is up and holds its replica."""
-        return self.ready and self.child is not None and self.child.process.poll() is None
-
-    def stop(self) -> None:
-        if self.child is not None:
-            self.child.stop()
 
 
 async def _chaos(

@@ -20,8 +20,6 @@ from conformance.origins.origin_scenarios import scenarios
 from conformance.origins.variants import VARIANTS
 from conformance.report import Outcome, repeated
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "examples" / "marketing.sql"
 FLAGS = (
