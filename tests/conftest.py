@@ -30,13 +30,6 @@ def spec_dir() -> Path:
     return Path(os.environ.get("PODD_SPEC_DIR", REPO.parent / "shared" / "spec"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding a `slow` test first (each file's order kept): pytest-xdist hands files
-    out in this order, and a long one left to the end would run alone on one worker."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
-
-
 @pytest.fixture(scope="session")
 def spec() -> Path:
     """The team's contracts, for the tests that keep `docs/` equal to them. A clone of the
