@@ -142,7 +142,7 @@ class ExtraFaults:
         fill_seconds: float = 5.0,
         *,
         clickhouse: bool = False,
-        first_running: Callable[[], bool] = lambda: True,
+        first_running: Callable[[], bool],
     ) -> None:
         self.spec, self.work_dir, self.dsn, self.filler = spec, work_dir, dsn, filler
         self.done, self.run, self.fill_seconds = done, run, fill_seconds

@@ -43,7 +43,6 @@ class Supervisor:
 
     def kill(self) -> None:
         assert self.child is not None
-        self.ready = False
         self.child.kill()
         self.run.faults["agent kill -9"] += 1
         self.start()

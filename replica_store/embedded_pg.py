@@ -10,9 +10,8 @@ Access: TCP, even on 127.0.0.1, needs the superuser's password (scram-sha-256); 
 first start and kept, mode 0600, in the data directory (`PASSWORD_FILE`). The Unix socket
 lives in the data directory (mode 0700), so only its owner (and root) can use it; where that
 path is too long for a socket, in a directory of its own (mode 0700) in the system's temp
-directory. Nothing
-above the directory that holds the data directory has its permissions changed: as root, a
-path the system user cannot enter is an error that says so.
+directory. Nothing above the directory that holds the data directory has its permissions
+changed: as root, a path the system user cannot enter is an error that says so.
 """
 
 from __future__ import annotations
