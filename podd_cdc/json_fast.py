@@ -17,6 +17,7 @@ from functools import partial
 from typing import Annotated, Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from podd_cdc.tables import MappedTable
 from podd_cdc.values import MAX_VALUE_BYTES, SourceColumn
@@ -94,6 +95,15 @@ class RowReader:
         self._keyed = msgspec.json.Decoder(
             msgspec.defstruct(f"{name}_key", keyed_fields, rename=rename, kw_only=True)
         )
+        # A row read inside its whole message (`podd_cdc.qlik_fast`): the key columns
+        # required, the others UNSET when absent, no column unknown.
+        either: list[Any] = [
+            (f"c{i}", t) if sources[i][0] in key else (f"c{i}", t | UnsetType, UNSET)
+            for i, (t, _) in enumerate(typed)
+        ]
+        self.row_type = msgspec.defstruct(
+            f"{name}_in_message", either, rename=rename, kw_only=True, forbid_unknown_fields=True
+        )
         converters: list[tuple[int, Callable[[Any], Any]]] = []
         texts: list[int] = []
         for i, ((_, column), (_, sure)) in enumerate(zip(sources, typed, strict=True)):
@@ -105,13 +115,29 @@ class RowReader:
         self._texts = tuple(texts)
 
     def whole(self, raw: msgspec.Raw) -> tuple[Any, ...]:
-        return self._values(self._whole.decode(raw))
+        return self._values(msgspec.structs.astuple(self._whole.decode(raw)))
 
     def keyed(self, raw: msgspec.Raw) -> tuple[Any, ...]:
-        return self._values(self._keyed.decode(raw))
+        return self._values(msgspec.structs.astuple(self._keyed.decode(raw)))
 
-    def _values(self, row: Any) -> tuple[Any, ...]:
+    def whole_of(self, row: Any) -> tuple[Any, ...]:
+        """Every column of a `row_type` row: one absent is the exact path's to judge."""
         values = msgspec.structs.astuple(row)
+        if UNSET in values:
+            raise NotSure
+        return self._values(values)
+
+    def keyed_of(self, row: Any) -> tuple[Any, ...]:
+        """A deleted `row_type` row: its key, the columns absent None. An empty one (no
+        column given) the exact path reads as no row: it decides that one."""
+        values = msgspec.structs.astuple(row)
+        if UNSET in values:
+            if all(v is UNSET for v in values):
+                raise NotSure
+            values = tuple([None if v is UNSET else v for v in values])
+        return self._values(values)
+
+    def _values(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         for i in self._texts:
             text = values[i]
             if text is not None and "\x00" in text:

@@ -10,35 +10,20 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import fastavro
 import orjson
 
 from podd_cdc.errors import AwaitingMetadata, BadInput, SchemaStop, an_object
-from podd_cdc.json_fast import (
-    NULL,
-    DecodeError,
-    NotSure,
-    RowReader,
-    plain_message,
-    row_reader,
-)
 from podd_cdc.qlik_avro import MAGIC, PARSED_ENVELOPE, PARSED_METADATA, writer_schema
-from podd_cdc.qlik_fast import ENVELOPE_READER
-from podd_cdc.recent import Recent
-from podd_cdc.records import Change, Record, RowChange, TableSeen
-from podd_cdc.sequence_guard import sequence_time
+from podd_cdc.qlik_fast import MAGIC_TEXT, FastPath
+from podd_cdc.qlik_headers import UPSERTS, column_mask, header_change
+from podd_cdc.records import Record, RowChange, TableSeen
 from podd_cdc.tables import MappedTable, SourceNames, check_against, map_table
 from podd_cdc.values import qlik_column
 from protocol.schema import LogicalSchema
 
-UPSERTS = frozenset({"INSERT", "UPDATE", "REFRESH"})
-SEQUENCE_WIDTH = 40
-#: Qlik's `changeSequence`: 16 digits of time, then a 19-digit change number.
-SEQUENCE_DIGITS = 35
-_MAGIC_TEXT = MAGIC.decode()
 #: Writer schemas kept at most (metadata `dataSchema`s and inline `messageSchema`s).
 MAX_SCHEMAS = 10_000
 #: Table descriptions (metadata schemaIds) kept at most.
@@ -52,92 +37,6 @@ def _read_avro(data: Any, schema: Any) -> Any:
     if not isinstance(data, bytes):
         raise ValueError("not bytes")
     return fastavro.schemaless_reader(io.BytesIO(data), schema, None)
-
-
-def sequence_key(value: Any) -> str:
-    """`changeSequence` as a key that sorts as the number it is: as Qlik writes it, 35 digits
-    whose first 16 are a time (`YYYYMMDDHHmmSShh`), else bad input. (How far ahead of the
-    clock it may be is `podd_cdc.sequence_guard`'s.)"""
-    if (
-        type(value) is not str
-        or len(value) != SEQUENCE_DIGITS
-        or not (value.isascii() and value.isdigit())
-    ):
-        raise BadInput(None, f"changeSequence {str(value)[:50]!r} is not {SEQUENCE_DIGITS} digits")
-    prefix = value[:16]
-    if prefix not in _GOOD_PREFIXES:
-        if sequence_time(value) is None:
-            raise BadInput(None, f"changeSequence {value!r} does not begin with a time")
-        if len(_GOOD_PREFIXES) >= 4096:
-            _GOOD_PREFIXES.clear()
-        _GOOD_PREFIXES.add(prefix)
-    return value.rjust(SEQUENCE_WIDTH, "0")
-
-
-_GOOD_PREFIXES: set[str] = set()  # time prefixes checked (a transaction's changes share one)
-
-
-def source_time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    if type(value) is str:
-        return _text_time(value)
-    return _parse_time(value)
-
-
-def _parse_time(value: Any) -> datetime:
-    """A timestamp header as a naive UTC time; any value that is none (out of range, not
-    finite, a zone that carries it past year 9999) is bad input."""
-    try:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return datetime.fromtimestamp(value / 1000, UTC).replace(tzinfo=None)
-        parsed = datetime.fromisoformat(str(value).replace(" ", "T", 1))
-        return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
-    except (ValueError, OverflowError, OSError):
-        raise BadInput(None, f"timestamp {str(value)[:40]!r} is not a time") from None
-
-
-_text_time = Recent(_parse_time)  # the changes of one transaction share their timestamp
-
-
-def _mask(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return int.from_bytes(value, "big")
-    try:
-        return int(str(value), 16)
-    except ValueError:
-        raise BadInput(None, f"columnMask {str(value)[:40]!r} is not hexadecimal") from None
-
-
-def _change(
-    rows: tuple[RowChange, ...],
-    operation: Any,
-    sequence_value: Any,
-    timestamp: Any,
-    transaction: Any,
-    counter: Any,
-    last_event: Any,
-) -> Change:
-    """The change of a data message, from its rows and headers."""
-    if operation == "REFRESH":
-        return Change(rows, None, ("",), None)
-    sequence = sequence_key(sequence_value)
-    if transaction is not None and (
-        not isinstance(counter, int) or isinstance(counter, bool) or counter < 1
-    ):
-        raise BadInput(None, f"transactionEventCounter {str(counter)[:20]!r} is not 1 or more")
-    return Change(
-        rows,
-        sequence,
-        (sequence,),
-        (sequence,),
-        source_time(timestamp),
-        None if transaction is None else str(transaction),
-        counter if transaction is not None else None,
-        transaction is None or last_event is True,
-    )
 
 
 class QlikDecoder:
@@ -159,7 +58,7 @@ class QlikDecoder:
         self._needed: dict[str, tuple[int, int]] = {}  # schemaId → masks: every column, key
         self.sources = SourceNames()
         self._data_schemas: dict[str, Any] = {}
-        self._readers: dict[str, RowReader] = {}  # schemaId → the fast path's row reader
+        self._fast_path = FastPath(self.by_schema_id, self._changed, self._check_mask)
 
     # --- the message ------------------------------------------------------------------
     def decode(self, topic: str, value: bytes | None) -> Record:
@@ -167,8 +66,8 @@ class QlikDecoder:
             raise BadInput(None, "an empty value")
         if value[:5] == MAGIC:
             return self._avro_envelope(value)
-        if self.fast and value[:1] == b"{" and plain_message(value):
-            fast = self._fast(value)
+        if self.fast and value[:1] == b"{":
+            fast = self._fast_path.decode(value)
             if fast is not None:
                 return fast
         if value[:1] != b"{" and value.lstrip()[:1] != b"{":
@@ -178,7 +77,7 @@ class QlikDecoder:
         except orjson.JSONDecodeError as exc:
             raise BadInput(None, f"not JSON: {exc}") from None
         obj = an_object(obj, "the value")
-        if obj.get("magic") == _MAGIC_TEXT:
+        if obj.get("magic") == MAGIC_TEXT:
             message = an_object(obj.get("message"), "the envelope's message")
             if obj.get("type") == "MD":
                 return self._metadata(message)
@@ -276,7 +175,7 @@ class QlikDecoder:
         except SchemaStop as stop:
             self._changed[schema_id] = stop  # refused at the first data message that uses it
         self.by_schema_id[schema_id] = current
-        self._readers.pop(schema_id, None)
+        self._fast_path.forget(schema_id)
         self.by_name[table.name] = current
         self._id_by_name[table.name] = schema_id
         self._ordinals[schema_id] = {c.name: ordinals[c.source_name] for c in mapped}
@@ -331,7 +230,7 @@ class QlikDecoder:
         else:
             raise BadInput(None, f"operation {str(operation)[:20]!r} is not one Qlik writes")
         get = headers.get
-        return _change(
+        return header_change(
             rows,
             operation,
             get("changeSequence"),
@@ -343,46 +242,10 @@ class QlikDecoder:
 
     def _fast(self, value: bytes) -> Record | None:
         """A data message in its envelope, by `qlik_fast`; None: the exact path decides."""
-        try:
-            envelope = ENVELOPE_READER.decode(value)
-            message = envelope.message
-            schema_id = envelope.messageSchemaId
-            if envelope.magic != _MAGIC_TEXT or envelope.type != "DT" or message is None:
-                return None
-            if type(schema_id) is not str or schema_id in self._changed:
-                return None
-            table = self.by_schema_id.get(schema_id)
-            if table is None:
-                return None
-            reader = self._readers.get(schema_id)
-            if reader is None:
-                reader = self._readers[schema_id] = row_reader(table)
-            headers = message.headers
-            operation = headers.operation
-            self._check_mask(schema_id, table, headers.columnMask, operation)
-            if operation in UPSERTS:
-                after = reader.whole(message.data)
-                old = None if message.beforeData == NULL else reader.whole(message.beforeData)
-                rows = table.changes(old, after)
-            elif operation == "DELETE":
-                gone = message.data if message.beforeData == NULL else message.beforeData
-                rows = (table.delete(reader.keyed(gone)),)
-            else:
-                return None
-            return _change(
-                rows,
-                operation,
-                headers.changeSequence,
-                headers.timestamp,
-                headers.transactionId,
-                headers.transactionEventCounter,
-                headers.transactionLastEvent,
-            )
-        except (DecodeError, NotSure, BadInput, UnicodeDecodeError):
-            return None
+        return self._fast_path.decode(value)
 
     def _check_mask(self, schema_id: str, table: MappedTable, raw: Any, operation: Any) -> None:
-        mask = _mask(raw)
+        mask = column_mask(raw)
         if mask is None:
             return
         every, key = self._needed[schema_id]

@@ -17,7 +17,7 @@ from podd_cdc.cutlog import Cut
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.errors import BadInput, SequenceStop
 from podd_cdc.membership import Format
-from podd_cdc.qlik import sequence_key, source_time
+from podd_cdc.qlik_headers import sequence_key, source_time
 from podd_cdc.records import Change, Heartbeat, Position, Record, RowChange
 from podd_cdc.sequence_guard import MAX_TAKEN, SequenceGuard
 from tests.origin.test_cdc_cutter import P0, P1, SCHEMA, WALL, dw
