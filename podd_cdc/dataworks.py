@@ -29,6 +29,7 @@ from podd_cdc.tables import (
     MappedTable,
     SourceNames,
     check_against,
+    describe,
     map_table,
     replica_name,
 )
@@ -219,16 +220,18 @@ class DataWorksDecoder:
         table = self._tables.get(cache_key)
         if table is None:
             table = self._map(schema, source_table)
-            if len(self._tables) >= MAX_SCHEMAS:
-                raise BadInput(None, f"more than {MAX_SCHEMAS:,} distinct table schemas")
-            self._tables[cache_key] = table
+            # Checked before the table is kept: a schema kept once refused would be taken at
+            # its next reading (the exact path reads again what the fast path refused).
             known = self.by_name.get(table.name)
             if known is not None and known.table != table.table:
                 raise SchemaStop(
                     None,
-                    f"table {table.name} changed: was {known.table.column_names}, "
-                    f"now {table.table.column_names}",
+                    f"table {table.name} changed: was {describe(known.table)}, "
+                    f"now {describe(table.table)}",
                 )
+            if len(self._tables) >= MAX_SCHEMAS:
+                raise BadInput(None, f"more than {MAX_SCHEMAS:,} distinct table schemas")
+            self._tables[cache_key] = table
             self.by_name[table.name] = table
         return table
 

@@ -13,7 +13,7 @@ import pytest
 
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.dataworks_fast import KnownSchemas
-from podd_cdc.errors import BadInput
+from podd_cdc.errors import BadInput, SchemaStop
 from podd_cdc.json_fast import plain_message
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.records import Change
@@ -265,3 +265,16 @@ def test_the_schemas_kept_for_the_fast_path_are_bounded_in_bytes_and_each_kept_o
         small.add(raw, n)
     assert small.kept == 3
     assert [small.get(raw) for raw in schemas[:4]] == [0, 1, 2, None]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_changed_table_stops_at_every_message_of_its_new_schema(fast: bool) -> None:
+    """The schema stop was kept only for the first message: the changed schema's table was
+    kept before the check, so a second reading took it (and the fast path's refusal made
+    the exact path's reading the second)."""
+    decoder = DataWorksDecoder(fast=fast)
+    decoder.decode("t", dw_message("INSERT", DW_ROW))
+    other = dw_message("INSERT", DW_ROW).replace(b'"type": "DATE"', b'"type": "LONG"')
+    for _ in range(2):
+        with pytest.raises(SchemaStop, match="table t changed"):
+            decoder.decode("t", other)
