@@ -98,6 +98,14 @@ def _tagged_envelope(schema_id: str, reader: RowReader) -> type[msgspec.Struct]:
     )
 
 
+class _NoTable(
+    msgspec.Struct, tag_field="messageSchemaId", tag="\x00 no table", forbid_unknown_fields=True
+):
+    """A member of every one-pass union, which no table joins: msgspec reads a struct alone
+    as tagged even when its tag is absent, and a message without `messageSchemaId` (bad
+    input to the exact path) would have been read as the one table in use."""
+
+
 class OnePass:
     """The one-pass decoder over the tables in use (at most `MAX_ONE_PASS_TABLES`), made
     again as tables join or change, within the rebuild bound."""
@@ -126,8 +134,9 @@ class OnePass:
         self._until -= 1
         if self._pending and self._until <= 0:
             self.members = {_tagged_envelope(k, r): (k, r) for k, r in self._wanted.items()}
-            union = Union[tuple(self.members)] if self.members else None  # noqa: UP007
-            self.decoder = None if union is None else msgspec.json.Decoder(union)
+            types: tuple[Any, ...] = (_NoTable, *self.members)
+            union: Any = Union[types]  # noqa: UP007 (a union made at run time)
+            self.decoder = msgspec.json.Decoder(union) if self.members else None
             self.stale.clear()
             self._pending = False
             self._until = REBUILD_PER_TABLE * len(self.members)
@@ -175,7 +184,10 @@ class FastPath:
     def _in_one_pass(self, decoder: msgspec.json.Decoder[Any], value: bytes) -> Change | None:
         try:
             envelope = decoder.decode(value)
-            schema_id, reader = self.one_pass.members[type(envelope)]
+            member = self.one_pass.members.get(type(envelope))
+            if member is None:
+                return None
+            schema_id, reader = member
             if (
                 envelope.magic != MAGIC_TEXT
                 or envelope.type != "DT"

@@ -73,6 +73,9 @@ def test_the_one_pass_reads_the_messages_qlik_writes() -> None:
         qlik_data(PLAIN).replace(b'"headers": {', b'"headers": {"newHeader": "\xff", '),
         qlik_data(PLAIN).replace(b'"magic"', b'"x": "\xfe", "magic"'),
         qlik_data({"K": 7}, op="DELETE", before={}),  # an empty beforeData: read as none
+        # No messageSchemaId: bad input, though one table only is in the one pass.
+        qlik_data(PLAIN).replace(b'"messageSchemaId": "s1", ', b""),
+        qlik_data(PLAIN).replace(b'"s1"', b'"\\u0000 no table"'),
         # The table named twice: the exact path takes the last, which names no known table.
         qlik_data(PLAIN).replace(
             b'"messageSchemaId": "s1"', b'"messageSchemaId": "s1", "messageSchemaId": "s9"'
