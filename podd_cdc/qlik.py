@@ -240,10 +240,6 @@ class QlikDecoder:
             get("transactionLastEvent"),
         )
 
-    def _fast(self, value: bytes) -> Record | None:
-        """A data message in its envelope, by `qlik_fast`; None: the exact path decides."""
-        return self._fast_path.decode(value)
-
     def _check_mask(self, schema_id: str, table: MappedTable, raw: Any, operation: Any) -> None:
         mask = column_mask(raw)
         if mask is None:

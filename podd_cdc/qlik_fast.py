@@ -196,25 +196,14 @@ class FastPath:
             ):
                 return None
             message = envelope.message
-            table = self._tables[schema_id]
-            headers = message.headers
-            operation = headers.operation
-            self._check_mask(schema_id, table, headers.columnMask, operation)
-            before = message.beforeData
-            if operation in UPSERTS:
-                if message.data is None:
-                    return None
-                after = reader.whole_of(message.data)
-                old = None if before is None else reader.whole_of(before)
-                rows = table.changes(old, after)
-            elif operation == "DELETE":
-                gone = message.data if before is None else before
-                if gone is None:
-                    return None
-                rows = (table.delete(reader.keyed_of(gone)),)
-            else:
-                return None
-            return _changed(rows, operation, headers)
+            return self._change(
+                schema_id,
+                message.headers,
+                message.data,
+                message.beforeData,
+                reader.whole_of,
+                reader.keyed_of,
+            )
         except (DecodeError, NotSure, BadInput, UnicodeDecodeError):
             return None
 
@@ -227,27 +216,51 @@ class FastPath:
                 return None
             if type(schema_id) is not str or schema_id in self._refused:
                 return None
-            table = self._tables.get(schema_id)
-            if table is None:
+            if schema_id not in self._tables:
                 return None
             reader = self._reader(schema_id)
-            headers = message.headers
-            operation = headers.operation
-            self._check_mask(schema_id, table, headers.columnMask, operation)
-            if operation in UPSERTS:
-                after = reader.whole(message.data)
-                old = None if message.beforeData == NULL else reader.whole(message.beforeData)
-                rows = table.changes(old, after)
-            elif operation == "DELETE":
-                gone = message.data if message.beforeData == NULL else message.beforeData
-                rows = (table.delete(reader.keyed(gone)),)
-            else:
-                return None
-            change = _changed(rows, operation, headers)
+            change = self._change(
+                schema_id,
+                message.headers,
+                None if message.data == NULL else message.data,
+                None if message.beforeData == NULL else message.beforeData,
+                reader.whole,
+                reader.keyed,
+            )
         except (DecodeError, NotSure, BadInput, UnicodeDecodeError):
             return None
-        self.one_pass.join(schema_id, reader)
+        if change is not None:
+            self.one_pass.join(schema_id, reader)
         return change
+
+    def _change(
+        self,
+        schema_id: str,
+        headers: Headers,
+        data: Any,
+        before: Any,
+        whole: Callable[[Any], tuple[Any, ...]],
+        keyed: Callable[[Any], tuple[Any, ...]],
+    ) -> Change | None:
+        """The change of a data message of table `schema_id`, its rows (None where absent or
+        null) read by `whole` and `keyed`; None where the exact path decides."""
+        table = self._tables[schema_id]
+        operation = headers.operation
+        self._check_mask(schema_id, table, headers.columnMask, operation)
+        if operation in UPSERTS:
+            if data is None:
+                return None
+            after = whole(data)
+            old = None if before is None else whole(before)
+            rows = table.changes(old, after)
+        elif operation == "DELETE":
+            gone = data if before is None else before
+            if gone is None:
+                return None
+            rows = (table.delete(keyed(gone)),)
+        else:
+            return None
+        return _changed(rows, operation, headers)
 
 
 def _changed(rows: tuple[RowChange, ...], operation: Any, headers: Headers) -> Change:
