@@ -131,18 +131,23 @@ class Cutter:
     ) -> None:
         """Hold `record`, read at `at` (in partition `key`, where the caller has it)."""
         self._fed += 1
-        part = self.parts[key or partition_key(at.topic, at.partition)]
+        key = key or partition_key(at.topic, at.partition)
+        part = self.parts[key]
         part.next_offset = at.offset + 1
-        if isinstance(record, Heartbeat):
-            part.last_key = max(part.last_key or 0, record.event_time_ms)
-            self._event_times.note_watermark(self.parts, self.silent)
-            return
         if not isinstance(record, Change):
+            if isinstance(record, Heartbeat):
+                part.last_key = max(part.last_key or 0, record.event_time_ms)
+                self._event_times.note_watermark(self.parts, self.silent)
             return
         change = record
-        if self.fmt == "qlik" and change.cut_key is not None:
-            part.last_key = max(part.last_key or "", change.cut_key)
-        if self.last is not None and taken_by(self.fmt, self.last, at, change):
+        qlik = self.fmt == "qlik"
+        if (
+            qlik
+            and change.cut_key is not None
+            and (part.last_key is None or change.cut_key > part.last_key)
+        ):
+            part.last_key = change.cut_key
+        if self.last is not None and taken_by(self.fmt, self.last, at, change, key):
             self.duplicates += 1
             return
         if change.identity is not None:
@@ -154,12 +159,12 @@ class Cutter:
             self.late += int(le(change.cut_key, self.last.bound))
         item = Pending(at, change, now, size)
         part.pending.append(item)
-        if self.fmt == "qlik" and change.cut_key is not None:
-            key = group_key(change)
-            group = self._groups.get(key)
+        if qlik and change.cut_key is not None:
+            held_as = group_key(change)
+            group = self._groups.get(held_as)
             if group is None:
                 sequence = change.cut_key
-                group = self._groups[key] = Group(
+                group = self._groups[held_as] = Group(
                     change.transaction is not None, sequence, sequence
                 )
             group.add(item)

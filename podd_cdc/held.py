@@ -42,7 +42,11 @@ class Group:
         change = item.change
         self.items.append(item)
         self.first = min(self.first, item.arrived)
-        self.lo, self.hi = min(self.lo, change.cut_key), max(self.hi, change.cut_key)
+        sequence = change.cut_key
+        if sequence < self.lo:
+            self.lo = sequence
+        elif sequence > self.hi:
+            self.hi = sequence
         self.counters.add(change.counter or 0)
         if change.last_in_transaction:
             self.lasts.append(change.counter)

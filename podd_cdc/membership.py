@@ -18,18 +18,20 @@ from protocol.schema import LogicalSchema
 Format = Literal["qlik", "dataworks"]
 
 
-def taken_by(fmt: Format, cut: Cut, at: Position, change: Change) -> bool:
+def taken_by(fmt: Format, cut: Cut, at: Position, change: Change, key: str | None = None) -> bool:
     """Whether `change`, read at `at`, belongs to `cut` or a delta before it (or, for Qlik, is
-    a second copy of one that did)."""
-    span = cut.spans.get(partition_key(at.topic, at.partition))
+    a second copy of one that did). `key`: the partition's key, where the caller has it; the
+    span is looked up only where the answer needs it (not for most changes)."""
     if change.cut_key is None:  # a full-load row
+        span = cut.spans.get(key or partition_key(at.topic, at.partition))
         return span is not None and at.offset < span.refresh_upto
     if cut.bound is None:
         return False
     below = le(change.cut_key, cut.bound)
-    if fmt == "qlik":
+    if fmt == "qlik" or not below:
         return below
-    return below and span is not None and at.offset < span.end
+    span = cut.spans.get(key or partition_key(at.topic, at.partition))
+    return span is not None and at.offset < span.end
 
 
 def in_delta(fmt: Format, cut: Cut, prev: Cut | None, at: Position, change: Change) -> bool:

@@ -24,7 +24,7 @@ from podd_cdc.errors import BadInput
 from podd_cdc.json_fast import NULL, DecodeError, NotSure, RowReader, plain_message, row_reader
 from podd_cdc.qlik_avro import MAGIC
 from podd_cdc.qlik_headers import UPSERTS, header_change
-from podd_cdc.records import Change, RowChange
+from podd_cdc.records import Change
 from podd_cdc.tables import MappedTable
 from podd_cdc.values import MAX_VALUE_BYTES
 
@@ -260,16 +260,12 @@ class FastPath:
             rows = (table.delete(keyed(gone)),)
         else:
             return None
-        return _changed(rows, operation, headers)
-
-
-def _changed(rows: tuple[RowChange, ...], operation: Any, headers: Headers) -> Change:
-    return header_change(
-        rows,
-        operation,
-        headers.changeSequence,
-        headers.timestamp,
-        headers.transactionId,
-        headers.transactionEventCounter,
-        headers.transactionLastEvent,
-    )
+        return header_change(
+            rows,
+            operation,
+            headers.changeSequence,
+            headers.timestamp,
+            headers.transactionId,
+            headers.transactionEventCounter,
+            headers.transactionLastEvent,
+        )

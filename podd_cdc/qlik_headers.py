@@ -106,11 +106,12 @@ def header_change(
         not isinstance(counter, int) or isinstance(counter, bool) or counter < 1
     ):
         raise BadInput(None, f"transactionEventCounter {str(counter)[:20]!r} is not 1 or more")
+    order = (sequence,)  # also the change's identity: one tuple for both
     return Change(
         rows,
         sequence,
-        (sequence,),
-        (sequence,),
+        order,
+        order,
         source_time(timestamp),
         None if transaction is None else str(transaction),
         counter if transaction is not None else None,

@@ -112,7 +112,7 @@ class SequenceGuard:
         if not isinstance(record, Change) or record.cut_key is None:
             return
         change = record
-        if change.source_time is not None:
+        if change.source_time is not None and change.source_time > limits.latest:
             self._not_ahead(at, "source time", change.source_time, limits)
         if self.fmt != "qlik":
             millis = change.cut_key
