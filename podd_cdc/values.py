@@ -96,6 +96,25 @@ class SourceColumn:
             return integer
         if kind in (TypeKind.FLOAT, TypeKind.DOUBLE):
             return lambda v: v if type(v) is float else (None if v is None else strict(v))
+        if strict is _epoch_millis:  # DataWorks DATE: a time in ms
+            low, high = BIGINT_RANGE
+
+            def millis(value: Any) -> Any:
+                if type(value) is int and low <= value <= high:
+                    return _EPOCH + timedelta(milliseconds=value)
+                return None if value is None else strict(value)
+
+            return millis
+        if strict is _base64_text:  # DataWorks BYTES: base64 text, kept as it is
+            short = MAX_VALUE_BYTES // 4
+
+            def base64_text(value: Any) -> Any:
+                if type(value) is str and len(value) <= short and "\x00" not in value:
+                    base64.b64decode(value, validate=True)  # binascii.Error: the strict path's
+                    return value
+                return None if value is None else strict(value)
+
+            return base64_text
         if hasattr(strict, "text_limit"):  # a plain text column (not hex, not base64)
             limit = min(strict.text_limit or MAX_VALUE_BYTES, MAX_VALUE_BYTES // 4)
 
