@@ -15,11 +15,12 @@ How: the messages and schema are written to a file once; child processes under v
 cachegrind, with one hash seed, each read it and run the path over a few thousand messages
 (the decoders' tables learnt), then over the first N1 or N2 messages. A first child, not
 counted, lets numba compile the body writer for valgrind's CPU and cache it (else the first
-counted child would hold the compile). Start-up is the same in both counted children, so (instructions of N2 - of N1) / (N2 - N1) is the path's count a message, and the
-same times messages / source changes is its count a source change. An instruction of the
-interpreter's loop is not one of msgspec's or the body writer's: the count is for comparing
-a change of the code against its parent, not for converting to seconds. Without valgrind only
-the CPU time is given (the least of three runs).
+counted child would hold the compile). Start-up is the same in both counted children, so
+(instructions of N2 - of N1) / (N2 - N1) is the path's count a message, and that times
+messages / source changes is its count a source change. An instruction of the interpreter's
+loop is not one of msgspec's or the body writer's: the count compares a change of the code
+with its parent; it does not convert to seconds. Without valgrind only the CPU time is given
+(the least of three runs).
 """
 
 from __future__ import annotations
