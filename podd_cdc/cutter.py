@@ -19,12 +19,12 @@ from typing import Any
 
 from podd_cdc.choose import EventTimes, qlik_choice
 from podd_cdc.cutlog import Cut, Span, partition_key, split_key
-from podd_cdc.dataworks import millis_time
 from podd_cdc.held import Choice, Group, PartitionState, Pending, group_key, untaken
 from podd_cdc.membership import Format, le, taken_by
 from podd_cdc.records import Change, Heartbeat, Position, Record
 from podd_cdc.rows import delta_rows, rows_digest
 from podd_cdc.sequence_guard import SequenceGuard
+from podd_cdc.values import millis_time
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 

@@ -6,7 +6,6 @@ that schema, so a table whose columns change is seen at its first message with t
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -33,7 +32,7 @@ from podd_cdc.tables import (
     map_table,
     replica_name,
 )
-from podd_cdc.values import dataworks_column
+from podd_cdc.values import dataworks_column, millis_time
 from protocol.schema import LogicalSchema
 
 ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
@@ -53,7 +52,6 @@ NO_ROW_OPS = frozenset(
 )
 #: DDL of a replicated table that changes what the replica holds: the schema stop.
 TABLE_DDL = frozenset({"ALTER", "ERASE", "TRUNCATE", "RENAME"})
-_EPOCH = datetime(1970, 1, 1)
 #: The mapped tables kept by their schema; more distinct schemas than this is bad input.
 MAX_SCHEMAS = 10_000
 
@@ -88,10 +86,6 @@ def event_time(payload: dict[str, Any]) -> int:
 #: The last millisecond a time can hold (9999-12-31T23:59:59.999); a later eventTime
 #: made `millis_time` raise OverflowError, which no bad-input path caught.
 MAX_EVENT_MILLIS = 253_402_300_799_999
-
-
-def millis_time(millis: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=millis)
 
 
 _change_time = Recent(millis_time)  # a transaction's changes share their eventTime

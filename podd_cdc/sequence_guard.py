@@ -32,6 +32,7 @@ from typing import Any
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.errors import SequenceStop
 from podd_cdc.records import Change, Heartbeat, Position, Record
+from podd_cdc.values import millis_time
 
 #: Identities of changes the recent cuts took, remembered at most.
 MAX_TAKEN = 200_000
@@ -178,6 +179,6 @@ class SequenceGuard:
 
 def _millis(value: int) -> datetime:
     try:
-        return _EPOCH + timedelta(milliseconds=value)
+        return millis_time(value)
     except OverflowError:
         return datetime.max

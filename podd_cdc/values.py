@@ -101,7 +101,7 @@ class SourceColumn:
 
             def millis(value: Any) -> Any:
                 if type(value) is int and low <= value <= high:
-                    return _EPOCH + timedelta(milliseconds=value)
+                    return millis_time(value)
                 return None if value is None else strict(value)
 
             return millis
@@ -109,8 +109,7 @@ class SourceColumn:
             short = MAX_VALUE_BYTES // 4
 
             def base64_text(value: Any) -> Any:
-                if type(value) is str and len(value) <= short and "\x00" not in value:
-                    base64.b64decode(value, validate=True)  # binascii.Error: the strict path's
+                if type(value) is str and len(value) <= short and _is_base64(value):
                     return value
                 return None if value is None else strict(value)
 
@@ -208,9 +207,13 @@ def _timestamp(value: Any) -> datetime:
     return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
-def _epoch_millis(value: Any) -> datetime:
-    millis = _integer(value, BIGINT_RANGE)
+def millis_time(millis: int) -> datetime:
+    """A time in ms since 1970 as a naive UTC time (OverflowError past year 9999)."""
     return _EPOCH + timedelta(milliseconds=millis)
+
+
+def _epoch_millis(value: Any) -> datetime:
+    return millis_time(_integer(value, BIGINT_RANGE))
 
 
 def _decimal_text(value: Any) -> str:
@@ -242,12 +245,18 @@ def _hex_text(value: Any) -> str:
     return text
 
 
-def _base64_text(value: Any) -> str:
-    text = str(_text(None)(value))
+def _is_base64(text: str) -> bool:
     try:
         base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError("BYTES value is not base64 text") from None
+        return False
+    return True
+
+
+def _base64_text(value: Any) -> str:
+    text = str(_text(None)(value))
+    if not _is_base64(text):
+        raise ValueError("BYTES value is not base64 text")
     return text
 
 
