@@ -41,7 +41,9 @@ from typing import Any, cast
 
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.intake import make_decoder
 from podd_cdc.membership import Format
+from podd_cdc.options import CdcOptions
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.records import Change, Position
 from protocol.framing import frame_delta
@@ -56,8 +58,10 @@ PARTITIONS = 4
 _WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def make_decoder(fmt: str, schema: LogicalSchema | None) -> QlikDecoder | DataWorksDecoder:
-    return QlikDecoder(schema) if fmt == "qlik" else DataWorksDecoder(schema)
+def _decoder(fmt: str, schema: LogicalSchema | None) -> QlikDecoder | DataWorksDecoder:
+    """The format's decoder as a run makes it (no Qlik catalog: nothing learnt before)."""
+    options = CdcOptions(fmt=cast(Format, fmt), topics=["t"], state_dir=Path("unused"))
+    return make_decoder(options, schema, catalog=False)
 
 
 def prepared(fmt: str, changes: int, seed: int = 7) -> dict[str, Any]:
@@ -67,7 +71,7 @@ def prepared(fmt: str, changes: int, seed: int = 7) -> dict[str, Any]:
     from bench.cdc_bench import source  # noqa: PLC0415
 
     written, count = source(fmt, changes, seed)
-    learner = make_decoder(fmt, None)
+    learner = _decoder(fmt, None)
     for message in written:
         try:
             learner.decode("t", message.value)
@@ -85,7 +89,7 @@ def origin_path(
 ) -> dict[str, int]:
     """Each message decoded, checked and fed; a delta looked for every `LOOK_EVERY`, the rest
     cut at the end; every delta framed. What was made, so a caller can check it."""
-    decoder = make_decoder(fmt, schema)
+    decoder = _decoder(fmt, schema)
     keys = [f"t:{p}" for p in range(PARTITIONS)]
     cutter = Cutter(
         cast(Format, fmt), schema, dict.fromkeys(keys, 0), None, Bounds(max_rows=MAX_ROWS)
