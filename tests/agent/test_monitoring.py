@@ -71,6 +71,8 @@ def test_prometheus_scraping_the_agent_during_a_delta(agent: AgentProcess, tmp_p
         since = _value(prometheus, queries[SINCE], datamart)
         assert since is not None
         assert 0 <= since < 60
+        # The answer counter may reach Prometheus a scrape after the registry's panels.
+        _wait_for(prometheus, 'podd_answers_total{answer="OK"}', datamart, 1)
         answers = prometheus.query('podd_answers_total{answer="OK"}')
         assert [a["metric"]["datamart"] for a in answers] == [datamart]
 
