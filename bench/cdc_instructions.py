@@ -133,8 +133,11 @@ def cpu_us(data: dict[str, Any], repeats: int = 3) -> float:
     return round(best / len(messages) * 1e6, 2)
 
 
-def _counted(path: Path, messages: int) -> int:
-    """Instructions of a child that runs the path over the first `messages` messages."""
+def _counted(
+    path: Path, messages: int, warm: int = WARM_MESSAGES, env: dict[str, str] | None = None
+) -> int:
+    """Instructions of a child that runs the path over the first `warm` messages, then over
+    the first `messages` messages (`env` added to the child's environment)."""
     done = subprocess.run(
         [
             "valgrind",
@@ -147,13 +150,14 @@ def _counted(path: Path, messages: int) -> int:
             "--child",
             str(path),
             str(messages),
+            str(warm),
         ],
         capture_output=True,
         text=True,
         check=True,
         cwd=Path(__file__).resolve().parents[1],
         # one hash seed: sets and dicts then collide alike in both runs (1.4% apart without)
-        env=os.environ | {"PYTHONHASHSEED": "0"},
+        env=os.environ | (env or {}) | {"PYTHONHASHSEED": "0"},
     )
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
     if found is None:
@@ -182,9 +186,10 @@ def instructions(data: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _child(path: Path, messages: int) -> None:
+def _child(path: Path, messages: int, warm: int) -> None:
     data = pickle.loads(path.read_bytes())  # our own file, written by the parent above
-    origin_path(data["fmt"], data["schema"], data["messages"][:WARM_MESSAGES])
+    if warm:
+        origin_path(data["fmt"], data["schema"], data["messages"][:warm])
     origin_path(data["fmt"], data["schema"], data["messages"][:messages])
 
 
@@ -206,10 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", nargs="+", default=["qlik", "dataworks"])
     parser.add_argument("--changes", type=int, default=30_000)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _child(Path(args.child[0]), int(args.child[1]))
+        _child(Path(args.child[0]), int(args.child[1]), int(args.child[2]))
         return 0
     found = {fmt: measure(fmt, args.changes) for fmt in args.formats}
     if args.json:
