@@ -29,7 +29,7 @@ import argparse
 import io
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -67,13 +67,15 @@ class Batch:
         return self.heads[:, column], self.heads[:, column + 1]
 
 
-def read(messages: list[bytes]) -> Batch:
+def read(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -> Batch:
+    """`messages` read by the kernel into arrays made by `allocate` (uninitialised: the
+    kernel sets every cell it hands on)."""
     sizes = np.fromiter(map(len, messages), np.int64, len(messages))
     buf = np.frombuffer(b"".join(messages), np.uint8)
     ends = np.cumsum(sizes)
-    out = np.empty(len(buf), np.uint8)
-    heads = np.empty((len(messages), kernel.HEAD_COLUMNS), np.int64)
-    fields = np.empty((len(buf) // 6 + 16, kernel.FIELD_COLUMNS), np.int64)  # ≥ 6 bytes a field
+    out = allocate(len(buf), np.uint8)
+    heads = allocate((len(messages), kernel.HEAD_COLUMNS), np.int64)
+    fields = allocate((len(buf) // 6 + 16, kernel.FIELD_COLUMNS), np.int64)  # ≥ 6 bytes a field
     used, count = kernel.read_batch(buf, ends - sizes, ends, *_WORDS, out, heads, fields)
     return Batch(out[:used], heads, fields[:count])
 
@@ -105,10 +107,11 @@ def _columns(
             values[c, at] = line[:, kernel.F_STR0]
             lengths[c, at] = line[:, kernel.F_STR1] - line[:, kernel.F_STR0]
         elif column.type.kind in (TypeKind.DATE, TypeKind.TIMESTAMP):
-            got, good = np.zeros(len(these), np.int64), np.zeros(len(these), np.bool_)
+            texts = line[line[:, kernel.F_KIND] == kernel.V_STR]  # a null has no text
+            got, good = np.zeros(len(texts), np.int64), np.zeros(len(texts), np.bool_)
             with_time = column.type.kind == TypeKind.TIMESTAMP
-            times(out, line[:, kernel.F_STR0], line[:, kernel.F_STR1], with_time, got, good)
-            values[c, at] = got
+            times(out, texts[:, kernel.F_STR0], texts[:, kernel.F_STR1], with_time, got, good)
+            values[c, at[line[:, kernel.F_KIND] == kernel.V_STR]] = got
         else:
             values[c, at] = line[:, kernel.F_INT]
     return values, lengths, valid

@@ -225,6 +225,7 @@ def _row(
         i, o, good = _key(buf, i, e, out, o)
         if not good or f >= fields.shape[0]:
             return i, o, f, False
+        fields[f, :] = 0  # a field's every column set: `fields` comes uninitialised
         fields[f, F_MSG] = m
         fields[f, F_SIDE] = side
         fields[f, F_KEY0] = key0

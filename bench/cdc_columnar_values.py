@@ -71,16 +71,22 @@ def times(text: Any, starts: Any, ends: Any, with_time: bool, out: Any, good: An
     microseconds since the epoch. (Days of the month are checked to 31 only: a prototype.)"""
     for k in range(starts.shape[0]):
         s, n = starts[k], ends[k] - starts[k]
-        ok = n >= 10 and text[s + 4] == 45 and text[s + 7] == 45
+        out[k], good[k] = 0, False
+        if n != 10 and (not with_time or n < 19 or n > 26):
+            continue  # no byte is read outside the text
+        if text[s + 4] != 45 or text[s + 7] != 45:
+            continue
         y, mo, d = _digits(text, s, 4), _digits(text, s + 5, 2), _digits(text, s + 8, 2)
-        ok = ok and y >= 1 and 1 <= mo <= 12 and 1 <= d <= 31
+        ok = y >= 1 and 1 <= mo <= 12 and 1 <= d <= 31
         days = _days(y, mo, d) if ok else 0
         if not with_time:
-            out[k], good[k] = days, ok and n == 10
+            out[k], good[k] = days, ok
             continue
         ok = ok and n >= 19 and text[s + 10] == 32 and text[s + 13] == 58 and text[s + 16] == 58
+        if not ok:
+            continue
         hh, mi, ss = _digits(text, s + 11, 2), _digits(text, s + 14, 2), _digits(text, s + 17, 2)
-        ok = ok and 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59
+        ok = 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59
         fraction = 0
         if ok and n > 19:
             places = n - 20
