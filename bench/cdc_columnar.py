@@ -18,9 +18,12 @@ same rows as today's path:
 
 What it leaves out, so its figure is a floor for the design and not the origin's: the cut's
 transactions, bound and duplicates, the order check, masks, REFRESH rows, types the bench
-does not write, keys of more than one column, chunking (one body per table) and the messages
-the pass does not read (none here; the exact path would take them). Today's side is
-`bench.cdc_instructions.origin_path`: decode, check, feed, cut every 2,000 messages, frame.
+does not write, keys other than one integer column (a text key would be compared and sorted
+by where its text stands), chunking (one body per table) and the messages the pass does not
+read (none here; the exact path would take them). It finds a table by the bench's schemaIds
+(`NAME-v1-...`) and a column by its name in capitals, where the origin has its catalog and
+table mapping. Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed,
+cut every 2,000 messages, frame.
 """
 
 from __future__ import annotations
