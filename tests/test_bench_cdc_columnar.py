@@ -94,6 +94,7 @@ def test_a_plain_message_is_read_with_its_headers_and_fields() -> None:
         _message() + b" x",  # trailing bytes
         _message().replace(b'"columnMask"', b'"unknownHeader"'),
         _message().replace(b'"NAME": "a', b'"NAME": "\x01a'),  # a control character
+        _message("{" + ",".join(['"":1'] * 10_000) + "}"),  # more fields than there is room for
         _message().replace(b'a\\"b', "\u00e9".encode()[:1] + b"b"),  # a cut UTF-8 sequence
     ],
 )
