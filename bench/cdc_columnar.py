@@ -34,7 +34,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 import fastavro
@@ -42,7 +42,7 @@ import numpy as np
 
 from bench import cdc_columnar_kernel as kernel
 from bench.cdc_columnar_values import hash_of, hashes, sequences, times
-from bench.cdc_instructions import _decoder, origin_path, prepared
+from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.records import Position
 from protocol.avro_encoder import _KINDS, container, encode_records
@@ -51,7 +51,6 @@ from protocol.schema import LogicalSchema, Table
 from protocol.types import TypeKind
 
 _WORDS = kernel.word_table()
-_WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -190,9 +189,9 @@ def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
     """The rows today's origin cuts from the same messages as one delta, sorted."""
     schema = data["schema"]
     decoder = _decoder("qlik", schema)
-    keys = [f"t:{p}" for p in range(4)]
+    keys = [f"t:{p}" for p in range(PARTITIONS)]
     cutter = Cutter("qlik", schema, dict.fromkeys(keys, 0), None, Bounds(max_rows=10**9))
-    offsets = [0] * 4
+    offsets = [0] * PARTITIONS
     for partition, value in data["messages"]:
         at = Position("t", partition, offsets[partition])
         offsets[partition] += 1
