@@ -8,7 +8,7 @@ Why: `bench.cdc_instructions` showed no single step of today's per-change path w
 than a few percent; the issue asks for a columnar path. Before building it, this measures a
 prototype of its whole chain on `bench.cdc_bench`'s messages, and checks that it makes the
 same rows as today's path:
-- read: one compiled pass over the batch's bytes (`bench.cdc_columnar_kernel`);
+- read: one compiled pass over the batch's bytes (`podd_cdc.qlik_batch_kernel`);
 - columns: per table, each field scattered to its column by its key's hash, DATE and DATETIME
   texts converted compiled (`bench.cdc_columnar_values`), strings left where the pass
   unescaped them;
@@ -32,68 +32,34 @@ import argparse
 import io
 import json
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, cast
 
 import fastavro
 import numpy as np
 
-from bench import cdc_columnar_kernel as kernel
 from bench.cdc_columnar_values import hash_of, hashes, sequences, times
 from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
+from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.qlik_batch import QlikBatch, read_batch
 from podd_cdc.records import Position
 from protocol.avro_encoder import _KINDS, container, encode_records
 from protocol.body_writer import body_schema
 from protocol.schema import LogicalSchema, Table
 from protocol.types import TypeKind
 
-_WORDS = kernel.word_table()
-
-
-@dataclass(frozen=True)
-class Batch:
-    """A batch read by the kernel: texts, a line a message, a line a field."""
-
-    out: Any
-    heads: Any
-    fields: Any
-
-    @property
-    def read(self) -> Any:
-        return self.heads[:, kernel.M_OK] == 1
-
-    def texts(self, column: int) -> Any:
-        return self.heads[:, column], self.heads[:, column + 1]
-
-
-def read(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -> Batch:
-    """`messages` read by the kernel into arrays made by `allocate` (uninitialised: the
-    kernel sets every cell it hands on)."""
-    sizes = np.fromiter(map(len, messages), np.int64, len(messages))
-    buf = np.frombuffer(b"".join(messages), np.uint8)
-    ends = np.cumsum(sizes)
-    out = allocate(len(buf), np.uint8)
-    heads = allocate((len(messages), kernel.HEAD_COLUMNS), np.int64)
-    fields = allocate((len(buf) // 6 + 16, kernel.FIELD_COLUMNS), np.int64)  # ≥ 6 bytes a field
-    used, count = kernel.read_batch(buf, ends - sizes, ends, *_WORDS, out, heads, fields)
-    return Batch(out[:used], heads, fields[:count])
-
 
 def _columns(
-    batch: Batch, table: Table, side: Any, messages: Any, column_of: dict[int, int]
+    batch: QlikBatch, table: Table, side: Any, messages: Any, column_of: dict[int, int]
 ) -> tuple[Any, Any, Any]:
     """values, lengths, valid (`encode_records`' layout) of one row a message in `messages`
     (a mask), from the fields of each message's `side` (a mask over fields)."""
     out, fields = batch.out, batch.fields
     width, count = len(table.columns) + 1, int(messages.sum())
     picked = np.nonzero(side & messages[fields[:, kernel.F_MSG]])[0]
-    names, which = np.unique(
-        hashes(out, fields[picked, kernel.F_KEY0], fields[picked, kernel.F_KEY1]),
-        return_inverse=True,
-    )
+    names, which = np.unique(fields[picked, kernel.F_HASH], return_inverse=True)
     columns = np.array([column_of.get(int(h), -1) for h in names], np.int64)[which]
     rows = (np.cumsum(messages) - 1)[fields[picked, kernel.F_MSG]]
     values = np.zeros((width, count), np.int64)
@@ -129,7 +95,7 @@ def _body(table: Table, values: Any, lengths: Any, valid: Any, strings: Any) -> 
     return container(body_schema(table), "deflate", records, ends)
 
 
-def table_bodies(batch: Batch, schema: LogicalSchema) -> tuple[int, dict[str, bytes]]:
+def table_bodies(batch: QlikBatch, schema: LogicalSchema) -> tuple[int, dict[str, bytes]]:
     """The changes read, and per table one body of the last change per key."""
     heads, fields, out = batch.heads, batch.fields, batch.out
     ids, table_of = np.unique(hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True)
@@ -210,12 +176,12 @@ def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
 def measure(changes: int, repeats: int) -> dict[str, Any]:
     data = prepared("qlik", changes)
     messages = [value for _, value in data["messages"]]
-    batch = read(messages[:500])  # numba's compile (cached on disk after the first run)
+    batch = read_batch(messages[:500])  # numba's compile (cached on disk after the first run)
     table_bodies(batch, data["schema"])
     columnar, today = [], []
     for _ in range(repeats):  # alternating: this machine's speed drifts
         started = time.process_time()
-        read_changes, bodies = table_bodies(read(messages), data["schema"])
+        read_changes, bodies = table_bodies(read_batch(messages), data["schema"])
         columnar.append(time.process_time() - started)
         started = time.process_time()
         origin_path("qlik", data["schema"], data["messages"])

@@ -1,4 +1,4 @@
-"""Compiled conversions over `bench.cdc_columnar_kernel`'s output, a batch at a time: texts
+"""Compiled conversions over `podd_cdc.qlik_batch_kernel`'s output, a batch at a time: texts
 to hashes (a table's or a column's name), Qlik's `changeSequence` to two integers that sort as
 it does, and DATE and DATETIME texts to Avro's days and microseconds. A prototype for
 `bench.cdc_columnar`'s measurement; not on the origin's path."""
@@ -10,19 +10,15 @@ from typing import Any
 import numba
 import numpy as np
 
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
+from podd_cdc.json_scan import fnv
 
 
 @numba.njit(cache=True, nogil=True)
 def hashes(text: Any, starts: Any, ends: Any) -> Any:
-    """FNV-1a of each `text[starts[k]:ends[k]]`."""
-    out = np.empty(starts.shape[0], np.uint64)
+    """The kernel's key hash (`podd_cdc.json_scan.fnv`) of each `text[starts[k]:ends[k]]`."""
+    out = np.empty(starts.shape[0], np.int64)
     for k in range(starts.shape[0]):
-        h = _FNV_OFFSET
-        for i in range(starts[k], ends[k]):
-            h = (h ^ np.uint64(text[i])) * _FNV_PRIME
-        out[k] = h
+        out[k] = fnv(text, starts[k], ends[k])
     return out
 
 
