@@ -10,7 +10,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from podd_cdc import json_scan
 from podd_cdc.json_scan import fnv
+from protocol.kernel_cache import drop_if_sources_changed
 
 
 @numba.njit(cache=True, nogil=True)
@@ -93,3 +95,7 @@ def times(text: Any, starts: Any, ends: Any, with_time: bool, out: Any, good: An
                 fraction *= 10
         out[k] = ((days * 24 + hh) * 60 + mi) * 60_000_000 + ss * 1_000_000 + fraction
         good[k] = ok
+
+
+# `hashes` inlines `podd_cdc.json_scan.fnv`: its cache must follow that file too.
+drop_if_sources_changed([hashes], [__file__, json_scan.__file__])

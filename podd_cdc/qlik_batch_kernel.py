@@ -24,6 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from podd_cdc import json_scan
 from podd_cdc.json_scan import (
     fnv,
     int64_of,
@@ -35,6 +36,7 @@ from podd_cdc.json_scan import (
     string,
     ws,
 )
+from protocol.kernel_cache import drop_if_sources_changed
 
 # A field's value kind: V_BOOL holds 1 or 0 as an integer; V_NUMBER is a JSON number that is
 # not an int64 (a fraction, an exponent, a larger whole number), kept as its text.
@@ -348,3 +350,7 @@ def read_batch(
             head[M_HAS] = 0
             head[M_OK] = 0
     return o, f
+
+
+# The entry point inlines `podd_cdc.json_scan`'s steps: its cache must follow that file too.
+drop_if_sources_changed([read_batch], [__file__, json_scan.__file__])

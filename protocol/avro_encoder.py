@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import zstandard
 
+from protocol import avro_kernel
 from protocol.avro_kernel import (
     KIND_BOOLEAN,
     KIND_DOUBLE,
@@ -36,6 +37,7 @@ from protocol.avro_kernel import (
     KIND_LONG,
     KIND_STRING,
 )
+from protocol.kernel_cache import drop_if_sources_changed
 from protocol.ocf import OCF_MAGIC, SYNC_SIZE
 from protocol.schema import Table
 from protocol.types import TypeKind
@@ -126,6 +128,11 @@ def encode_records(
                 pos += width
         ends[r] = pos
     return pos
+
+
+# The writer reads `protocol.avro_kernel`'s kind numbers as constants, baked into its cached
+# machine code: its cache must follow that file too.
+drop_if_sources_changed([encode_records], [__file__, avro_kernel.__file__])
 
 
 def _column(values: tuple[Any, ...], arrow: pa.DataType) -> tuple[Any, Any, Any, Any]:

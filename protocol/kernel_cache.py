@@ -1,0 +1,55 @@
+"""numba's disk cache, kept in step with every source a compiled entry point is made of.
+
+numba (0.68) keys a cached function by its own file's time and size only. A function it
+inlines from another module, or a constant it reads from one, is baked into the cached
+machine code, so after that other module changes (an upgrade in place, a checkout), the old
+code would still be loaded. `drop_if_sources_changed` records a fingerprint of all of an
+entry point's sources beside its cache, and empties the cache's index when it differs.
+Call it at import, before the entry point's first call, which is when numba loads a cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def fingerprint(sources: Sequence[str | Path]) -> str:
+    """SHA-256 over the sources' bytes, each behind its length."""
+    digest = hashlib.sha256()
+    for source in sources:
+        data = Path(source).read_bytes()
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def _marker(entry: Any) -> Path:
+    module = entry.py_func.__module__
+    return Path(entry.stats.cache_path) / f"{module}.{entry.__name__}.sources"
+
+
+def drop_if_sources_changed(entries: Sequence[Any], sources: Sequence[str | Path]) -> int:
+    """For each numba dispatcher in `entries` (made with `cache=True`): if its cache was not
+    made from exactly `sources`, empty the cache's index (numba then compiles again) and
+    record the sources' fingerprint. Returns how many were emptied. A cache directory that
+    cannot be written is left as numba left it."""
+    current = fingerprint(sources)
+    emptied = 0
+    for entry in entries:
+        marker = _marker(entry)
+        try:
+            if marker.read_text() == current:
+                continue
+        except OSError:
+            pass  # no marker yet: a cache made before this check is not trusted either
+        with contextlib.suppress(OSError):
+            entry._cache.flush()  # numba's own way to forget what its index holds
+            temporary = marker.with_name(f"{marker.name}.{os.getpid()}")
+            temporary.write_text(current)
+            os.replace(temporary, marker)
+            emptied += 1
+    return emptied
