@@ -328,3 +328,25 @@ def convert_value(column: SourceColumn, value: Any) -> Any:
         return column.convert(value)
     except (ValueError, OverflowError, InvalidOperation) as exc:
         raise ValueError(f"column {column.name}: {exc}") from None
+
+
+def batch_form(column: SourceColumn) -> str:
+    """How the batch reader (`podd_cdc.qlik_columns`) takes this column's values: `integer`
+    (in `bounds`), `real`, `text` (at most `text_limit` characters), `boolean`, `date`,
+    `time`, `timestamp`, `hex` (BYTES as hexadecimal text), `decimal` (NUMERIC kept as
+    text), or `exact`: every value but NULL goes to the exact path."""
+    convert = column.convert
+    if column.bounds is not None:
+        return "integer"
+    if hasattr(convert, "text_limit"):
+        return "text"
+    forms: dict[Converter, str] = {
+        _real: "real",
+        _boolean: "boolean",
+        _date: "date",
+        _time: "time",
+        _timestamp: "timestamp",
+        _hex_text: "hex",
+        _decimal_text: "decimal",
+    }
+    return forms.get(convert, "exact")

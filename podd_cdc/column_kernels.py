@@ -1,0 +1,207 @@
+"""Compiled checks and conversions of a batch's text values (`podd_cdc.qlik_columns`), each
+as strict as the exact path's converter (`podd_cdc.values`) or stricter: a value one of them
+is not sure of is marked not good, and its message goes to the exact path.
+
+- `texts`: a text fits its column (at most so many characters and bytes, no NUL);
+- `dates`: `YYYY-MM-DD` to days since 1970-01-01;
+- `timestamps`: `YYYY-MM-DD HH:MM:SS` (or with `T`), with 1 to 6 fraction digits or none, to
+  microseconds since 1970-01-01. No zone, no surrounding space: the exact path takes those.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+
+
+@numba.njit(cache=True, nogil=True)
+def texts(out: Any, starts: Any, ends: Any, chars: int, max_bytes: int, good: Any) -> None:
+    """Whether each `out[starts[k]:ends[k]]` (valid UTF-8) has at most `chars` characters
+    (-1: any number) and `max_bytes` bytes, and no NUL."""
+    for k in range(starts.shape[0]):
+        s, e = starts[k], ends[k]
+        ok = e - s <= max_bytes
+        count = 0
+        for i in range(s, e if ok else s):
+            b = out[i]
+            if b == 0:
+                ok = False
+                break
+            count += (b & 0xC0) != 0x80  # a character begins at every byte but a continuation
+        good[k] = ok and (chars < 0 or count <= chars)
+
+
+@numba.njit(cache=True, nogil=True)
+def _digits(text: Any, s: int, n: int) -> int:
+    """`n` decimal digits from `text[s]` (at most 18), or -1."""
+    value = 0
+    for i in range(s, s + n):
+        d = int(text[i]) - 48
+        if d < 0 or d > 9:
+            return -1
+        value = value * 10 + d
+    return value
+
+
+@numba.njit(cache=True, nogil=True)
+def _month_days(y: int, m: int) -> int:
+    if m == 2:
+        return 29 if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0 else 28
+    return 30 if m == 4 or m == 6 or m == 9 or m == 11 else 31
+
+
+@numba.njit(cache=True, nogil=True)
+def _days(text: Any, s: int) -> tuple[int, bool]:
+    """Days since 1970-01-01 of the `YYYY-MM-DD` at `text[s]` (10 bytes there), and whether
+    it is a date."""
+    if text[s + 4] != 45 or text[s + 7] != 45:
+        return 0, False
+    y, m, d = _digits(text, s, 4), _digits(text, s + 5, 2), _digits(text, s + 8, 2)
+    if y < 1 or not 1 <= m <= 12 or d < 1 or d > _month_days(y, m):
+        return 0, False
+    y -= 1 if m <= 2 else 0
+    of_era = y % 400
+    era = (y - of_era) // 400
+    of_year = (153 * ((m + 9) % 12) + 2) // 5 + d - 1
+    of_era_days = of_era * 365 + of_era // 4 - of_era // 100 + of_year
+    return era * 146097 + of_era_days - 719468, True
+
+
+@numba.njit(cache=True, nogil=True)
+def dates(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+    """Each `YYYY-MM-DD` text as days since 1970-01-01 into `values`."""
+    for k in range(starts.shape[0]):
+        values[k], good[k] = 0, False
+        if ends[k] - starts[k] == 10:
+            values[k], good[k] = _days(text, starts[k])
+
+
+@numba.njit(cache=True, nogil=True)
+def timestamps(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+    """Each `YYYY-MM-DD HH:MM:SS[.f]` text as microseconds since 1970-01-01 into `values`."""
+    for k in range(starts.shape[0]):
+        s, n = starts[k], ends[k] - starts[k]
+        values[k], good[k] = 0, False
+        if n < 19 or n == 20 or n > 26:
+            continue  # no byte is read outside the text
+        days, ok = _days(text, s)
+        ok = ok and (text[s + 10] == 32 or text[s + 10] == 84)
+        ok = ok and text[s + 13] == 58 and text[s + 16] == 58
+        hh, mi, ss = _digits(text, s + 11, 2), _digits(text, s + 14, 2), _digits(text, s + 17, 2)
+        ok = ok and 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59
+        fraction = 0
+        if ok and n > 19:
+            fraction = _digits(text, s + 20, n - 20)
+            ok = text[s + 19] == 46 and fraction >= 0
+            for _ in range(26 - n):
+                fraction *= 10
+        if ok:
+            seconds = ((days * 24 + hh) * 60 + mi) * 60 + ss
+            values[k], good[k] = seconds * 1_000_000 + fraction, True
+
+
+@numba.njit(cache=True, nogil=True)
+def integers(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+    """Each `[+-]digits` text (no space; 1 to 19 digits, within +-(2**63 - 1)) as its
+    integer."""
+    for k in range(starts.shape[0]):
+        s, e = starts[k], ends[k]
+        values[k], good[k] = 0, False
+        sign = 1
+        if s < e and (text[s] == 43 or text[s] == 45):
+            sign = -1 if text[s] == 45 else 1
+            s += 1
+        if not 1 <= e - s <= 19:
+            continue  # a longer one is the exact path's
+        value = _digits(text, s, min(e - s, 18))
+        if value >= 0 and e - s == 19:
+            last = int(text[e - 1]) - 48
+            if not 0 <= last <= 9 or value > (9223372036854775807 - last) // 10:
+                continue  # past int64 (-2**63 too): the exact path's
+            value = value * 10 + last
+        if value >= 0:
+            values[k], good[k] = sign * value, True
+
+
+@numba.njit(cache=True, nogil=True)
+def _lower_is(text: Any, s: int, e: int, word: Any) -> bool:
+    if e - s != word.shape[0]:
+        return False
+    for q in range(e - s):
+        if text[s + q] | 32 != word[q]:  # ASCII letters to lower case; digits unchanged
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def booleans(text: Any, starts: Any, ends: Any, words: Any, values: Any, good: Any) -> None:
+    """Each `true`, `false` (any case), `1` or `0` text as 1 or 0. `words` holds `true`,
+    `false` as bytes, one a row (padded with 0)."""
+    for k in range(starts.shape[0]):
+        s, e = starts[k], ends[k]
+        values[k], good[k] = 0, False
+        if e - s == 1 and (text[s] == 48 or text[s] == 49):
+            values[k], good[k] = text[s] - 48, True
+        elif _lower_is(text, s, e, words[0, :4]):
+            values[k], good[k] = 1, True
+        elif _lower_is(text, s, e, words[1, :5]):
+            good[k] = True
+
+
+@numba.njit(cache=True, nogil=True)
+def times_of_day(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+    """Each `HH:MM:SS[.f]` text (1 to 6 fraction digits) as microseconds of its day."""
+    for k in range(starts.shape[0]):
+        s, n = starts[k], ends[k] - starts[k]
+        values[k], good[k] = 0, False
+        if n < 8 or n == 9 or n > 15 or text[s + 2] != 58 or text[s + 5] != 58:
+            continue
+        hh, mi, ss = _digits(text, s, 2), _digits(text, s + 3, 2), _digits(text, s + 6, 2)
+        ok = 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59
+        fraction = 0
+        if ok and n > 8:
+            fraction = _digits(text, s + 9, n - 9)
+            ok = text[s + 8] == 46 and fraction >= 0
+            for _ in range(15 - n):
+                fraction *= 10
+        if ok:
+            values[k], good[k] = ((hh * 60 + mi) * 60 + ss) * 1_000_000 + fraction, True
+
+
+@numba.njit(cache=True, nogil=True)
+def _hex_digit(b: int) -> bool:
+    return 48 <= b <= 57 or 65 <= b <= 70 or 97 <= b <= 102
+
+
+@numba.njit(cache=True, nogil=True)
+def hex_texts(text: Any, starts: Any, ends: Any, good: Any) -> None:
+    """Whether each text is hexadecimal: an even number of hex digits."""
+    for k in range(starts.shape[0]):
+        s, e = starts[k], ends[k]
+        ok = (e - s) % 2 == 0
+        for i in range(s, e if ok else s):
+            if not _hex_digit(text[i]):
+                ok = False
+                break
+        good[k] = ok
+
+
+@numba.njit(cache=True, nogil=True)
+def decimals(text: Any, starts: Any, ends: Any, good: Any) -> None:
+    """Whether each text is a decimal number `[+-](d+[.d*] | .d+)`, no space."""
+    for k in range(starts.shape[0]):
+        s, e = starts[k], ends[k]
+        if s < e and (text[s] == 43 or text[s] == 45):
+            s += 1
+        whole = s
+        while s < e and 48 <= text[s] <= 57:
+            s += 1
+        digits = s - whole
+        if s < e and text[s] == 46:
+            s += 1
+            point = s
+            while s < e and 48 <= text[s] <= 57:
+                s += 1
+            digits += s - point
+        good[k] = s == e and digits > 0

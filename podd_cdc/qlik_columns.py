@@ -1,0 +1,190 @@
+"""One side (`data` or `beforeData`) of some messages of one table, from a read batch
+(`podd_cdc.qlik_batch`) into columns: the values the exact decoder makes, in the layout the
+compiled body writer takes (`protocol.avro_encoder.encode_records`).
+
+A row is `sure` only where every field names a column of the table (by its bytes, not only
+its hash) and every value converts as the exact path converts it (`podd_cdc.values`,
+`batch_form`); a row that is not sure is the exact decoder's, whole message and all. Which
+columns a row gave is kept (`given`): an upsert needs them all, a delete only its key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from podd_cdc import column_kernels
+from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc.json_scan import fnv
+from podd_cdc.qlik_batch import QlikBatch
+from podd_cdc.tables import MappedTable
+from podd_cdc.values import MAX_VALUE_BYTES, batch_form
+
+_EPOCH_DATE = date(1970, 1, 1)
+_EPOCH = datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Rows of one table, a row a message: `values[c, r]` is column c of row r (an integer,
+    days, microseconds, 0 or 1, a float's bits, or a text's start in the batch's `out`)."""
+
+    messages: Any  # the message of each row
+    values: Any
+    lengths: Any  # a text's length in bytes
+    valid: Any  # not NULL
+    given: Any  # the field was in the message
+    sure: Any  # a row: converted as the exact path would
+
+
+def _column_of(batch: QlikBatch, table: MappedTable, picked: Any) -> Any:
+    """The column each picked field names, -1 for none: found by hash, then its bytes
+    compared with the column's name (a hash can be made to collide)."""
+    fields, out = batch.fields, batch.out
+    names = [c.source_name.encode() for c in table.columns]
+    found = np.full(len(picked), -1, np.int64)
+    by_hash = {_hash(name): c for c, name in enumerate(names)}
+    hashes = fields[picked, kernel.F_HASH].tolist()
+    starts = fields[picked, kernel.F_KEY0].tolist()
+    ends = fields[picked, kernel.F_KEY1].tolist()
+    for k, h in enumerate(hashes):
+        c = by_hash.get(h, -1)
+        if c >= 0 and out[starts[k] : ends[k]].tobytes() == names[c]:
+            found[k] = c
+    return found
+
+
+def _hash(name: bytes) -> int:
+    text = np.frombuffer(name, np.uint8)
+    return int(fnv(text, 0, len(text)))
+
+
+def _convert(
+    batch: QlikBatch, form: str, limit: int | None, line: Any
+) -> tuple[Any, Any, Any, Any]:
+    """(values, lengths, valid, good) of the fields `line` of one column."""
+    kind = line[:, kernel.F_KIND]
+    count = len(line)
+    values, lengths = line[:, kernel.F_INT].copy(), np.zeros(count, np.int64)
+    valid, good = kind != kernel.V_NULL, kind == kernel.V_NULL
+    text = kind == kernel.V_STR
+    starts, ends = (
+        np.where(text, line[:, kernel.F_STR0], 0),
+        np.where(text, line[:, kernel.F_STR1], 0),
+    )
+    parsed, checked = np.zeros(count, np.int64), np.zeros(count, np.bool_)
+    out = batch.out
+    if form == "integer":  # the range is checked by the caller
+        column_kernels.integers(out, starts, ends, parsed, checked)
+        good |= (kind == kernel.V_INT) | (text & checked)
+        values = np.where(text, parsed, values)
+    elif form == "boolean":
+        column_kernels.booleans(out, starts, ends, _BOOLEAN_WORDS, parsed, checked)
+        good |= (kind == kernel.V_BOOL) | ((kind == kernel.V_INT) & ((values == 0) | (values == 1)))
+        good |= text & checked
+        values = np.where(text, parsed, values)
+    elif form == "real":
+        values = _reals(batch, line, values, good)
+    elif form in ("text", "hex", "decimal"):
+        chars = -1 if limit is None or form != "text" else limit
+        column_kernels.texts(out, starts, ends, chars, MAX_VALUE_BYTES, checked)
+        if form != "text":
+            shaped = np.zeros(count, np.bool_)
+            (column_kernels.hex_texts if form == "hex" else column_kernels.decimals)(
+                out, starts, ends, shaped
+            )
+            checked &= shaped
+        good |= text & checked
+        values, lengths = starts, ends - starts
+    elif form in _PARSED:
+        _PARSED[form](out, starts, ends, parsed, checked)
+        good |= text & checked
+        values = parsed
+    return values, lengths, valid, good
+
+
+_PARSED = {
+    "date": column_kernels.dates,
+    "time": column_kernels.times_of_day,
+    "timestamp": column_kernels.timestamps,
+}
+_BOOLEAN_WORDS = np.array([list(b"true\0"), list(b"false")], np.uint8)
+
+
+def _reals(batch: QlikBatch, line: Any, values: Any, good: Any) -> Any:
+    """A REAL column's fields as float bits: an int64 as its float, a number's text as
+    Python reads it where it has a fraction or an exponent and is finite (a larger whole
+    number is read otherwise by orjson: the exact path's)."""
+    kind = line[:, kernel.F_KIND]
+    floats = values.astype(np.float64)
+    good |= kind == kernel.V_INT
+    for k in np.nonzero(kind == kernel.V_NUMBER)[0].tolist():
+        text = batch.out[line[k, kernel.F_STR0] : line[k, kernel.F_STR1]].tobytes()
+        if b"." in text or b"e" in text or b"E" in text:
+            floats[k] = float(text)
+            good[k] = bool(np.isfinite(floats[k]))
+    result: Any = floats.view(np.int64)
+    return result
+
+
+def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int) -> Columns:
+    """The rows of `side` (0 data, 1 beforeData) of `messages` (read, of `table`)."""
+    fields = batch.fields
+    row_of = np.full(len(batch.heads), -1, np.int64)
+    row_of[messages] = np.arange(len(messages))
+    picked = np.nonzero(
+        (fields[:, kernel.F_SIDE] == side) & (row_of[fields[:, kernel.F_MSG]] >= 0)
+    )[0]
+    rows = row_of[fields[picked, kernel.F_MSG]]
+    columns = _column_of(batch, table, picked)
+    width, count = len(table.columns), len(messages)
+    values, lengths = np.zeros((width, count), np.int64), np.zeros((width, count), np.int64)
+    valid, given = np.zeros((width, count), np.bool_), np.zeros((width, count), np.bool_)
+    sure = np.ones(count, np.bool_)
+    sure[rows[columns < 0]] = False  # a field of no column: the exact path names it
+    for c, column in enumerate(table.columns):
+        these = columns == c
+        at, line = rows[these], fields[picked[these]]
+        mapped = column.mapped
+        form = batch_form(mapped)
+        v, n, ok, good = _convert(batch, form, getattr(mapped.convert, "text_limit", None), line)
+        if form == "integer" and mapped.bounds is not None:
+            low, high = mapped.bounds
+            good &= (line[:, kernel.F_KIND] == kernel.V_NULL) | ((v >= low) & (v <= high))
+        values[c, at], lengths[c, at], valid[c, at], given[c, at] = v, n, ok, True
+        sure[at[~good]] = False
+    return Columns(messages, values, lengths, valid, given, sure)
+
+
+def python_rows(batch: QlikBatch, table: MappedTable, columns: Columns) -> list[tuple[Any, ...]]:
+    """The rows as the exact decoder's values (None where NULL or not given): for tests and
+    for a caller that needs a row whole."""
+    made: list[list[Any]] = []
+    for c, column in enumerate(table.columns):
+        form = batch_form(column.mapped)
+        values = columns.values[c]
+        if form == "real":
+            got: list[Any] = values.view(np.float64).tolist()
+        elif form in ("text", "hex", "decimal"):
+            starts, lengths = values.tolist(), columns.lengths[c].tolist()
+            got = [
+                batch.out[s : s + n].tobytes().decode()
+                for s, n in zip(starts, lengths, strict=True)
+            ]
+        elif form == "date":
+            got = [_EPOCH_DATE + timedelta(days=d) for d in values.tolist()]
+        elif form == "timestamp":
+            got = [_EPOCH + timedelta(microseconds=u) for u in values.tolist()]
+        elif form == "time":
+            got = [(_EPOCH + timedelta(microseconds=u)).time() for u in values.tolist()]
+        elif form == "boolean":
+            got = [v == 1 for v in values.tolist()]
+        else:
+            got = values.tolist()
+        made.append(
+            [v if ok else None for v, ok in zip(got, columns.valid[c].tolist(), strict=True)]
+        )
+    return list(zip(*made, strict=True)) if made else []

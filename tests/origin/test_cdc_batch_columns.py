@@ -1,0 +1,165 @@
+"""A table's rows from a read batch (`podd_cdc.qlik_columns`) are the exact decoder's: where
+the batch is sure of a row, the exact decoder makes the same values of it; where the exact
+decoder refuses a value, the batch is not sure of that row; and the plain rows Qlik writes,
+the batch is sure of."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from podd_cdc import column_kernels
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_batch import read_batch
+from podd_cdc.qlik_columns import python_rows, side_columns
+from podd_cdc.records import Change
+from podd_cdc.values import batch_form
+from tests.origin.test_cdc_decode import ROW, TYPES, qlik_data, qlik_metadata
+from tests.origin.test_cdc_fast_path import PLAIN, VARIANTS, _messages, _outcome
+
+
+def _exact() -> QlikDecoder:
+    decoder = QlikDecoder(fast=False)
+    decoder.decode("t", qlik_metadata(TYPES))
+    return decoder
+
+
+#: How the exact decoder names a value it refuses (`podd_cdc.tables.MappedTable.row`).
+_VALUE_REASONS = (": column ", "has no column", "has unknown columns")
+
+
+def _judged(messages: list[bytes]) -> tuple[int, list[bool]]:
+    """Each message whose data row the batch is sure of, with every column given: the
+    exact decoder's upsert holds the same values. A message the exact decoder refuses for a
+    value: the batch is not sure of it. Returns how many the batch read, and whether it
+    was sure of each."""
+    exact = _exact()
+    (table,) = exact.by_name.values()
+    batch = read_batch(messages)
+    read = np.nonzero(batch.read)[0]
+    columns = side_columns(batch, table, read, 0)
+    rows = python_rows(batch, table, columns)
+    sure = [False] * len(messages)
+    for r, m in enumerate(read.tolist()):
+        whole = bool(columns.sure[r]) and bool(columns.given[:, r].all())
+        sure[m] = whole
+        outcome = _outcome(exact, messages[m])
+        if isinstance(outcome, Change):
+            if whole and outcome.rows[-1].sys_op == 0:
+                assert outcome.rows[-1].values == rows[r], messages[m]
+        elif whole:
+            reason = outcome[1]
+            assert not any(v in reason for v in _VALUE_REASONS), (reason, messages[m])
+    return len(read), sure
+
+
+def test_the_plain_rows_qlik_writes_are_sure_and_the_exact_decoders() -> None:
+    plain = [qlik_data(ROW), qlik_data(PLAIN), qlik_data(dict(ROW, S=None, TS=None))]
+    read, sure = _judged(plain)
+    assert read == 3
+    assert sure == [True, True, True]
+
+
+def test_every_form_is_taken_by_the_batch() -> None:
+    """The test table has a column of every form the batch converts: none is left to the
+    exact path alone."""
+    (table,) = _exact().by_name.values()
+    forms = {batch_form(c.mapped) for c in table.columns}
+    assert forms == {"integer", "decimal", "real", "time", "date", "timestamp", "hex"} | {
+        "boolean",
+        "text",
+    }
+
+
+def test_each_columns_edge_values_are_the_exact_decoders() -> None:
+    corpus = _messages()
+    read, sure = _judged(corpus)
+    assert read > 0
+    assert sum(sure) >= 40  # the values of every column's edge that fit, in each column
+
+
+#: Values at the edges of the forms the batch parses, so that each is drawn often.
+_EDGES = {
+    "D": ["2024-02-29", "2023-02-29", "2023-02-30", "2023-04-31", "2023-13-01", "0000-01-01"],
+    "T": ["00:00:00", "23:59:59.999999", "24:00:00", "23:60:00", "23:59:60", "23:59:59.1234567"],
+    "TS": [
+        "2023-03-21 23:59:59.999999",
+        "2023-03-21T00:00:00",
+        "2023-03-21 24:00:00",
+        "2023-03-21 23:60:00",
+        "2023-03-21 23:59:60",
+        "2023-03-21 23:59:59.1234567",
+        "2023-03-21 23:59:59.",
+        "2023-02-29 00:00:00",
+    ],
+}
+_VALUES: dict[str, Any] = {
+    "K": st.one_of(
+        st.integers(-(2**32), 2**32), st.from_regex(r"[+-]?[0-9]{1,12}", fullmatch=True)
+    ),
+    "N19": st.from_regex(r" ?[+-]?[0-9]{0,4}(\.[0-9]{0,3})?e?", fullmatch=True),
+    "N18": st.one_of(st.integers(), st.from_regex(r"[+-]?0*[0-9]{1,20}", fullmatch=True)),
+    "U8": st.integers(-(2**65), 2**65),
+    "R4": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers()),
+    "T": st.from_regex(r"[0-2][0-9]:[0-6][0-9]:[0-6][0-9](\.[0-9]{0,8})?", fullmatch=True),
+    "D": st.one_of(
+        st.dates().map(str), st.from_regex(r"[0-9]{4}-[0-2][0-9]-[0-3][0-9]", fullmatch=True)
+    ),
+    "TS": st.one_of(
+        st.datetimes().map(str),
+        st.from_regex(
+            r"[0-9]{4}-[01][0-9]-[0-3][0-9][ T][0-2][0-9]:[0-5][0-9]:[0-6][0-9](\.[0-9]{0,8})?",
+            fullmatch=True,
+        ),
+    ),
+    "BY": st.from_regex(r"[0-9a-gA-G]{0,9}", fullmatch=True),
+    "B": st.one_of(
+        st.booleans(), st.sampled_from(["true", "FALSE", "1", "0", "2", " 1", "yes", 1, 0, 2])
+    ),
+    "S": st.text(max_size=5),
+}
+
+
+@st.composite
+def _one_column_changed(draw: Any) -> dict[str, Any]:
+    """ROW (every value one the batch is sure of) with one column's value drawn anew: a
+    row is sure or not by that value alone."""
+    column = draw(st.sampled_from(sorted(_VALUES)))
+    values = st.one_of(_VALUES[column], st.sampled_from(_EDGES.get(column, [None])))
+    value = draw(st.one_of(st.none(), values)) if column != "K" else draw(_VALUES["K"])
+    return dict(ROW, **{column: value})
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(_one_column_changed(), min_size=1, max_size=8))
+def test_any_value_is_sure_only_where_the_exact_decoder_makes_the_same(
+    rows: list[dict[str, Any]],
+) -> None:
+    _judged([qlik_data(row) for row in rows])
+
+
+def test_a_nul_in_text_is_not_sure() -> None:
+    """JSON writes NUL only escaped, which the reader leaves to the exact path; the check
+    of the text itself is held here."""
+    out = np.frombuffer(b"ab\x00cabc", np.uint8)
+    good = np.zeros(2, np.bool_)
+    column_kernels.texts(out, np.array([0, 4]), np.array([4, 7]), -1, 100, good)
+    assert good.tolist() == [False, True]
+    column_kernels.texts(out, np.array([4, 4]), np.array([7, 7]), 2, 100, good)
+    assert good.tolist() == [False, False]  # three characters in VARCHAR(2)
+
+
+@pytest.mark.parametrize("column", sorted(VARIANTS))
+def test_a_field_of_no_column_or_a_column_missing_is_not_sure(column: str) -> None:
+    exact = _exact()
+    (table,) = exact.by_name.values()
+    missing = {k: v for k, v in ROW.items() if k != column}
+    messages = [qlik_data(ROW), qlik_data(dict(ROW, EXTRA=1)), qlik_data(missing)]
+    batch = read_batch(messages)
+    columns = side_columns(batch, table, np.arange(3), 0)
+    assert columns.sure.tolist() == [True, False, True]
+    assert columns.given.all(axis=0).tolist() == [True, True, False]
