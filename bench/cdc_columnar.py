@@ -9,21 +9,20 @@ than a few percent; the issue asks for a columnar path. Before building it, this
 prototype of its whole chain on `bench.cdc_bench`'s messages, and checks that it makes the
 same rows as today's path:
 - read: one compiled pass over the batch's bytes (`podd_cdc.qlik_batch_kernel`);
-- columns: per table, each field scattered to its column by its key's hash, DATE and DATETIME
-  texts converted compiled (`bench.cdc_columnar_values`), strings left where the pass
-  unescaped them;
+- columns: per table, each value converted as the exact decoder converts it
+  (`podd_cdc.qlik_columns`; a row it is not sure of stops the bench, as none should be
+  here), strings left where the pass unescaped them;
 - an UPDATE that moves a row to another key also deletes the old key, as today;
 - the last change per key by (sequence, position), with one `numpy.lexsort`;
 - each table's body written from those columns by the compiled body writer.
 
 What it leaves out, so its figure is a floor for the design and not the origin's: the cut's
-transactions, bound and duplicates, the order check, masks, REFRESH rows, types the bench
-does not write, keys other than one integer column (a text key would be compared and sorted
-by where its text stands), chunking (one body per table) and the messages the pass does not
-read (none here; the exact path would take them). It finds a table by the bench's schemaIds
-(`NAME-v1-...`) and a column by its name in capitals, where the origin has its catalog and
-table mapping. Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed,
-cut every 2,000 messages, frame.
+transactions, bound and duplicates, the order check, masks, REFRESH rows, keys other than one
+integer column (a text key would be compared and sorted by where its text stands), chunking
+(one body per table) and the messages the pass does not read (none here; the exact path
+would take them). Tables are the origin decoder's, by schema id, from the metadata messages
+(`tables_of`). Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed, cut
+every 2,000 messages, frame.
 """
 
 from __future__ import annotations
@@ -39,49 +38,33 @@ from typing import Any, cast
 import fastavro
 import numpy as np
 
-from bench.cdc_columnar_values import hash_of, hashes, sequences, times
+from bench.cdc_columnar_values import hashes, sequences
 from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, read_batch
+from podd_cdc.qlik_columns import side_columns
 from podd_cdc.records import Position
+from podd_cdc.tables import MappedTable
 from protocol.avro_encoder import _KINDS, container, encode_records
 from protocol.body_writer import body_schema
-from protocol.schema import LogicalSchema, Table
-from protocol.types import TypeKind
+from protocol.schema import Table
 
 
-def _columns(
-    batch: QlikBatch, table: Table, side: Any, messages: Any, column_of: dict[int, int]
+def _side(
+    batch: QlikBatch, table: MappedTable, messages: Any, side: int, sys_op: int
 ) -> tuple[Any, Any, Any]:
-    """values, lengths, valid (`encode_records`' layout) of one row a message in `messages`
-    (a mask), from the fields of each message's `side` (a mask over fields)."""
-    out, fields = batch.out, batch.fields
-    width, count = len(table.columns) + 1, int(messages.sum())
-    picked = np.nonzero(side & messages[fields[:, kernel.F_MSG]])[0]
-    names, which = np.unique(fields[picked, kernel.F_HASH], return_inverse=True)
-    columns = np.array([column_of.get(int(h), -1) for h in names], np.int64)[which]
-    rows = (np.cumsum(messages) - 1)[fields[picked, kernel.F_MSG]]
-    values = np.zeros((width, count), np.int64)
-    lengths = np.zeros((width, count), np.int64)
-    valid = np.zeros((width, count), np.uint8)
-    valid[width - 1] = 1
-    for c, column in enumerate(table.columns):
-        these = picked[columns == c]
-        at = rows[columns == c]
-        line = fields[these]
-        valid[c, at] = line[:, kernel.F_KIND] != kernel.V_NULL
-        if column.type.is_string:
-            values[c, at] = line[:, kernel.F_STR0]
-            lengths[c, at] = line[:, kernel.F_STR1] - line[:, kernel.F_STR0]
-        elif column.type.kind in (TypeKind.DATE, TypeKind.TIMESTAMP):
-            texts = line[line[:, kernel.F_KIND] == kernel.V_STR]  # a null has no text
-            got, good = np.zeros(len(texts), np.int64), np.zeros(len(texts), np.bool_)
-            with_time = column.type.kind == TypeKind.TIMESTAMP
-            times(out, texts[:, kernel.F_STR0], texts[:, kernel.F_STR1], with_time, got, good)
-            values[c, at[line[:, kernel.F_KIND] == kernel.V_STR]] = got
-        else:
-            values[c, at] = line[:, kernel.F_INT]
+    """values, lengths, valid (`encode_records`' layout, `sys_op` last) of `side` of each of
+    `messages`, converted by `podd_cdc.qlik_columns` as the exact decoder converts them."""
+    columns = side_columns(batch, table, messages, side)
+    if not columns.sure.all():
+        raise ValueError(f"{int((~columns.sure).sum())} rows of {table.name} are the exact path's")
+    width, count = len(table.columns) + 1, len(messages)
+    values, lengths = np.zeros((width, count), np.int64), np.zeros((width, count), np.int64)
+    valid = np.ones((width, count), np.uint8)
+    values[:-1], lengths[:-1], valid[:-1] = columns.values, columns.lengths, columns.valid
+    values[-1] = sys_op
     return values, lengths, valid
 
 
@@ -95,9 +78,10 @@ def _body(table: Table, values: Any, lengths: Any, valid: Any, strings: Any) -> 
     return container(body_schema(table), "deflate", records, ends)
 
 
-def table_bodies(batch: QlikBatch, schema: LogicalSchema) -> tuple[int, dict[str, bytes]]:
-    """The changes read, and per table one body of the last change per key."""
-    heads, fields, out = batch.heads, batch.fields, batch.out
+def table_bodies(batch: QlikBatch, tables: dict[str, MappedTable]) -> tuple[int, dict[str, bytes]]:
+    """The changes read, and per table one body of the last change per key (`tables`: by
+    schema id)."""
+    heads, out = batch.heads, batch.out
     ids, table_of = np.unique(hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True)
     high, low = np.empty(len(heads), np.int64), np.empty(len(heads), np.int64)
     in_order = np.empty(len(heads), np.bool_)
@@ -105,30 +89,27 @@ def table_bodies(batch: QlikBatch, schema: LogicalSchema) -> tuple[int, dict[str
     sequences(out, seq_starts, seq_ends, high, low, in_order)
     operation = out[np.minimum(heads[:, kernel.M_OP], max(len(out) - 1, 0))]
     deleted, updated = operation == ord("D"), operation == ord("U")
-    row_side = fields[:, kernel.F_SIDE] == deleted[fields[:, kernel.F_MSG]]
-    by_name = {t.name: t for t in schema.tables}
     changes, bodies = 0, {}
     for u in range(len(ids)):
         first = int(np.argmax(table_of == u))
         start, end = heads[first, kernel.M_SCHEMA_ID : kernel.M_SCHEMA_ID + 2]
-        table = by_name.get(bytes(out[start:end]).decode().rsplit("-v", 2)[0])
-        if table is None:
+        mapped = tables.get(bytes(out[start:end]).decode())
+        if mapped is None:
             continue
-        column_of = {hash_of(c.name.upper()): i for i, c in enumerate(table.columns)}
+        table = mapped.table
         mine = (table_of == u) & batch.read & in_order
         changes += int(mine.sum())
-        values, lengths, valid = _columns(batch, table, row_side, mine, column_of)
-        values[-1] = deleted[mine]
-        moves = mine & updated  # an UPDATE to another key deletes the old key
-        old = _columns(batch, table, fields[:, kernel.F_SIDE] == 1, moves, column_of)
+        gone, kept_rows = np.nonzero(mine & deleted)[0], np.nonzero(mine & ~deleted)[0]
+        moves = np.nonzero(mine & updated)[0]  # an UPDATE to another key deletes the old key
+        after = _side(batch, mapped, kept_rows, 0, 0)
+        old = _side(batch, mapped, moves, 1, 1)
         keys = list(table.key_positions)
-        moved = (old[0][keys] != values[keys][:, updated[mine]]).any(axis=0)
-        old[0][-1] = 1
+        moved = (old[0][keys] != after[0][keys][:, updated[kept_rows]]).any(axis=0)
         values, lengths, valid = (
-            np.concatenate([o[:, moved], n], axis=1)
-            for o, n in zip(old, (values, lengths, valid), strict=True)
+            np.concatenate([o[:, moved], d, a], axis=1)
+            for o, d, a in zip(old, _side(batch, mapped, gone, 1, 1), after, strict=True)
         )
-        where = np.concatenate([np.nonzero(moves)[0][moved], np.nonzero(mine)[0]])
+        where = np.concatenate([moves[moved], gone, kept_rows])
         order = np.lexsort((np.arange(len(where)), where, low[where], high[where], values[keys[0]]))
         key = values[keys[0]][order]
         last = order[np.append(key[1:] != key[:-1], True)]
@@ -173,15 +154,25 @@ def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
+def tables_of(data: dict[str, Any]) -> dict[str, MappedTable]:
+    """The tables the messages describe, by schema id, as the origin's decoder maps them."""
+    decoder = _decoder("qlik", data["schema"])
+    for _, value in data["messages"]:
+        if b'"type": "DT"' not in value:
+            decoder.decode("t", value)
+    return cast(QlikDecoder, decoder).by_schema_id
+
+
 def measure(changes: int, repeats: int) -> dict[str, Any]:
     data = prepared("qlik", changes)
     messages = [value for _, value in data["messages"]]
+    tables = tables_of(data)
     batch = read_batch(messages[:500])  # numba's compile (cached on disk after the first run)
-    table_bodies(batch, data["schema"])
+    table_bodies(batch, tables)
     columnar, today = [], []
     for _ in range(repeats):  # alternating: this machine's speed drifts
         started = time.process_time()
-        read_changes, bodies = table_bodies(read_batch(messages), data["schema"])
+        read_changes, bodies = table_bodies(read_batch(messages), tables)
         columnar.append(time.process_time() - started)
         started = time.process_time()
         origin_path("qlik", data["schema"], data["messages"])

@@ -205,3 +205,21 @@ def decimals(text: Any, starts: Any, ends: Any, good: Any) -> None:
                 s += 1
             digits += s - point
         good[k] = s == e and digits > 0
+
+
+@numba.njit(cache=True, nogil=True)
+def same_texts(text: Any, starts: Any, ends: Any, names: Any, bounds: Any, which: Any) -> None:
+    """Where `text[starts[k]:ends[k]]` is not name `which[k]` (`names[bounds[w]:bounds[w+1]]`),
+    `which[k]` becomes -1; -1 stays -1."""
+    for k in range(starts.shape[0]):
+        w = which[k]
+        if w < 0:
+            continue
+        s, n = starts[k], bounds[w + 1] - bounds[w]
+        if ends[k] - s != n:
+            which[k] = -1
+            continue
+        for q in range(n):
+            if text[s + q] != names[bounds[w] + q]:
+                which[k] = -1
+                break

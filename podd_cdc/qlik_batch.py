@@ -45,6 +45,7 @@ class QlikBatch:
     out: Any
     heads: Any
     fields: Any
+    field_starts: Any  # message m's fields are lines field_starts[m] to field_starts[m + 1]
 
     @property
     def read(self) -> Any:
@@ -60,7 +61,8 @@ class QlikBatch:
 
     def _row(self, m: int, side: int) -> list[tuple[str, Any]]:
         k = kernel
-        lines = self.fields[(self.fields[:, k.F_MSG] == m) & (self.fields[:, k.F_SIDE] == side)]
+        lines = self.fields[self.field_starts[m] : self.field_starts[m + 1]]
+        lines = lines[lines[:, k.F_SIDE] == side]
         row = []
         for line in lines.tolist():
             value: Any = None
@@ -111,4 +113,6 @@ def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -
     heads = allocate((len(messages), kernel.HEAD_COLUMNS), np.int64)
     fields = allocate((len(buf) // BYTES_A_FIELD + 1, kernel.FIELD_COLUMNS), np.int64)
     used, count = kernel.read_batch(buf, ends - sizes, ends, *_WORDS, out, heads, fields)
-    return QlikBatch(out[:used], heads, fields[:count])
+    fields = fields[:count]
+    starts = np.searchsorted(fields[:, kernel.F_MSG], np.arange(len(messages) + 1))
+    return QlikBatch(out[:used], heads, fields, starts)

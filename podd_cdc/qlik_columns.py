@@ -43,17 +43,15 @@ class Columns:
 def _column_of(batch: QlikBatch, table: MappedTable, picked: Any) -> Any:
     """The column each picked field names, -1 for none: found by hash, then its bytes
     compared with the column's name (a hash can be made to collide)."""
-    fields, out = batch.fields, batch.out
+    fields = batch.fields
     names = [c.source_name.encode() for c in table.columns]
-    found = np.full(len(picked), -1, np.int64)
     by_hash = {_hash(name): c for c, name in enumerate(names)}
-    hashes = fields[picked, kernel.F_HASH].tolist()
-    starts = fields[picked, kernel.F_KEY0].tolist()
-    ends = fields[picked, kernel.F_KEY1].tolist()
-    for k, h in enumerate(hashes):
-        c = by_hash.get(h, -1)
-        if c >= 0 and out[starts[k] : ends[k]].tobytes() == names[c]:
-            found[k] = c
+    hashes, which = np.unique(fields[picked, kernel.F_HASH], return_inverse=True)
+    found = np.array([by_hash.get(h, -1) for h in hashes.tolist()], np.int64)[which]
+    bounds = np.cumsum([0, *map(len, names)])
+    text = np.frombuffer(b"".join(names), np.uint8)
+    starts, ends = fields[picked, kernel.F_KEY0], fields[picked, kernel.F_KEY1]
+    column_kernels.same_texts(batch.out, starts, ends, text, bounds, found)
     return found
 
 
@@ -130,23 +128,32 @@ def _reals(batch: QlikBatch, line: Any, values: Any, good: Any) -> Any:
     return result
 
 
+def _fields_of(batch: QlikBatch, messages: Any) -> tuple[Any, Any]:
+    """The lines of `fields` of `messages` (each message's are together, in order), and
+    the row (the place in `messages`) each is of."""
+    starts, ends = batch.field_starts[messages], batch.field_starts[messages + 1]
+    counts = ends - starts
+    rows = np.repeat(np.arange(len(messages)), counts)
+    first = np.cumsum(counts) - counts  # where each message's lines begin in the result
+    return np.arange(int(counts.sum())) - first[rows] + starts[rows], rows
+
+
 def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int) -> Columns:
     """The rows of `side` (0 data, 1 beforeData) of `messages` (read, of `table`)."""
     fields = batch.fields
-    row_of = np.full(len(batch.heads), -1, np.int64)
-    row_of[messages] = np.arange(len(messages))
-    picked = np.nonzero(
-        (fields[:, kernel.F_SIDE] == side) & (row_of[fields[:, kernel.F_MSG]] >= 0)
-    )[0]
-    rows = row_of[fields[picked, kernel.F_MSG]]
+    picked, rows = _fields_of(batch, messages)
+    on_side = fields[picked, kernel.F_SIDE] == side
+    picked, rows = picked[on_side], rows[on_side]
     columns = _column_of(batch, table, picked)
+    by_column = np.argsort(columns, kind="stable")
+    bounds = np.searchsorted(columns[by_column], np.arange(len(table.columns) + 1))
     width, count = len(table.columns), len(messages)
     values, lengths = np.zeros((width, count), np.int64), np.zeros((width, count), np.int64)
     valid, given = np.zeros((width, count), np.bool_), np.zeros((width, count), np.bool_)
     sure = np.ones(count, np.bool_)
     sure[rows[columns < 0]] = False  # a field of no column: the exact path names it
     for c, column in enumerate(table.columns):
-        these = columns == c
+        these = by_column[bounds[c] : bounds[c + 1]]
         at, line = rows[these], fields[picked[these]]
         mapped = column.mapped
         form = batch_form(mapped)

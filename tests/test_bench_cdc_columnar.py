@@ -28,6 +28,6 @@ def test_the_prototype_makes_the_rows_of_todays_path(allocate: Any) -> None:
     batch = read_batch(messages, allocate)
     data_messages = sum(b'"type": "DT"' in m for m in messages)
     assert int(batch.read.sum()) == data_messages > 0  # every data message, no description
-    changes, bodies = cdc_columnar.table_bodies(batch, data["schema"])
+    changes, bodies = cdc_columnar.table_bodies(batch, cdc_columnar.tables_of(data))
     assert changes == data_messages
     assert cdc_columnar.body_rows(bodies) == cdc_columnar.today_rows(data)

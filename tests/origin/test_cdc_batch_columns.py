@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from podd_cdc import column_kernels
+from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_columns import python_rows, side_columns
@@ -163,3 +164,17 @@ def test_a_field_of_no_column_or_a_column_missing_is_not_sure(column: str) -> No
     columns = side_columns(batch, table, np.arange(3), 0)
     assert columns.sure.tolist() == [True, False, True]
     assert columns.given.all(axis=0).tolist() == [True, True, False]
+
+
+def test_a_field_whose_hash_is_a_columns_but_not_its_name_is_no_column() -> None:
+    """FNV can be made to collide: a forged hash (written over the field's own here) must
+    not make a field of another name count as the column."""
+    exact = _exact()
+    (table,) = exact.by_name.values()
+    batch = read_batch([qlik_data(dict(ROW, Z="xyz")), qlik_data(ROW)])  # Z: like S
+    fields = batch.fields
+    extra = [f for f in range(len(fields)) if batch.out[fields[f, kernel.F_KEY0]] == ord("Z")]
+    source = [f for f in range(len(fields)) if batch.out[fields[f, kernel.F_KEY0]] == ord("S")]
+    fields[extra[0], kernel.F_HASH] = fields[source[0], kernel.F_HASH]
+    columns = side_columns(batch, table, np.arange(2), 0)
+    assert columns.sure.tolist() == [False, True]
