@@ -36,10 +36,12 @@ def drop_if_sources_changed(entries: Sequence[Any], sources: Sequence[str | Path
     """For each numba dispatcher in `entries` (made with `cache=True`): if its cache was not
     made from exactly `sources`, empty the cache's index (numba then compiles again) and
     record the sources' fingerprint. Returns how many were emptied. A cache directory that
-    cannot be written is left as numba left it."""
+    cannot be written is left as numba left it; with numba's JIT off, there is none."""
     current = fingerprint(sources)
     emptied = 0
     for entry in entries:
+        if not hasattr(entry, "_cache"):
+            continue  # a plain function: numba's JIT is off (NUMBA_DISABLE_JIT), no cache
         marker = _marker(entry)
         try:
             if marker.read_text() == current:

@@ -61,3 +61,18 @@ def test_a_changed_callee_is_compiled_again(tmp_path: Path, guarded: bool) -> No
     # old answer. This shows the hazard is real, so the guarded run shows the guard works.
     assert _run(tmp_path) == ((2, False) if guarded else (1, True))
     assert _run(tmp_path) == (2 if guarded else 1, True)  # the new code is cached in turn
+
+
+def test_with_the_jit_off_the_kernels_import(tmp_path: Path) -> None:
+    """NUMBA_DISABLE_JIT=1 (the cachegrind count runs so) makes plain functions, with no
+    cache: the guard leaves them alone, and the modules that call it import."""
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    modules = "protocol.avro_encoder, podd_cdc.qlik_batch_kernel, bench.cdc_columnar_values"
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {modules}"],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
