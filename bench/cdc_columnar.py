@@ -9,15 +9,16 @@ than a few percent; the issue asks for a columnar path. Before building it, this
 prototype of its whole chain on `bench.cdc_bench`'s messages, and checks that it makes the
 same rows as today's path:
 - read: one compiled pass over the batch's bytes (`podd_cdc.qlik_batch_kernel`);
-- columns: per table, each value converted as the exact decoder converts it
-  (`podd_cdc.qlik_columns`; a row it is not sure of stops the bench, as none should be
-  here), strings left where the pass unescaped them;
+- changes: per table, each message's operation, sequence, mask and transaction headers
+  checked and each value converted as the exact decoder does (`podd_cdc.qlik_batch_changes`
+  over `podd_cdc.qlik_columns`; a change it is not sure of stops the bench, as none should
+  be here), strings left where the pass unescaped them;
 - an UPDATE that moves a row to another key also deletes the old key, as today;
 - the last change per key by (sequence, position), with one `numpy.lexsort`;
 - each table's body written from those columns by the compiled body writer.
 
 What it leaves out, so its figure is a floor for the design and not the origin's: the cut's
-transactions, bound and duplicates, the order check, masks, REFRESH rows, keys other than one
+transactions, bound and duplicates, the order check, REFRESH rows' order, keys other than one
 integer column (a text key would be compared and sorted by where its text stands), chunking
 (one body per table) and the messages the pass does not read (none here; the exact path
 would take them). Tables are the origin decoder's, by schema id, from the metadata messages
@@ -38,32 +39,28 @@ from typing import Any, cast
 import fastavro
 import numpy as np
 
-from bench.cdc_columnar_values import hashes, sequences
+from bench.cdc_columnar_values import hashes
 from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, read_batch
-from podd_cdc.qlik_columns import side_columns
+from podd_cdc.qlik_batch_changes import DELETE, changes_of
+from podd_cdc.qlik_columns import Columns
 from podd_cdc.records import Position
-from podd_cdc.tables import MappedTable
 from protocol.avro_encoder import _KINDS, container, encode_records
 from protocol.body_writer import body_schema
 from protocol.schema import Table
 
 
-def _side(
-    batch: QlikBatch, table: MappedTable, messages: Any, side: int, sys_op: int
-) -> tuple[Any, Any, Any]:
-    """values, lengths, valid (`encode_records`' layout, `sys_op` last) of `side` of each of
-    `messages`, converted by `podd_cdc.qlik_columns` as the exact decoder converts them."""
-    columns = side_columns(batch, table, messages, side)
-    if not columns.sure.all():
-        raise ValueError(f"{int((~columns.sure).sum())} rows of {table.name} are the exact path's")
-    width, count = len(table.columns) + 1, len(messages)
+def _rows(columns: Columns, rows: Any, sys_op: int) -> tuple[Any, Any, Any]:
+    """values, lengths, valid (`encode_records`' layout, `sys_op` last) of `rows` of
+    `columns`."""
+    width, count = columns.values.shape[0] + 1, len(rows)
     values, lengths = np.zeros((width, count), np.int64), np.zeros((width, count), np.int64)
     valid = np.ones((width, count), np.uint8)
-    values[:-1], lengths[:-1], valid[:-1] = columns.values, columns.lengths, columns.valid
+    values[:-1], lengths[:-1] = columns.values[:, rows], columns.lengths[:, rows]
+    valid[:-1] = columns.valid[:, rows]
     values[-1] = sys_op
     return values, lengths, valid
 
@@ -78,39 +75,52 @@ def _body(table: Table, values: Any, lengths: Any, valid: Any, strings: Any) -> 
     return container(body_schema(table), "deflate", records, ends)
 
 
-def table_bodies(batch: QlikBatch, tables: dict[str, MappedTable]) -> tuple[int, dict[str, bytes]]:
-    """The changes read, and per table one body of the last change per key (`tables`: by
-    schema id)."""
+def table_bodies(batch: QlikBatch, decoder: QlikDecoder) -> tuple[int, dict[str, bytes]]:
+    """The changes read, and per table one body of the last change per key (the tables
+    `decoder`'s, by schema id)."""
     heads, out = batch.heads, batch.out
     ids, table_of = np.unique(hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True)
-    high, low = np.empty(len(heads), np.int64), np.empty(len(heads), np.int64)
-    in_order = np.empty(len(heads), np.bool_)
-    seq_starts, seq_ends = batch.texts(kernel.M_SEQ)
-    sequences(out, seq_starts, seq_ends, high, low, in_order)
-    operation = out[np.minimum(heads[:, kernel.M_OP], max(len(out) - 1, 0))]
-    deleted, updated = operation == ord("D"), operation == ord("U")
     changes, bodies = 0, {}
     for u in range(len(ids)):
         first = int(np.argmax(table_of == u))
         start, end = heads[first, kernel.M_SCHEMA_ID : kernel.M_SCHEMA_ID + 2]
-        mapped = tables.get(bytes(out[start:end]).decode())
+        schema_id = bytes(out[start:end]).decode()
+        mapped = decoder.by_schema_id.get(schema_id)
         if mapped is None:
             continue
         table = mapped.table
-        mine = (table_of == u) & batch.read & in_order
-        changes += int(mine.sum())
-        gone, kept_rows = np.nonzero(mine & deleted)[0], np.nonzero(mine & ~deleted)[0]
-        moves = np.nonzero(mine & updated)[0]  # an UPDATE to another key deletes the old key
-        after = _side(batch, mapped, kept_rows, 0, 0)
-        old = _side(batch, mapped, moves, 1, 1)
+        made = changes_of(
+            batch,
+            mapped,
+            np.nonzero((table_of == u) & batch.read)[0],
+            decoder.mask_check(schema_id),
+        )
+        if not made.sure.all():
+            raise ValueError(
+                f"{int((~made.sure).sum())} changes of {table.name} are the exact path's"
+            )
+        changes += len(made.messages)
+        operation, (high, low) = made.operation, made.sequence
+        deleted = operation == DELETE
+        has_before = made.before.fields > 0
+        upserts, gone = np.nonzero(~deleted)[0], np.nonzero(deleted)[0]
+        after = _rows(made.data, upserts, 0)
         keys = list(table.key_positions)
-        moved = (old[0][keys] != after[0][keys][:, updated[kept_rows]]).any(axis=0)
+        olds = upserts[has_before[upserts]]  # an UPDATE to another key deletes the old key
+        old = _rows(made.before, olds, 1)
+        moved = (old[0][keys] != after[0][keys][:, has_before[upserts]]).any(axis=0)
+        removed = [
+            np.where(has_before[gone], b, d)
+            for b, d in zip(_rows(made.before, gone, 1), _rows(made.data, gone, 1), strict=True)
+        ]
         values, lengths, valid = (
             np.concatenate([o[:, moved], d, a], axis=1)
-            for o, d, a in zip(old, _side(batch, mapped, gone, 1, 1), after, strict=True)
+            for o, d, a in zip(old, removed, after, strict=True)
         )
-        where = np.concatenate([moves[moved], gone, kept_rows])
-        order = np.lexsort((np.arange(len(where)), where, low[where], high[where], values[keys[0]]))
+        where = np.concatenate([olds[moved], gone, upserts])
+        order = np.lexsort(
+            (np.arange(len(where)), made.messages[where], low[where], high[where], values[keys[0]])
+        )
         key = values[keys[0]][order]
         last = order[np.append(key[1:] != key[:-1], True)]
         kept = [np.ascontiguousarray(a[:, last]) for a in (values, lengths, valid)]
@@ -154,13 +164,13 @@ def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
-def tables_of(data: dict[str, Any]) -> dict[str, MappedTable]:
-    """The tables the messages describe, by schema id, as the origin's decoder maps them."""
+def tables_of(data: dict[str, Any]) -> QlikDecoder:
+    """A decoder that has read the tables the messages describe (the origin's mapping)."""
     decoder = _decoder("qlik", data["schema"])
     for _, value in data["messages"]:
         if b'"type": "DT"' not in value:
             decoder.decode("t", value)
-    return cast(QlikDecoder, decoder).by_schema_id
+    return cast(QlikDecoder, decoder)
 
 
 def measure(changes: int, repeats: int) -> dict[str, Any]:

@@ -13,6 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import numba
+import numpy as np
+
+from podd_cdc import json_scan
+from podd_cdc.json_scan import fnv
+from protocol.kernel_cache import drop_if_sources_changed
 
 
 @numba.njit(cache=True, nogil=True)
@@ -223,3 +228,60 @@ def same_texts(text: Any, starts: Any, ends: Any, names: Any, bounds: Any, which
             if text[s + q] != names[bounds[w] + q]:
                 which[k] = -1
                 break
+
+
+@numba.njit(cache=True, nogil=True)
+def _clock(text: Any, s: int) -> bool:
+    """Whether the 16 digits at `text[s]` are a time `YYYYMMDDHHmmSShh`, as `strptime`
+    and `datetime` take one (year 1 to 9999, a day of its month, second at most 59)."""
+    y, m, d = _digits(text, s, 4), _digits(text, s + 4, 2), _digits(text, s + 6, 2)
+    hh, mi, ss = _digits(text, s + 8, 2), _digits(text, s + 10, 2), _digits(text, s + 12, 2)
+    if y < 1 or not 1 <= m <= 12 or d < 1 or d > _month_days(y, m):
+        return False
+    return 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59 and _digits(text, s + 14, 2) >= 0
+
+
+@numba.njit(cache=True, nogil=True)
+def sequences(text: Any, starts: Any, ends: Any, high: Any, low: Any, good: Any) -> None:
+    """Each Qlik `changeSequence` (35 digits, the first 16 a time) as two integers that sort
+    as it does: its first 17 digits and its last 18 (each fits an int64)."""
+    for k in range(starts.shape[0]):
+        s = starts[k]
+        high[k], low[k], good[k] = 0, 0, False
+        if ends[k] - s != 35 or not _clock(text, s):
+            continue
+        first, last = _digits(text, s, 17), _digits(text, s + 17, 18)
+        if first >= 0 and last >= 0:
+            high[k], low[k], good[k] = first, last, True
+
+
+@numba.njit(cache=True, nogil=True)
+def operations(text: Any, starts: Any, ends: Any, words: Any, lengths: Any, codes: Any) -> None:
+    """Each text's index among `words` (a padded byte matrix), or -1."""
+    for k in range(starts.shape[0]):
+        s, n = starts[k], ends[k] - starts[k]
+        codes[k] = -1
+        for w in range(words.shape[0]):
+            if n != lengths[w]:
+                continue
+            same = True
+            for q in range(n):
+                if text[s + q] != words[w, q]:
+                    same = False
+                    break
+            if same:
+                codes[k] = w
+                break
+
+
+@numba.njit(cache=True, nogil=True)
+def text_hashes(text: Any, starts: Any, ends: Any) -> Any:
+    """`json_scan.fnv` of each `text[starts[k]:ends[k]]`."""
+    found = np.empty(starts.shape[0], np.int64)
+    for k in range(starts.shape[0]):
+        found[k] = fnv(text, starts[k], ends[k])
+    return found
+
+
+# `text_hashes` inlines `podd_cdc.json_scan.fnv`: its cache must follow that file too.
+drop_if_sources_changed([text_hashes], [__file__, json_scan.__file__])

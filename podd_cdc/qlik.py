@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import fastavro
@@ -239,6 +239,12 @@ class QlikDecoder:
             get("transactionEventCounter"),
             get("transactionLastEvent"),
         )
+
+    def mask_check(self, schema_id: str) -> Callable[[str, str], None]:
+        """Table `schema_id`'s `columnMask` check (mask text, operation), for a reader of
+        batches (`podd_cdc.qlik_batch_changes`): the one rule, this decoder's."""
+        table = self.by_schema_id[schema_id]
+        return lambda mask, operation: self._check_mask(schema_id, table, mask, operation)
 
     def _check_mask(self, schema_id: str, table: MappedTable, raw: Any, operation: Any) -> None:
         mask = column_mask(raw)

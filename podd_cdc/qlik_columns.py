@@ -37,6 +37,7 @@ class Columns:
     lengths: Any  # a text's length in bytes
     valid: Any  # not NULL
     given: Any  # the field was in the message
+    fields: Any  # a row: how many fields it had, of a column or not
     sure: Any  # a row: converted as the exact path would
 
 
@@ -163,7 +164,8 @@ def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int)
             good &= (line[:, kernel.F_KIND] == kernel.V_NULL) | ((v >= low) & (v <= high))
         values[c, at], lengths[c, at], valid[c, at], given[c, at] = v, n, ok, True
         sure[at[~good]] = False
-    return Columns(messages, values, lengths, valid, given, sure)
+    fields_given = np.bincount(rows, minlength=count)
+    return Columns(messages, values, lengths, valid, given, fields_given, sure)
 
 
 def python_rows(batch: QlikBatch, table: MappedTable, columns: Columns) -> list[tuple[Any, ...]]:
