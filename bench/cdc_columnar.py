@@ -39,9 +39,9 @@ from typing import Any, cast
 import fastavro
 import numpy as np
 
-from bench.cdc_columnar_values import hashes
 from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
 from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc.column_kernels import text_hashes
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, read_batch
@@ -79,7 +79,9 @@ def table_bodies(batch: QlikBatch, decoder: QlikDecoder) -> tuple[int, dict[str,
     """The changes read, and per table one body of the last change per key (the tables
     `decoder`'s, by schema id)."""
     heads, out = batch.heads, batch.out
-    ids, table_of = np.unique(hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True)
+    ids, table_of = np.unique(
+        text_hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True
+    )
     changes, bodies = 0, {}
     for u in range(len(ids)):
         first = int(np.argmax(table_of == u))

@@ -83,27 +83,36 @@ def dates(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def _of_day(text: Any, s: int, n: int) -> tuple[int, bool]:
+    """Microseconds of the day of the `HH:MM:SS[.f]` (1 to 6 fraction digits) that is
+    `text[s:s + n]`, and whether it is one."""
+    if n < 8 or n == 9 or n > 15 or text[s + 2] != 58 or text[s + 5] != 58:
+        return 0, False
+    hh, mi, ss = _digits(text, s, 2), _digits(text, s + 3, 2), _digits(text, s + 6, 2)
+    if not (0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59):
+        return 0, False
+    fraction = 0
+    if n > 8:
+        fraction = _digits(text, s + 9, n - 9)
+        if text[s + 8] != 46 or fraction < 0:
+            return 0, False
+        for _ in range(15 - n):
+            fraction *= 10
+    return ((hh * 60 + mi) * 60 + ss) * 1_000_000 + fraction, True
+
+
+@numba.njit(cache=True, nogil=True)
 def timestamps(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `YYYY-MM-DD HH:MM:SS[.f]` text as microseconds since 1970-01-01 into `values`."""
     for k in range(starts.shape[0]):
         s, n = starts[k], ends[k] - starts[k]
         values[k], good[k] = 0, False
-        if n < 19 or n == 20 or n > 26:
+        if n < 19 or n > 26 or (text[s + 10] != 32 and text[s + 10] != 84):
             continue  # no byte is read outside the text
         days, ok = _days(text, s)
-        ok = ok and (text[s + 10] == 32 or text[s + 10] == 84)
-        ok = ok and text[s + 13] == 58 and text[s + 16] == 58
-        hh, mi, ss = _digits(text, s + 11, 2), _digits(text, s + 14, 2), _digits(text, s + 17, 2)
-        ok = ok and 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59
-        fraction = 0
-        if ok and n > 19:
-            fraction = _digits(text, s + 20, n - 20)
-            ok = text[s + 19] == 46 and fraction >= 0
-            for _ in range(26 - n):
-                fraction *= 10
-        if ok:
-            seconds = ((days * 24 + hh) * 60 + mi) * 60 + ss
-            values[k], good[k] = seconds * 1_000_000 + fraction, True
+        micros, timed = _of_day(text, s + 11, n - 11)
+        if ok and timed:
+            values[k], good[k] = days * 86_400_000_000 + micros, True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -158,20 +167,7 @@ def booleans(text: Any, starts: Any, ends: Any, words: Any, values: Any, good: A
 def times_of_day(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `HH:MM:SS[.f]` text (1 to 6 fraction digits) as microseconds of its day."""
     for k in range(starts.shape[0]):
-        s, n = starts[k], ends[k] - starts[k]
-        values[k], good[k] = 0, False
-        if n < 8 or n == 9 or n > 15 or text[s + 2] != 58 or text[s + 5] != 58:
-            continue
-        hh, mi, ss = _digits(text, s, 2), _digits(text, s + 3, 2), _digits(text, s + 6, 2)
-        ok = 0 <= hh <= 23 and 0 <= mi <= 59 and 0 <= ss <= 59
-        fraction = 0
-        if ok and n > 8:
-            fraction = _digits(text, s + 9, n - 9)
-            ok = text[s + 8] == 46 and fraction >= 0
-            for _ in range(15 - n):
-                fraction *= 10
-        if ok:
-            values[k], good[k] = ((hh * 60 + mi) * 60 + ss) * 1_000_000 + fraction, True
+        values[k], good[k] = _of_day(text, starts[k], ends[k] - starts[k])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -67,7 +67,7 @@ def test_with_the_jit_off_the_kernels_import(tmp_path: Path) -> None:
     """NUMBA_DISABLE_JIT=1 (the cachegrind count runs so) makes plain functions, with no
     cache: the guard leaves them alone, and the modules that call it import."""
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    modules = "protocol.avro_encoder, podd_cdc.qlik_batch_kernel, bench.cdc_columnar_values"
+    modules = "protocol.avro_encoder, podd_cdc.qlik_batch_kernel, podd_cdc.column_kernels"
     done = subprocess.run(
         [sys.executable, "-c", f"import {modules}"],
         check=False,
