@@ -164,8 +164,8 @@ def _text_at(batch: QlikBatch, m: int, column: int) -> str | None:
 
 def change(batch: QlikBatch, table: MappedTable, changes: TableChanges, r: int) -> Change:
     """The `Change` of sure line `r`, as the exact decoder makes it."""
-    after = python_rows(batch, table, changes.data)[r]
-    old = python_rows(batch, table, changes.before)[r] if changes.before.fields[r] else None
+    (after,) = python_rows(batch, table, changes.data, [r])
+    (old,) = python_rows(batch, table, changes.before, [r]) if changes.before.fields[r] else (None,)
     operation = int(changes.operation[r])
     rows: tuple[RowChange, ...]
     if operation == DELETE:

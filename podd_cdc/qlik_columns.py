@@ -18,7 +18,6 @@ import numpy as np
 
 from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
-from podd_cdc.json_scan import fnv
 from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.tables import MappedTable
 from podd_cdc.values import MAX_VALUE_BYTES, batch_form
@@ -32,7 +31,6 @@ class Columns:
     """Rows of one table, a row a message: `values[c, r]` is column c of row r (an integer,
     days, microseconds, 0 or 1, a float's bits, or a text's start in the batch's `out`)."""
 
-    messages: Any  # the message of each row
     values: Any
     lengths: Any  # a text's length in bytes
     valid: Any  # not NULL
@@ -46,19 +44,15 @@ def _column_of(batch: QlikBatch, table: MappedTable, picked: Any) -> Any:
     compared with the column's name (a hash can be made to collide)."""
     fields = batch.fields
     names = [c.source_name.encode() for c in table.columns]
-    by_hash = {_hash(name): c for c, name in enumerate(names)}
-    hashes, which = np.unique(fields[picked, kernel.F_HASH], return_inverse=True)
-    found = np.array([by_hash.get(h, -1) for h in hashes.tolist()], np.int64)[which]
     bounds = np.cumsum([0, *map(len, names)])
     text = np.frombuffer(b"".join(names), np.uint8)
+    name_hashes = column_kernels.text_hashes(text, bounds[:-1], bounds[1:]).tolist()
+    by_hash = {h: c for c, h in enumerate(name_hashes)}
+    hashes, which = np.unique(fields[picked, kernel.F_HASH], return_inverse=True)
+    found = np.array([by_hash.get(h, -1) for h in hashes.tolist()], np.int64)[which]
     starts, ends = fields[picked, kernel.F_KEY0], fields[picked, kernel.F_KEY1]
     column_kernels.same_texts(batch.out, starts, ends, text, bounds, found)
     return found
-
-
-def _hash(name: bytes) -> int:
-    text = np.frombuffer(name, np.uint8)
-    return int(fnv(text, 0, len(text)))
 
 
 def _convert(
@@ -165,20 +159,22 @@ def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int)
         values[c, at], lengths[c, at], valid[c, at], given[c, at] = v, n, ok, True
         sure[at[~good]] = False
     fields_given = np.bincount(rows, minlength=count)
-    return Columns(messages, values, lengths, valid, given, fields_given, sure)
+    return Columns(values, lengths, valid, given, fields_given, sure)
 
 
-def python_rows(batch: QlikBatch, table: MappedTable, columns: Columns) -> list[tuple[Any, ...]]:
-    """The rows as the exact decoder's values (None where NULL or not given): for tests and
-    for a caller that needs a row whole."""
+def python_rows(
+    batch: QlikBatch, table: MappedTable, columns: Columns, rows: Any
+) -> list[tuple[Any, ...]]:
+    """Rows `rows` (their places in `columns`) as the exact decoder's values (None where
+    NULL or not given): for tests and for a caller that needs a row whole."""
     made: list[list[Any]] = []
     for c, column in enumerate(table.columns):
         form = batch_form(column.mapped)
-        values = columns.values[c]
+        values = columns.values[c, rows]
         if form == "real":
             got: list[Any] = values.view(np.float64).tolist()
         elif form in ("text", "hex", "decimal"):
-            starts, lengths = values.tolist(), columns.lengths[c].tolist()
+            starts, lengths = values.tolist(), columns.lengths[c, rows].tolist()
             got = [
                 batch.out[s : s + n].tobytes().decode()
                 for s, n in zip(starts, lengths, strict=True)
@@ -193,7 +189,6 @@ def python_rows(batch: QlikBatch, table: MappedTable, columns: Columns) -> list[
             got = [v == 1 for v in values.tolist()]
         else:
             got = values.tolist()
-        made.append(
-            [v if ok else None for v, ok in zip(got, columns.valid[c].tolist(), strict=True)]
-        )
+        valid = columns.valid[c, rows].tolist()
+        made.append([v if ok else None for v, ok in zip(got, valid, strict=True)])
     return list(zip(*made, strict=True)) if made else []

@@ -43,7 +43,7 @@ def _judged(messages: list[bytes]) -> tuple[int, list[bool]]:
     batch = read_batch(messages)
     read = np.nonzero(batch.read)[0]
     columns = side_columns(batch, table, read, 0)
-    rows = python_rows(batch, table, columns)
+    rows = python_rows(batch, table, columns, np.arange(len(read)))
     sure = [False] * len(messages)
     for r, m in enumerate(read.tolist()):
         whole = bool(columns.sure[r]) and bool(columns.given[:, r].all())
