@@ -68,6 +68,6 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="a tiny run (10,000- and 20,000-row deltas, 3 latency deltas) to check that it works",
+        help="a tiny run (a 20,000-row delta, 3 latency deltas) to check that it works",
     )
     return parser

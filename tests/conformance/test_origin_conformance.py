@@ -1,13 +1,11 @@
 """`podd-conformance origin` on a real broker: the reference origin passes every scenario,
-and each seeded mutant of it fails, on the scenario and rule that name its fault."""
+and each seeded mutant of it fails, on the scenario and rule that name its fault. (The CDC
+origin's run and the correct variants' runs are files of their own, so that the test workers
+share the long runs.)"""
 
 from __future__ import annotations
 
-import re
-import shlex
-import subprocess
 import sys
-import uuid
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -17,33 +15,8 @@ from conformance import cli
 from conformance.origins.mutants import MUTANTS
 from conformance.origins.origin_runner import command_of
 from conformance.origins.origin_scenarios import scenarios
-from conformance.origins.variants import VARIANTS
 from conformance.report import Outcome, repeated
-
-REPO = Path(__file__).resolve().parents[2]
-SCHEMA = REPO / "examples" / "marketing.sql"
-FLAGS = (
-    "--broker {broker} --datamart {datamart} --schema {schema} --deltas {deltas} "
-    "--answer-timeout-seconds {answer_timeout} --state-timeout-seconds 5"
-)
-REFERENCE = f"{sys.executable} -m origin.cli run {FLAGS} --rows-per-delta 20 --chunk-rows 4"
-LINE = re.compile(r"^(PASS|FAIL)  (\S+) +[\d.]+ s(?:: (\S+):)?", re.MULTILINE)
-
-
-def run(broker: str, template: str, tmp: Path, *extra: str) -> int:
-    argv = [
-        "origin",
-        "--origin",
-        template,
-        "--broker",
-        f"kafka://{broker}",
-        "--schema",
-        str(SCHEMA),
-        "--work-dir",
-        str(tmp / "logs"),
-        *extra,
-    ]
-    return cli.main(argv)
+from tests.conformance.origin_runs import FLAGS, LINE, REFERENCE, SCHEMA, run
 
 
 def test_the_reference_origin_passes_every_scenario(
@@ -109,92 +82,6 @@ def test_list_names_every_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["origin", "--list"]) == 0
     listed = capsys.readouterr().out.split()
     assert all(s.name in listed for s in scenarios())
-
-
-def test_the_cdc_origin_passes_every_scenario(
-    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`podd-cdc run` over a Qlik topic that each scenario's origin writes first (once:
-    `{state_dir}` remembers it across the harness's kill and restart)."""
-    origin = f"{shlex.quote(sys.executable)} -m podd_cdc.cli"
-    writer = f"{shlex.quote(sys.executable)} -m tools.cdc_write"
-    kafka = f"kafka://{broker}"
-    probe = f"cdc-schema-{uuid.uuid4().hex[:8]}"
-    write = "--format qlik --transactions 20 --full-load 5 --partitions 1"
-    subprocess.run(
-        shlex.split(f"{writer} {write} --topic {probe} --broker {kafka}"),
-        check=True,
-        capture_output=True,
-    )
-    ddl = subprocess.run(
-        shlex.split(
-            f"{origin} schema --format qlik --topic {probe} --datamart cdcmart --broker {kafka}"
-        ),
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    schema = tmp_path / "cdcmart.sql"
-    schema.write_text(ddl)
-    source = "--format qlik --topic {topic_delta_in}.qlik --broker {broker}"
-    template = (
-        f"sh -c 'test -e {{state_dir}}/written || ({writer} {write} "
-        f"--topic {{topic_delta_in}}.qlik --broker {{broker}} && touch {{state_dir}}/written); "
-        f"exec {origin} run {source} --datamart {{datamart}} --schema {{schema}} "
-        "--state-dir {state_dir}/cut --max-delta-rows 30 --until-idle 1 "
-        "--answer-timeout-seconds {answer_timeout} --state-timeout-seconds 5'"
-    )
-    argv = [
-        "origin",
-        "--origin",
-        template,
-        "--broker",
-        kafka,
-        "--datamart",
-        "cdcmart",
-        "--schema",
-        str(schema),
-        "--work-dir",
-        str(tmp_path / "logs"),
-        "--deadline",
-        "40",
-    ]
-    code = cli.main(argv)
-    out = capsys.readouterr().out
-    verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
-    assert verdicts == {s.name: "PASS" for s in scenarios()}, out
-    assert code == 0
-    assert "killed (-9) by the harness" in (tmp_path / "logs" / "origin-restart.log").read_text()
-
-
-#: Where a variant's habit shows: `twice` in every scenario; `re-encode` where the replica
-#: names a chunk missing (INCOMPLETE_DELTA or delta.rs); `whole-again` where it answers
-#: INCOMPLETE_DELTA. Elsewhere they run the reference origin's code, which passes every
-#: scenario above. (Each habit broken on purpose failed each scenario listed for it.)
-HABIT_SHOWN_IN = {
-    "twice": tuple(s.name for s in scenarios()),
-    "re-encode": ("incomplete-resend", "incomplete-last-chunk", "state-missing-resend"),
-    "whole-again": ("incomplete-resend", "incomplete-last-chunk", "incomplete-removed"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_each_correct_variant_passes_every_scenario_its_habit_shows_in(
-    broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
-) -> None:
-    """Habits the contract allows (chunks produced twice, a missing chunk encoded anew, the
-    whole delta again under a new requestId) failed correct origins: a certification that
-    fails them is worse than none."""
-    template = (
-        f"{sys.executable} -m conformance.origins.variants {name} run {FLAGS} "
-        "--rows-per-delta 20 --chunk-rows 4"
-    )
-    picked = HABIT_SHOWN_IN[name]
-    code = run(broker, template, tmp_path, *(f"--scenario={s}" for s in picked))
-    out = capsys.readouterr().out
-    verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
-    assert verdicts == dict.fromkeys(picked, "PASS"), out
-    assert code == 0
 
 
 def test_a_work_directory_with_a_space_stays_one_argument(
