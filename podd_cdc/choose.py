@@ -32,9 +32,7 @@ def qlik_choice(
     """The bound is the smallest last-read sequence over the partitions not quiet; every
     transaction taken is complete and below it, and no change left behind sorts below one
     taken. `refreshes_held`: full-load rows are held, to go with the changes after them."""
-    limits = [p.last_key for k, p in parts.items() if k not in quiet]
-    everything = not limits
-    bound = None if None in limits or everything else min(limits)
+    bound, everything = qlik_bound(parts, quiet)
     ordered = sorted(groups, key=lambda g: g.lo)
     taken: list[Group] = []
     count = 0
@@ -62,6 +60,14 @@ def qlik_choice(
         cut_bound,
         lambda: [i for g in taken for i in g.items],
     )
+
+
+def qlik_bound(parts: dict[str, PartitionState], quiet: set[str]) -> tuple[Any, bool]:
+    """The smallest last-read sequence over the partitions not quiet (None while one of
+    them has none yet), and whether every partition is quiet: then none holds a bound."""
+    limits = [p.last_key for k, p in parts.items() if k not in quiet]
+    everything = not limits
+    return (None if None in limits or everything else min(limits)), everything
 
 
 def _refresh_rows(
