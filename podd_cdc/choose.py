@@ -63,11 +63,16 @@ def qlik_choice(
 
 
 def qlik_bound(parts: dict[str, PartitionState], quiet: set[str]) -> tuple[Any, bool]:
-    """The smallest last-read sequence over the partitions not quiet (None while one of
-    them has none yet), and whether every partition is quiet: then none holds a bound."""
-    limits = [p.last_key for k, p in parts.items() if k not in quiet]
-    everything = not limits
-    return (None if None in limits or everything else min(limits)), everything
+    """The bound over `parts`, of which `quiet` are read to their end (`lowest_newest`)."""
+    return lowest_newest([p.last_key for k, p in parts.items() if k not in quiet])
+
+
+def lowest_newest(newest: list[Any]) -> tuple[Any, bool]:
+    """Qlik's bound: the smallest of the newest sequences read in the partitions not quiet
+    (None while one of them has none yet), and whether there are none: every partition is
+    quiet, and none holds a bound."""
+    everything = not newest
+    return (None if None in newest or everything else min(newest)), everything
 
 
 def _refresh_rows(

@@ -1,0 +1,175 @@
+"""Qlik changes held between two cuts, on arrays (step 2 of the columnar origin,
+docs/cdc/internals.md): what `podd_cdc.cutter.Cutter` keeps a change at a time for Qlik
+(a `Pending`, its `Group`, the identities held, each partition's newest sequence), kept as
+a few arrays per batch fed, with the look and the take of `podd_cdc.qlik_transactions`.
+
+A change is named by where it was read (partition, offset) and carries its sequence as the
+pair step 1 reads (`podd_cdc.qlik_batch_changes`), its transaction as a code (-1: none;
+the same id, the same code, from the caller), its counter (0: none), its last-event flag,
+when it arrived and its message's bytes. Its identity is its sequence: a change whose
+sequence is held already, or at or below the last cut's bound, is a second copy, as
+`Cutter.feed` decides (`membership.taken_by`). Full-load (REFRESH) rows are not held
+here yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from podd_cdc.choose import lowest_newest
+from podd_cdc.qlik_transactions import Sequence, Taken, choose, transactions_of
+
+_SPLIT = 10**18  # a sequence's last 18 digits
+
+
+@dataclass(frozen=True)
+class HeldChanges:
+    """Changes held, a line each, in the order they were fed."""
+
+    partition: Any
+    offset: Any
+    sequence: tuple[Any, Any]
+    transaction: Any
+    counter: Any
+    last: Any
+    arrived: Any
+    size: Any
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def __getitem__(self, which: Any) -> HeldChanges:
+        return HeldChanges(
+            self.partition[which],
+            self.offset[which],
+            (self.sequence[0][which], self.sequence[1][which]),
+            self.transaction[which],
+            self.counter[which],
+            self.last[which],
+            self.arrived[which],
+            self.size[which],
+        )
+
+    @staticmethod
+    def joined(parts: list[HeldChanges]) -> HeldChanges:
+        def cat(get: Any) -> Any:
+            return np.concatenate([get(p) for p in parts])
+
+        return HeldChanges(
+            cat(lambda p: p.partition),
+            cat(lambda p: p.offset),
+            (cat(lambda p: p.sequence[0]), cat(lambda p: p.sequence[1])),
+            cat(lambda p: p.transaction),
+            cat(lambda p: p.counter),
+            cat(lambda p: p.last),
+            cat(lambda p: p.arrived),
+            cat(lambda p: p.size),
+        )
+
+
+@dataclass(frozen=True)
+class Look:
+    """What a delta cut now would take: `taken` (`qlik_transactions.Taken`), and the held
+    lines of its changes, in the delta's order (by transaction taken, then as fed)."""
+
+    taken: Taken
+    lines: Any
+
+
+class QlikHeld:
+    def __init__(self, partitions: int, last_bound: Sequence | None = None) -> None:
+        self.last_bound = last_bound
+        self.newest: list[Sequence | None] = [None] * partitions
+        self._parts: list[HeldChanges] = []
+        self._identities: set[int] = set()
+        self.pending = 0
+        self.pending_bytes = 0
+        self.duplicates = 0
+
+    def feed(self, changes: HeldChanges) -> Any:
+        """Hold `changes` (of one partition, in offset order) but second copies; returns
+        which were held."""
+        high, low = changes.sequence
+        if len(high):
+            top = int(np.lexsort((low, high))[-1])
+            newest = (int(high[top]), int(low[top]))
+            part = int(changes.partition[0])
+            if self.newest[part] is None or newest > self.newest[part]:  # type: ignore[operator]
+                self.newest[part] = newest
+        bound = (
+            None if self.last_bound is None else self.last_bound[0] * _SPLIT + self.last_bound[1]
+        )
+        held, identities = np.ones(len(high), np.bool_), self._identities
+        for k, (h, lo) in enumerate(zip(high.tolist(), low.tolist(), strict=True)):
+            key = h * _SPLIT + lo
+            if (bound is not None and key <= bound) or key in identities:
+                held[k] = False
+            else:
+                identities.add(key)
+        kept = changes[held]
+        self._parts.append(kept)
+        self.pending += len(kept)
+        self.pending_bytes += int(kept.size.sum())
+        self.duplicates += int(len(held) - len(kept))
+        return held
+
+    @property
+    def identities_kept(self) -> int:
+        """Identities remembered: only the held changes' (a taken change's copy is below
+        the bound), so this is bounded as what is held is."""
+        return len(self._identities)
+
+    def held(self) -> HeldChanges:
+        """Every change held, as fed."""
+        if len(self._parts) != 1:
+            self._parts = [HeldChanges.joined(self._parts)] if self._parts else []
+        return self._parts[0] if self._parts else _NONE
+
+    def look(self, quiet: set[int], max_rows: int) -> Look:
+        """What `Cutter.look` would choose: partitions `quiet` are read to their end."""
+        held = self.held()
+        bound, everything = lowest_newest([n for p, n in enumerate(self.newest) if p not in quiet])
+        group = _groups(held.transaction)
+        transactions = transactions_of(
+            group, held.sequence, held.counter, held.last, held.transaction >= 0, held.arrived
+        )
+        taken = choose(transactions, bound, everything, self.last_bound, max_rows)
+        place = np.full(len(transactions.count), -1, np.int64)
+        place[taken.transactions] = np.arange(len(taken.transactions))
+        where = place[group]
+        lines = np.nonzero(where >= 0)[0]
+        return Look(taken, lines[np.argsort(where[lines], kind="stable")])
+
+    def take(self, look: Look) -> HeldChanges:
+        """Cut what `look` found: its changes leave the held ones, and the bound moves."""
+        held = self.held()
+        taken = held[look.lines]
+        left = np.ones(len(held), np.bool_)
+        left[look.lines] = False
+        self._parts = [held[left]]
+        for h, lo in zip(taken.sequence[0].tolist(), taken.sequence[1].tolist(), strict=True):
+            self._identities.discard(h * _SPLIT + lo)
+        self.pending -= len(taken)
+        self.pending_bytes -= int(taken.size.sum())
+        self.last_bound = look.taken.bound
+        return taken
+
+
+def _groups(transaction: Any) -> Any:
+    """Each change's transaction numbered 0..g-1 in the order each was first fed; a change
+    outside a transaction is one of its own."""
+    own = -np.arange(1, len(transaction) + 1, dtype=np.int64)
+    keys = np.where(transaction >= 0, transaction, own)
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    numbered = np.empty(len(first), np.int64)
+    numbered[np.argsort(first)] = np.arange(len(first))
+    return numbered[which.reshape(-1)]
+
+
+_EMPTY = np.zeros(0, np.int64)
+_NONE = HeldChanges(
+    _EMPTY, _EMPTY, (_EMPTY, _EMPTY), _EMPTY, _EMPTY, _EMPTY.astype(np.bool_), np.zeros(0), _EMPTY
+)
