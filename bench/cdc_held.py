@@ -90,7 +90,7 @@ def _cutter_take(cutter: Cutter, quiet: set[str], delta: int) -> int:
 
 
 def run_held(made: dict[str, Any], batches: list[Any], max_rows: int) -> tuple[float, int]:
-    held = QlikHeld(PARTITIONS)
+    held = QlikHeld([0] * PARTITIONS)
     taken = 0
     started = time.process_time()
     for lines in batches:
@@ -104,13 +104,14 @@ def run_held(made: dict[str, Any], batches: list[Any], max_rows: int) -> tuple[f
                 made["last"][lines],
                 np.zeros(len(lines)),
                 np.ones(len(lines), np.int64),
+                np.zeros(len(lines), np.bool_),
             )
         )
         if held.pending >= max_rows:
             taken += len(held.take(held.look(set(), max_rows)))
     while held.pending:
         look = held.look(set(range(PARTITIONS)), max_rows)
-        if not look.taken.count:
+        if not look.count:
             break
         taken += len(held.take(look))
     return time.process_time() - started, taken

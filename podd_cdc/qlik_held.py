@@ -8,19 +8,21 @@ pair step 1 reads (`podd_cdc.qlik_batch_changes`), its transaction as a code (-1
 the same id, the same code, from the caller), its counter (0: none), its last-event flag,
 when it arrived and its message's bytes. Its identity is its sequence: a change whose
 sequence is held already, or at or below the last cut's bound, is a second copy, as
-`Cutter.feed` decides (`membership.taken_by`). Full-load (REFRESH) rows are not held
-here yet.
+`Cutter.feed` decides (`membership.taken_by`). A full-load (REFRESH) row has no sequence
+(`refresh`): it is a copy if read below where the full-load rows cut so far end in its
+partition, and goes with the changes after it (`podd_cdc.choose`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from podd_cdc.choose import lowest_newest
-from podd_cdc.qlik_transactions import Sequence, Taken, choose, transactions_of
+from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
 
 _SPLIT = 10**18  # a sequence's last 18 digits
 
@@ -37,6 +39,7 @@ class HeldChanges:
     last: Any
     arrived: Any
     size: Any
+    refresh: Any  # a full-load row: no sequence, no transaction
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -51,6 +54,7 @@ class HeldChanges:
             self.last[which],
             self.arrived[which],
             self.size[which],
+            self.refresh[which],
         )
 
     @staticmethod
@@ -67,22 +71,29 @@ class HeldChanges:
             cat(lambda p: p.last),
             cat(lambda p: p.arrived),
             cat(lambda p: p.size),
+            cat(lambda p: p.refresh),
         )
 
 
 @dataclass(frozen=True)
 class Look:
-    """What a delta cut now would take: `taken` (`qlik_transactions.Taken`), and the held
-    lines of its changes, in the delta's order (by transaction taken, then as fed)."""
+    """What a delta cut now would take: the bound, how many changes, when the first of
+    them arrived, and their held lines, in the delta's order (by transaction taken, then
+    as fed; then the full-load rows, by partition, as fed)."""
 
-    taken: Taken
+    bound: Sequence | None
+    count: int
+    oldest: float
     lines: Any
 
 
 class QlikHeld:
-    def __init__(self, partitions: int, last_bound: Sequence | None = None) -> None:
+    def __init__(self, refresh_done: list[int], last_bound: Sequence | None = None) -> None:
+        """`refresh_done`: per partition, where its full-load rows cut so far end (its
+        first offset to read, or the last cut's `Span.refresh_upto`)."""
         self.last_bound = last_bound
-        self.newest: list[Sequence | None] = [None] * partitions
+        self.refresh_done = list(refresh_done)
+        self.newest: list[Sequence | None] = [None] * len(refresh_done)
         self._parts: list[HeldChanges] = []
         self._identities: set[int] = set()
         self.pending = 0
@@ -92,22 +103,23 @@ class QlikHeld:
     def feed(self, changes: HeldChanges) -> Any:
         """Hold `changes` (of one partition, in offset order) but second copies; returns
         which were held."""
-        high, low = changes.sequence
-        if len(high):
+        refresh = changes.refresh
+        part = int(changes.partition[0]) if len(changes) else 0
+        cdc = np.nonzero(~refresh)[0]
+        high, low = changes.sequence[0][cdc], changes.sequence[1][cdc]
+        if len(cdc):
             top = int(np.lexsort((low, high))[-1])
             newest = (int(high[top]), int(low[top]))
-            part = int(changes.partition[0])
             if self.newest[part] is None or newest > self.newest[part]:  # type: ignore[operator]
                 self.newest[part] = newest
         bound = (
             None if self.last_bound is None else self.last_bound[0] * _SPLIT + self.last_bound[1]
         )
-        held, identities = np.ones(len(high), np.bool_), self._identities
-        for k, (h, lo) in enumerate(zip(high.tolist(), low.tolist(), strict=True)):
+        held, identities = refresh & (changes.offset >= self.refresh_done[part]), self._identities
+        for k, h, lo in zip(cdc.tolist(), high.tolist(), low.tolist(), strict=True):
             key = h * _SPLIT + lo
-            if (bound is not None and key <= bound) or key in identities:
-                held[k] = False
-            else:
+            if (bound is None or key > bound) and key not in identities:
+                held[k] = True
                 identities.add(key)
         kept = changes[held]
         self._parts.append(kept)
@@ -132,16 +144,39 @@ class QlikHeld:
         """What `Cutter.look` would choose: partitions `quiet` are read to their end."""
         held = self.held()
         bound, everything = lowest_newest([n for p, n in enumerate(self.newest) if p not in quiet])
-        group = _groups(held.transaction)
+        cdc = np.nonzero(~held.refresh)[0]
+        of = held[cdc]
+        group = _groups(of.transaction)
         transactions = transactions_of(
-            group, held.sequence, held.counter, held.last, held.transaction >= 0, held.arrived
+            group, of.sequence, of.counter, of.last, of.transaction >= 0, of.arrived
         )
         taken = choose(transactions, bound, everything, self.last_bound, max_rows)
         place = np.full(len(transactions.count), -1, np.int64)
         place[taken.transactions] = np.arange(len(taken.transactions))
         where = place[group]
-        lines = np.nonzero(where >= 0)[0]
-        return Look(taken, lines[np.argsort(where[lines], kind="stable")])
+        chosen = np.nonzero(where >= 0)[0]
+        lines = cdc[chosen[np.argsort(where[chosen], kind="stable")]]
+        if len(cdc) == len(held):
+            return Look(taken.bound, taken.count, taken.oldest, lines)
+        lines = np.concatenate([lines, self._full_load(held, lines, quiet)])
+        oldest = float(held.arrived[lines].min()) if len(lines) else math.inf
+        return Look(taken.bound, len(lines), oldest, lines)
+
+    def _full_load(self, held: HeldChanges, chosen: Any, quiet: set[int]) -> Any:
+        """The full-load rows that go with `chosen`: read before a change chosen in their
+        partition, or in a quiet partition that holds no other change (`choose`)."""
+        partitions = len(self.newest)
+        reach = np.full(partitions, -1, np.int64)
+        np.maximum.at(reach, held.partition[chosen], held.offset[chosen])
+        others = ~held.refresh
+        others[chosen] = False
+        busy = np.zeros(partitions, np.bool_)
+        busy[held.partition[others]] = True
+        idle = np.isin(np.arange(partitions), list(quiet)) & ~busy
+        rows = np.nonzero(held.refresh)[0]
+        part = held.partition[rows]
+        rows = rows[(held.offset[rows] < reach[part]) | idle[part]]
+        return rows[np.argsort(held.partition[rows], kind="stable")]
 
     def take(self, look: Look) -> HeldChanges:
         """Cut what `look` found: its changes leave the held ones, and the bound moves."""
@@ -150,11 +185,14 @@ class QlikHeld:
         left = np.ones(len(held), np.bool_)
         left[look.lines] = False
         self._parts = [held[left]]
-        for h, lo in zip(taken.sequence[0].tolist(), taken.sequence[1].tolist(), strict=True):
+        cdc, full_load = taken[~taken.refresh], taken[taken.refresh]
+        for h, lo in zip(cdc.sequence[0].tolist(), cdc.sequence[1].tolist(), strict=True):
             self._identities.discard(h * _SPLIT + lo)
+        for part, at in zip(full_load.partition.tolist(), full_load.offset.tolist(), strict=True):
+            self.refresh_done[part] = max(self.refresh_done[part], at + 1)
         self.pending -= len(taken)
         self.pending_bytes -= int(taken.size.sum())
-        self.last_bound = look.taken.bound
+        self.last_bound = look.bound
         return taken
 
 
@@ -171,5 +209,13 @@ def _groups(transaction: Any) -> Any:
 
 _EMPTY = np.zeros(0, np.int64)
 _NONE = HeldChanges(
-    _EMPTY, _EMPTY, (_EMPTY, _EMPTY), _EMPTY, _EMPTY, _EMPTY.astype(np.bool_), np.zeros(0), _EMPTY
+    _EMPTY,
+    _EMPTY,
+    (_EMPTY, _EMPTY),
+    _EMPTY,
+    _EMPTY,
+    _EMPTY.astype(np.bool_),
+    np.zeros(0),
+    _EMPTY,
+    _EMPTY.astype(np.bool_),
 )

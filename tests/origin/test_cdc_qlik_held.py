@@ -22,7 +22,7 @@ WALL = datetime(2026, 1, 1, tzinfo=UTC)
 PARTITIONS = 2
 
 _change = st.tuples(
-    st.sampled_from(_SEQUENCES),
+    st.one_of(st.sampled_from(_SEQUENCES), st.none()),  # None: a full-load (REFRESH) row
     st.sampled_from([None, 0, 1, 2]),  # a transaction's code
     st.one_of(st.none(), st.integers(0, 3)),
     st.booleans(),
@@ -34,13 +34,21 @@ _step = st.one_of(
 )
 
 
+def _full_load(held: QlikHeld) -> int:
+    return int(held.held().refresh.sum())
+
+
+def _named(bound: tuple[int, int] | None) -> str | None:
+    return None if bound is None else _text(bound[0] * 10**18 + bound[1])
+
+
 class Both:
     """One cutter and one holder, fed alike."""
 
     def __init__(self, max_rows: int) -> None:
         keys = [partition_key("q", p) for p in range(PARTITIONS)]
         self.cutter = Cutter("qlik", SCHEMA, dict.fromkeys(keys, 0), None, Bounds(max_rows))
-        self.held = QlikHeld(PARTITIONS)
+        self.held = QlikHeld([0] * PARTITIONS)
         self.max_rows = max_rows
         self.offsets = [0] * PARTITIONS
         self.delta = 0
@@ -48,13 +56,17 @@ class Both:
     def feed(self, partition: int, drawn: list[tuple[Any, ...]]) -> None:
         key = partition_key("q", partition)
         first = self.offsets[partition]
+        drawn = [d if d[0] is not None else (None, None, None, False, d[4]) for d in drawn]
         for k, (value, code, counter, last, arrived) in enumerate(drawn):
-            text = _text(value)
-            transaction = None if code is None else f"t{code}"
-            change = Change((), text, (text,), (text,), None, transaction, counter, last)
+            if value is None:
+                change = Change((), None, ("",), None)
+            else:
+                text = _text(value)
+                transaction = None if code is None else f"t{code}"
+                change = Change((), text, (text,), (text,), None, transaction, counter, last)
             self.cutter.feed(Position("q", partition, first + k), change, arrived, 1, key)
         self.offsets[partition] += len(drawn)
-        pairs = [_pair(_text(d[0])) for d in drawn]
+        pairs = [(0, 0) if d[0] is None else _pair(_text(d[0])) for d in drawn]
         changes = HeldChanges(
             np.full(len(drawn), partition, np.int64),
             np.arange(first, first + len(drawn), dtype=np.int64),
@@ -64,17 +76,15 @@ class Both:
             np.array([d[3] for d in drawn], np.bool_),
             np.array([d[4] for d in drawn], np.float64),
             np.ones(len(drawn), np.int64),
+            np.array([d[0] is None for d in drawn], np.bool_),
         )
         self.held.feed(changes)
         assert (self.held.pending, self.held.duplicates) == (
             self.cutter.pending,
             self.cutter.duplicates,
         )
-        newest = self.held.newest[partition]
-        assert (None if newest is None else _text(newest[0] * 10**18 + newest[1])) == (
-            self.cutter.parts[key].last_key
-        )
-        assert self.held.identities_kept == self.held.pending
+        assert _named(self.held.newest[partition]) == self.cutter.parts[key].last_key
+        assert self.held.identities_kept == self.held.pending - _full_load(self.held)
 
     def look(self, quiet: set[int]) -> None:
         expected = self.cutter.look({partition_key("q", p) for p in quiet})
@@ -83,11 +93,10 @@ class Both:
         lines = look.lines.tolist()
         found = list(zip(held.partition[lines].tolist(), held.offset[lines].tolist(), strict=True))
         assert found == [(i.at.partition, i.at.offset) for i in expected.items()]
-        assert look.taken.count == expected.count
+        assert look.count == expected.count
         if expected.count:
-            assert look.taken.oldest == expected.oldest
-        bound = look.taken.bound
-        assert (None if bound is None else _text(bound[0] * 10**18 + bound[1])) == expected.bound
+            assert look.oldest == expected.oldest
+        assert _named(look.bound) == expected.bound
 
     def cut(self, quiet: set[int]) -> None:
         self.look(quiet)
@@ -95,16 +104,17 @@ class Both:
         made = self.cutter.cut(self.delta, keys, 0.0, WALL, force=True)
         look = self.held.look(quiet, self.max_rows)
         if made is None:
-            assert look.taken.count == 0
+            assert look.count == 0
             return
         cut, _ = made
         taken = self.held.take(look)
-        bound = self.held.last_bound
-        assert bound is not None
-        assert _text(bound[0] * 10**18 + bound[1]) == cut.bound
+        assert _named(self.held.last_bound) == cut.bound
         assert len(taken) == cut.changes
         assert self.held.pending == self.cutter.pending
-        assert self.held.identities_kept == self.held.pending
+        assert self.held.identities_kept == self.held.pending - _full_load(self.held)
+        assert self.held.refresh_done == [
+            self.cutter.parts[partition_key("q", p)].refresh_done for p in range(PARTITIONS)
+        ]
         self.delta += 1
 
 
