@@ -143,12 +143,20 @@ def _ranks(held: Transactions, bound: Sequence | None) -> tuple[Any, Any, int]:
     sequences, equal ranks)."""
     count = len(held.count)
     bound_pair = bound if bound is not None else (0, 0)
-    high = np.concatenate([held.lo[0], held.hi[0], [bound_pair[0]]]).astype(np.int64)
-    low = np.concatenate([held.lo[1], held.hi[1], [bound_pair[1]]]).astype(np.int64)
+    ranks = pair_ranks(
+        np.concatenate([held.lo[0], held.hi[0], [bound_pair[0]]]),
+        np.concatenate([held.lo[1], held.hi[1], [bound_pair[1]]]),
+    )
+    return ranks[:count], ranks[count : 2 * count], int(ranks[-1])
+
+
+def pair_ranks(high: Any, low: Any) -> Any:
+    """Each sequence (`high[k]`, `low[k]`) as its rank among them all: equal sequences,
+    equal ranks; a smaller sequence, a smaller rank."""
+    high, low = np.asarray(high, np.int64), np.asarray(low, np.int64)
     order = np.lexsort((low, high))
-    step = np.ones(len(order), np.int64)
-    step[0] = 0
+    step = np.zeros(len(order), np.int64)
     step[1:] = (high[order][1:] != high[order][:-1]) | (low[order][1:] != low[order][:-1])
     ranks = np.empty(len(order), np.int64)
     ranks[order] = np.cumsum(step)
-    return ranks[:count], ranks[count : 2 * count], int(ranks[-1])
+    return ranks
