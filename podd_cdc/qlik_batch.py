@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
 
 _WORDS = kernel.word_table()
@@ -116,3 +117,18 @@ def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -
     fields = fields[:count]
     starts = np.searchsorted(fields[:, kernel.F_MSG], np.arange(len(messages) + 1))
     return QlikBatch(out[:used], heads, fields, starts)
+
+
+def distinct_texts(out: Any, starts: Any, ends: Any, keys: Any = None) -> tuple[Any, Any]:
+    """The texts `out[starts[k]:ends[k]]` grouped by `keys` (their hashes unless given): the
+    first text of each group, and each text's group, or -1 where its bytes are not that first
+    text's (a hash can be made to collide: the caller takes such a text by itself)."""
+    if keys is None:
+        keys = column_kernels.text_hashes(out, starts, ends)
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    texts = [out[starts[k] : ends[k]].tobytes() for k in first.tolist()]
+    bounds = np.cumsum([0, *map(len, texts)])
+    same = which.reshape(-1).astype(np.int64)
+    joined = np.frombuffer(b"".join(texts), np.uint8)
+    column_kernels.same_texts(out, starts, ends, joined, bounds, same)
+    return first, same

@@ -22,7 +22,7 @@ import numpy as np
 from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.errors import BadInput
-from podd_cdc.qlik_batch import QlikBatch
+from podd_cdc.qlik_batch import QlikBatch, distinct_texts
 from podd_cdc.qlik_columns import Columns, python_rows, side_columns
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.records import Change, RowChange
@@ -72,21 +72,15 @@ def _mask_checked(batch: QlikBatch, messages: Any, operation: Any, check_mask: M
     starts, ends, given = _texts(batch, messages, kernel.M_MASK)
     deleting = operation == DELETE
     keys = column_kernels.text_hashes(batch.out, starts, ends) * 2 + deleting
-    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
-    texts = [batch.out[starts[k] : ends[k]].tobytes() for k in first.tolist()]
+    first, same = distinct_texts(batch.out, starts, ends, keys)
     verdicts = np.array(
         [
-            _mask_good(check_mask, t, bool(deleting[k]))
-            for t, k in zip(texts, first.tolist(), strict=True)
+            _mask_good(check_mask, batch.out[starts[k] : ends[k]].tobytes(), bool(deleting[k]))
+            for k in first.tolist()
         ],
         np.bool_,
     )
-    bounds = np.cumsum([0, *map(len, texts)])
-    same = which.astype(np.int64)
-    column_kernels.same_texts(
-        batch.out, starts, ends, np.frombuffer(b"".join(texts), np.uint8), bounds, same
-    )
-    return ~given | ((same >= 0) & verdicts[which])
+    return ~given | ((same >= 0) & verdicts[np.maximum(same, 0)])
 
 
 def _mask_good(check_mask: MaskCheck, mask: bytes, deleting: bool) -> bool:
