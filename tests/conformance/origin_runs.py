@@ -18,7 +18,8 @@ REFERENCE = f"{sys.executable} -m origin.cli run {FLAGS} --rows-per-delta 20 --c
 LINE = re.compile(r"^(PASS|FAIL)  (\S+) +[\d.]+ s(?:: (\S+):)?", re.MULTILINE)
 
 
-def run(broker: str, template: str, tmp: Path, *extra: str) -> int:
+def run(broker: str, template: str, tmp: Path, *extra: str, schema: Path = SCHEMA) -> int:
+    """`podd-conformance origin` against `template`, its logs in `tmp / "logs"`."""
     argv = [
         "origin",
         "--origin",
@@ -26,7 +27,7 @@ def run(broker: str, template: str, tmp: Path, *extra: str) -> int:
         "--broker",
         f"kafka://{broker}",
         "--schema",
-        str(SCHEMA),
+        str(schema),
         "--work-dir",
         str(tmp / "logs"),
         *extra,

@@ -99,20 +99,7 @@ def test_a_work_directory_with_a_space_stays_one_argument(
     spaced.mkdir()
     schema = spaced / "marketing schema.sql"
     schema.write_text(SCHEMA.read_text())
-    argv = [
-        "origin",
-        "--origin",
-        REFERENCE,
-        "--broker",
-        f"kafka://{broker}",
-        "--schema",
-        str(schema),
-        "--work-dir",
-        str(spaced / "logs"),
-        "--scenario",
-        "fresh-replica",
-    ]
-    code = cli.main(argv)
+    code = run(broker, REFERENCE, spaced, "--scenario", "fresh-replica", schema=schema)
     out = capsys.readouterr().out
     assert code == 0, out
     assert "PASS  fresh-replica" in out

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli
 from conformance.origins.origin_scenarios import scenarios
-from tests.conformance.origin_runs import LINE
+from tests.conformance.origin_runs import LINE, run
 
 
 def test_the_cdc_origin_passes_every_scenario(
@@ -49,22 +48,9 @@ def test_the_cdc_origin_passes_every_scenario(
         "--state-dir {state_dir}/cut --max-delta-rows 30 --until-idle 1 "
         "--answer-timeout-seconds {answer_timeout} --state-timeout-seconds 5'"
     )
-    argv = [
-        "origin",
-        "--origin",
-        template,
-        "--broker",
-        kafka,
-        "--datamart",
-        "cdcmart",
-        "--schema",
-        str(schema),
-        "--work-dir",
-        str(tmp_path / "logs"),
-        "--deadline",
-        "40",
-    ]
-    code = cli.main(argv)
+    code = run(
+        broker, template, tmp_path, "--datamart", "cdcmart", "--deadline", "40", schema=schema
+    )
     out = capsys.readouterr().out
     verdicts = {m.group(2): m.group(1) for m in LINE.finditer(out)}
     assert verdicts == {s.name: "PASS" for s in scenarios()}, out
