@@ -105,6 +105,8 @@ def run_held(made: dict[str, Any], batches: list[Any], max_rows: int) -> tuple[f
                 np.zeros(len(lines)),
                 np.ones(len(lines), np.int64),
                 np.zeros(len(lines), np.bool_),
+                np.zeros(len(lines), np.int64),
+                lines,
             )
         )
         if held.pending >= max_rows:

@@ -40,6 +40,8 @@ class HeldChanges:
     arrived: Any
     size: Any
     refresh: Any  # a full-load row: no sequence, no transaction
+    block: Any  # where its row is: the block of columns the caller keeps it in
+    line: Any  # ... and its line there
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -55,6 +57,8 @@ class HeldChanges:
             self.arrived[which],
             self.size[which],
             self.refresh[which],
+            self.block[which],
+            self.line[which],
         )
 
     @staticmethod
@@ -72,6 +76,8 @@ class HeldChanges:
             cat(lambda p: p.arrived),
             cat(lambda p: p.size),
             cat(lambda p: p.refresh),
+            cat(lambda p: p.block),
+            cat(lambda p: p.line),
         )
 
 
@@ -218,4 +224,6 @@ _NONE = HeldChanges(
     np.zeros(0),
     _EMPTY,
     _EMPTY.astype(np.bool_),
+    _EMPTY,
+    _EMPTY,
 )

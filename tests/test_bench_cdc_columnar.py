@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench import cdc_columnar
+from bench import cdc_chain, cdc_columnar
 from bench.cdc_instructions import prepared
 from podd_cdc.qlik_batch import read_batch
 
@@ -31,3 +31,19 @@ def test_the_prototype_makes_the_rows_of_todays_path(allocate: Any) -> None:
     changes, bodies = cdc_columnar.table_bodies(batch, cdc_columnar.tables_of(data))
     assert changes == data_messages
     assert cdc_columnar.body_rows(bodies) == cdc_columnar.today_rows(data)
+
+
+def test_steps_one_and_two_make_the_rows_of_todays_path_in_one_delta_or_many() -> None:
+    """`bench.cdc_chain`: batches of each partition through steps 1 and 2 make the rows of
+    today's cutter as one delta; cut every few hundred changes, every change is fed once,
+    all are taken, and every transaction id is forgotten once its transaction is taken."""
+    data = prepared("qlik", 2_000)
+    decoder = cdc_columnar.tables_of(data)
+    whole = cdc_chain.chain_path(data, decoder, 100, 10**9)
+    (bodies,) = whole.bodies
+    assert cdc_columnar.body_rows(bodies) == cdc_columnar.today_rows(data)
+    cut = cdc_chain.chain_path(data, decoder, 100, 300)
+    assert len(cut.bodies) > 3
+    assert cut.changes == whole.changes == data["source_changes"]
+    assert cut.held.pending == 0
+    assert len(cut.codes) == 0  # every transaction's id forgotten once taken

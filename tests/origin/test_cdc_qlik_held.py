@@ -77,6 +77,8 @@ class Both:
             np.array([d[4] for d in drawn], np.float64),
             np.ones(len(drawn), np.int64),
             np.array([d[0] is None for d in drawn], np.bool_),
+            np.zeros(len(drawn), np.int64),
+            np.arange(first, first + len(drawn), dtype=np.int64),
         )
         self.held.feed(changes)
         assert (self.held.pending, self.held.duplicates) == (
@@ -110,6 +112,7 @@ class Both:
         taken = self.held.take(look)
         assert _named(self.held.last_bound) == cut.bound
         assert len(taken) == cut.changes
+        assert taken.line.tolist() == taken.offset.tolist()  # (each change's row goes with it)
         assert self.held.pending == self.cutter.pending
         assert self.held.identities_kept == self.held.pending - _full_load(self.held)
         assert self.held.refresh_done == [

@@ -1,0 +1,257 @@
+"""`python -m bench.cdc_chain`: steps 1 and 2 of the columnar origin together, with the
+prototype's rows and bodies, against the origin's path today, on the same Qlik messages.
+
+    python -m bench.cdc_chain [--changes 30000] [--repeats 3] [--batch 500]
+
+Each partition's messages are read in batches (`--batch`, as a fetch hands a partition's
+run over): step 1 reads a batch and makes each table's changes on arrays
+(`podd_cdc.qlik_batch_changes`); the transaction ids get codes (`transaction_codes`); the
+order check on arrays says where the exact one would have to begin (`qlik_order`; here
+nowhere, as the messages are in order); step 2 holds the changes (`qlik_held.QlikHeld`)
+and cuts a delta whenever `MAX_ROWS` are held, as today's side looks for one every
+`LOOK_EVERY` messages, and the rest at the end. Each delta's rows (the last change per
+key) and bodies come from the blocks of columns its changes point into, as in
+`bench.cdc_columnar` (one integer key; one body a table; no chunking). A change step 1 is
+not sure of stops the bench: none should be here.
+
+The rows of one delta of everything are checked against today's cutter's. Today's side is
+`bench.cdc_instructions.origin_path`: decode, check, feed, cut, frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from bench.cdc_columnar import _body, _rows, body_rows, tables_of, today_rows
+from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, origin_path, prepared
+from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc.column_kernels import text_hashes
+from podd_cdc.cutter import Bounds
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_batch import read_batch
+from podd_cdc.qlik_batch_changes import DELETE, REFRESH, TableChanges, changes_of
+from podd_cdc.qlik_held import HeldChanges, QlikHeld
+from podd_cdc.qlik_order import first_to_judge, latest_prefix, latest_us
+from podd_cdc.transaction_codes import TransactionCodes
+from protocol.schema import Table
+
+_AHEAD = timedelta(seconds=Bounds().max_ahead)
+_LIMITS = (latest_prefix(_WALL, _AHEAD), latest_us(_WALL, _AHEAD))
+
+
+@dataclass(frozen=True)
+class Block:
+    """One table's changes of one batch: what the held changes' rows point into."""
+
+    table: Table
+    out: Any  # the batch's text buffer
+    made: TableChanges
+
+
+class Chain:
+    def __init__(self, decoder: QlikDecoder, max_rows: int) -> None:
+        self.decoder = decoder
+        self.max_rows = max_rows
+        self.held = QlikHeld([0] * PARTITIONS)
+        self.codes = TransactionCodes()
+        self.blocks: dict[int, Block] = {}
+        self.next_block = 0
+        self.bodies: list[dict[str, bytes]] = []
+        self.changes = 0
+
+    def feed(self, partition: int, first: int, values: list[bytes]) -> None:
+        """One partition's messages from offset `first`, as one batch."""
+        batch = read_batch(values)
+        heads, out = batch.heads, batch.out
+        ids, table_of = np.unique(
+            text_hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True
+        )
+        fed = []
+        for u in range(len(ids)):
+            where = np.nonzero((table_of == u) & batch.read)[0]
+            if not len(where):
+                continue
+            start, end = heads[where[0], kernel.M_SCHEMA_ID : kernel.M_SCHEMA_ID + 2]
+            schema_id = bytes(out[start:end]).decode()
+            mapped = self.decoder.by_schema_id.get(schema_id)
+            if mapped is None:
+                continue  # (not a bench table's)
+            made = changes_of(batch, mapped, where, self.decoder.mask_check(schema_id))
+            if not made.sure.all():
+                raise ValueError(f"{int((~made.sure).sum())} changes are the exact path's")
+            block = self.next_block
+            self.next_block += 1
+            self.blocks[block] = Block(mapped.table, out, made)
+            fed.append(self._held_changes(partition, first, batch, made, block))
+        if not fed:
+            return
+        joined = HeldChanges.joined(fed)
+        changes = joined[np.argsort(joined.offset)]
+        self.changes += len(changes)
+        judge = first_to_judge(
+            changes.sequence,
+            changes.refresh,
+            np.zeros(len(changes), np.int64),
+            np.zeros(len(changes), np.bool_),
+            self.held.newest[partition],
+            self.held.last_bound,
+            _LIMITS,
+        )
+        if judge != len(changes):
+            raise ValueError("a change the exact order check would have to judge")
+        self.held.feed(changes)
+        if self.held.pending >= self.max_rows:
+            self.cut(set())
+
+    def _held_changes(
+        self, partition: int, first: int, batch: Any, made: TableChanges, block: int
+    ) -> HeldChanges:
+        count = len(made.messages)
+        starts, ends = (a[made.messages] for a in batch.texts(kernel.M_TX))
+        return HeldChanges(
+            np.full(count, partition, np.int64),
+            made.messages + first,
+            made.sequence,
+            self.codes.codes(batch.out, starts, ends, starts >= 0),
+            made.counter,
+            made.last_in_transaction,
+            np.zeros(count),
+            np.ones(count, np.int64),
+            made.operation == REFRESH,
+            np.full(count, block, np.int64),
+            np.arange(count, dtype=np.int64),
+        )
+
+    def cut(self, quiet: set[int]) -> bool:
+        look = self.held.look(quiet, self.max_rows)
+        if not look.count:
+            return False
+        taken = self.held.take(look)
+        self.codes.forget(taken.transaction)
+        self.bodies.append(self._bodies(taken))
+        still = set(np.unique(self.held.held().block).tolist())
+        self.blocks = {b: v for b, v in self.blocks.items() if b in still}
+        return True
+
+    def _bodies(self, taken: HeldChanges) -> dict[str, bytes]:
+        """Per table, one body of the last change per key (by sequence, then position)."""
+        by_table: dict[str, list[Any]] = {}
+        buffers: list[Any] = []
+        shift = 0
+        position = np.arange(len(taken))
+        for block in np.unique(taken.block).tolist():
+            mine = np.nonzero(taken.block == block)[0]
+            found = self.blocks[block]
+            rows = _block_rows(found, taken.line[mine], position[mine], shift)
+            by_table.setdefault(found.table.name, []).append((found.table, rows))
+            buffers.append(found.out)
+            shift += len(found.out)
+        strings = np.concatenate(buffers) if buffers else np.zeros(0, np.uint8)
+        bodies = {}
+        for name, parts in by_table.items():
+            table = parts[0][0]
+            values, lengths, valid, high, low, at = (
+                np.concatenate([p[1][k] for p in parts], axis=-1) for k in range(6)
+            )
+            key = values[table.key_positions[0]]
+            order = np.lexsort((at, low, high, key))
+            last = order[np.append(key[order][1:] != key[order][:-1], True)]
+            kept = [np.ascontiguousarray(a[:, last]) for a in (values, lengths, valid)]
+            bodies[name] = _body(table, kept[0], kept[1], kept[2], strings)
+        return bodies
+
+
+def _block_rows(block: Block, lines: Any, position: Any, shift: int) -> tuple[Any, ...]:
+    """The rows `lines` of a block make (an UPDATE to another key also deletes the old
+    key; a delete's row is its `beforeData` if that has a field), texts shifted by `shift`
+    into the delta's joined buffer, with each row's sequence and place in the delta."""
+    made, keys = block.made, list(block.table.key_positions)
+    deleted = made.operation[lines] == DELETE
+    has_before = made.before.fields[lines] > 0
+    upserts, gone = lines[~deleted], lines[deleted]
+    after = _rows(made.data, upserts, 0)
+    olds = upserts[has_before[~deleted]]
+    old = _rows(made.before, olds, 1)
+    moved = (old[0][keys] != after[0][keys][:, has_before[~deleted]]).any(axis=0)
+    removed = [
+        np.where(has_before[deleted], b, d)
+        for b, d in zip(_rows(made.before, gone, 1), _rows(made.data, gone, 1), strict=True)
+    ]
+    values, lengths, valid = (
+        np.concatenate([o[:, moved], d, a], axis=1)
+        for o, d, a in zip(old, removed, after, strict=True)
+    )
+    texts = lengths > 0
+    values = np.where(texts, values + shift, values)
+    where = np.concatenate([olds[moved], gone, upserts])
+    place = np.zeros(len(made.messages), np.int64)
+    place[lines] = position
+    high, low = made.sequence
+    return values, lengths, valid, high[where], low[where], place[where]
+
+
+def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows: int) -> Chain:
+    """Every message through the chain, a partition's batch at a time, partitions in turn."""
+    runs: list[list[tuple[int, bytes]]] = [[] for _ in range(PARTITIONS)]
+    offsets = [0] * PARTITIONS
+    for partition, value in data["messages"]:
+        runs[partition].append((offsets[partition], value))
+        offsets[partition] += 1
+    chain = Chain(decoder, max_rows)
+    for k in range(0, max(map(len, runs)), batch):
+        for partition, run in enumerate(runs):
+            part = run[k : k + batch]
+            if part:
+                chain.feed(partition, part[0][0], [v for _, v in part])
+    while chain.held.pending and chain.cut(set(range(PARTITIONS))):
+        pass
+    return chain
+
+
+def measure(changes: int, repeats: int, batch: int) -> dict[str, Any]:
+    data = prepared("qlik", changes)
+    decoder = tables_of(data)
+    whole = chain_path(data, decoder, batch, 10**9)
+    (bodies,) = whole.bodies
+    same = body_rows(bodies) == today_rows(data)
+    chained, today = [], []
+    for _ in range(repeats):  # alternating: this machine's speed drifts
+        started = time.process_time()
+        chain_path(data, decoder, batch, MAX_ROWS)
+        chained.append(time.process_time() - started)
+        started = time.process_time()
+        origin_path("qlik", data["schema"], data["messages"])
+        today.append(time.process_time() - started)
+    per = 1e6 / data["source_changes"]
+    return {
+        "source_changes": data["source_changes"],
+        "same_rows_as_today": same,
+        "chain_us_per_change": [round(s * per, 2) for s in chained],
+        "today_us_per_change": [round(s * per, 2) for s in today],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cdc_chain", description=__doc__)
+    parser.add_argument("--changes", type=int, default=30_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=500)
+    args = parser.parse_args(argv)
+    found = measure(args.changes, args.repeats, args.batch)
+    print(
+        f"{found['source_changes']:,} Qlik changes; the same rows as today's path: "
+        f"{found['same_rows_as_today']}"
+    )
+    print(f"  steps 1 and 2, prototype rows: {found['chain_us_per_change']} CPU µs a change")
+    print(f"  today's path:                  {found['today_us_per_change']} CPU µs a change")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
