@@ -111,12 +111,14 @@ class QlikHeld:
         which were held."""
         refresh = changes.refresh
         part = int(changes.partition[0]) if len(changes) else 0
+        if (changes.partition != part).any():
+            raise ValueError("a feed holds the changes of one partition")
         cdc = np.nonzero(~refresh)[0]
         high, low = changes.sequence[0][cdc], changes.sequence[1][cdc]
         if len(cdc):
             top = int(np.lexsort((low, high))[-1])
-            newest = (int(high[top]), int(low[top]))
-            if self.newest[part] is None or newest > self.newest[part]:  # type: ignore[operator]
+            newest, before = (int(high[top]), int(low[top])), self.newest[part]
+            if before is None or newest > before:
                 self.newest[part] = newest
         bound = (
             None if self.last_bound is None else self.last_bound[0] * _SPLIT + self.last_bound[1]

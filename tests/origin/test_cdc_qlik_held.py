@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,3 +134,14 @@ def test_feeds_looks_and_cuts_agree_with_the_cutter(steps: list[Any], max_rows: 
         else:
             both.cut(step[1])
     both.cut(set(range(PARTITIONS)))
+
+
+def test_a_feed_of_two_partitions_is_refused() -> None:
+    """Each partition's newest sequence is kept from its own feeds: a feed mixing two
+    would move one partition's bound by the other's changes."""
+    two = np.array([0, 1], np.int64)
+    changes = HeldChanges(
+        two, two, (two, two), two - 2, two, two > 0, two * 0.0, two, two < 0, two, two
+    )
+    with pytest.raises(ValueError, match="one partition"):
+        QlikHeld([0, 0]).feed(changes)
