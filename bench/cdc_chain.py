@@ -3,16 +3,16 @@ prototype's rows and bodies, against the origin's path today, on the same Qlik m
 
     python -m bench.cdc_chain [--changes 30000] [--repeats 3] [--batch 500]
 
-Each partition's messages are read in batches (`--batch`, as a fetch hands a partition's
-run over): step 1 reads a batch and makes each table's changes on arrays
-(`podd_cdc.qlik_batch_changes`); the transaction ids get codes (`transaction_codes`); the
-order check on arrays says where the exact one would have to begin (`qlik_order`; here
-nowhere, as the messages are in order); step 2 holds the changes (`qlik_held.QlikHeld`)
-and cuts a delta whenever `MAX_ROWS` are held, as today's side looks for one every
-`LOOK_EVERY` messages, and the rest at the end. Each delta's rows (the last change per
-key) and bodies come from the blocks of columns its changes point into, as in
-`bench.cdc_columnar` (one integer key; one body a table; no chunking). A change step 1 is
-not sure of stops the bench: none should be here.
+The messages are read in fetches (up to `--batch` of each partition, as a fetch hands
+every partition's run over at once). Step 1 reads a fetch as one batch and makes each
+table's changes on arrays (`podd_cdc.qlik_batch_changes`). The transaction ids get codes
+(`transaction_codes`), and the order check on arrays says where the exact one would have
+to begin (`qlik_order`; here nowhere, as the messages are in order). Step 2 holds the
+changes (`qlik_held.QlikHeld`) and cuts a delta whenever `MAX_ROWS` are held (today's side
+looks for one every `LOOK_EVERY` messages), and the rest at the end. Each delta's rows
+(the last change per key) and bodies come from the blocks of columns its changes point
+into, as in `bench.cdc_columnar` (one integer key; one body a table; no chunking). A
+change step 1 is not sure of stops the bench: none should be here.
 
 The rows of one delta of everything are checked against today's cutter's. Today's side is
 `bench.cdc_instructions.origin_path`: decode, check, feed, cut, frame.
@@ -65,8 +65,12 @@ class Chain:
         self.bodies: list[dict[str, bytes]] = []
         self.changes = 0
 
-    def feed(self, partition: int, first: int, values: list[bytes]) -> None:
-        """One partition's messages from offset `first`, as one batch."""
+    def feed(self, runs: list[tuple[int, int, list[bytes]]]) -> None:
+        """One fetch: each partition's run of messages (partition, first offset, values),
+        read as one batch, then held a partition at a time."""
+        values = [v for _, _, run in runs for v in run]
+        partition = np.concatenate([np.full(len(run), p, np.int64) for p, _, run in runs])
+        offset = np.concatenate([np.arange(f, f + len(run), dtype=np.int64) for _, f, run in runs])
         batch = read_batch(values)
         heads, out = batch.heads, batch.out
         ids, table_of = np.unique(
@@ -88,11 +92,18 @@ class Chain:
             block = self.next_block
             self.next_block += 1
             self.blocks[block] = Block(mapped.table, out, made)
-            fed.append(self._held_changes(partition, first, batch, made, block))
+            fed.append(self._held_changes(partition, offset, batch, made, block))
         if not fed:
             return
         joined = HeldChanges.joined(fed)
-        changes = joined[np.argsort(joined.offset)]
+        for p in np.unique(joined.partition).tolist():
+            mine = np.nonzero(joined.partition == p)[0]
+            self._hold(p, joined[mine[np.argsort(joined.offset[mine])]])
+        if self.held.pending >= self.max_rows:
+            self.cut(set())
+
+    def _hold(self, partition: int, changes: HeldChanges) -> None:
+        """One partition's changes of a fetch, in offset order: checked, then held."""
         self.changes += len(changes)
         judge = first_to_judge(
             changes.sequence,
@@ -106,17 +117,15 @@ class Chain:
         if judge != len(changes):
             raise ValueError("a change the exact order check would have to judge")
         self.held.feed(changes)
-        if self.held.pending >= self.max_rows:
-            self.cut(set())
 
     def _held_changes(
-        self, partition: int, first: int, batch: Any, made: TableChanges, block: int
+        self, partition: Any, offset: Any, batch: Any, made: TableChanges, block: int
     ) -> HeldChanges:
         count = len(made.messages)
         starts, ends = (a[made.messages] for a in batch.texts(kernel.M_TX))
         return HeldChanges(
-            np.full(count, partition, np.int64),
-            made.messages + first,
+            partition[made.messages],
+            offset[made.messages],
             made.sequence,
             self.codes.codes(batch.out, starts, ends, starts >= 0),
             made.counter,
@@ -197,7 +206,7 @@ def _block_rows(block: Block, lines: Any, position: Any, shift: int) -> tuple[An
 
 
 def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows: int) -> Chain:
-    """Every message through the chain, a partition's batch at a time, partitions in turn."""
+    """Every message through the chain, in fetches of up to `batch` messages a partition."""
     runs: list[list[tuple[int, bytes]]] = [[] for _ in range(PARTITIONS)]
     offsets = [0] * PARTITIONS
     for partition, value in data["messages"]:
@@ -205,10 +214,12 @@ def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows:
         offsets[partition] += 1
     chain = Chain(decoder, max_rows)
     for k in range(0, max(map(len, runs)), batch):
-        for partition, run in enumerate(runs):
-            part = run[k : k + batch]
-            if part:
-                chain.feed(partition, part[0][0], [v for _, v in part])
+        fetch = [
+            (p, run[k][0], [v for _, v in run[k : k + batch]])
+            for p, run in enumerate(runs)
+            if k < len(run)
+        ]
+        chain.feed(fetch)
     while chain.held.pending and chain.cut(set(range(PARTITIONS))):
         pass
     return chain
