@@ -21,15 +21,14 @@ The rows of one delta of everything are checked against today's cutter's. Today'
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
-from bench.cdc_columnar import _body, _rows, body_rows, tables_of, today_rows
-from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, origin_path, prepared
+from bench.cdc_columnar import _body, _rows, alternating, body_rows, tables_of, today_rows
+from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.column_kernels import text_hashes
 from podd_cdc.cutter import Bounds
@@ -231,20 +230,12 @@ def measure(changes: int, repeats: int, batch: int) -> dict[str, Any]:
     whole = chain_path(data, decoder, batch, 10**9)
     (bodies,) = whole.bodies
     same = body_rows(bodies) == today_rows(data)
-    chained, today = [], []
-    for _ in range(repeats):  # alternating: this machine's speed drifts
-        started = time.process_time()
-        chain_path(data, decoder, batch, MAX_ROWS)
-        chained.append(time.process_time() - started)
-        started = time.process_time()
-        origin_path("qlik", data["schema"], data["messages"])
-        today.append(time.process_time() - started)
-    per = 1e6 / data["source_changes"]
+    chained, today = alternating(repeats, data, lambda: chain_path(data, decoder, batch, MAX_ROWS))
     return {
         "source_changes": data["source_changes"],
         "same_rows_as_today": same,
-        "chain_us_per_change": [round(s * per, 2) for s in chained],
-        "today_us_per_change": [round(s * per, 2) for s in today],
+        "chain_us_per_change": chained,
+        "today_us_per_change": today,
     }
 
 
