@@ -36,12 +36,12 @@ from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import DELETE, REFRESH, TableChanges, changes_of
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
-from podd_cdc.qlik_order import first_to_judge, latest_prefix, latest_us
+from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.transaction_codes import TransactionCodes
 from protocol.schema import Table
 
 _AHEAD = timedelta(seconds=Bounds().max_ahead)
-_LIMITS = (latest_prefix(_WALL, _AHEAD), latest_us(_WALL, _AHEAD))
+_LIMITS = order_limits(_WALL, _AHEAD)
 
 
 @dataclass(frozen=True)

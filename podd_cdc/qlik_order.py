@@ -14,25 +14,21 @@ A full-load (REFRESH) row has no sequence and is never checked.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from podd_cdc.qlik_transactions import Sequence, pair_ranks
+from podd_cdc.sequence_guard import Limits
 
 
-def latest_prefix(wall: datetime, max_ahead: timedelta) -> int:
-    """The largest time prefix (`YYYYMMDDHHmmSShh`, the first 16 of a sequence's 35 digits)
-    a sequence may carry at `wall`: the exact check's limit, as a number."""
-    latest = wall.astimezone(UTC).replace(tzinfo=None) + max_ahead
-    return int(latest.strftime("%Y%m%d%H%M%S") + "99")
-
-
-def latest_us(wall: datetime, max_ahead: timedelta) -> int:
-    """The latest source time a change may carry at `wall`, in µs since 1970."""
-    latest = wall.astimezone(UTC).replace(tzinfo=None) + max_ahead
-    return (latest - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+def order_limits(wall: datetime, max_ahead: timedelta) -> tuple[int, int]:
+    """The exact check's limits at `wall` (`sequence_guard.Limits`), as numbers: the largest
+    time prefix a sequence may carry (`YYYYMMDDHHmmSShh`, its first 16 digits) and the
+    latest source time, in µs since 1970."""
+    limits = Limits.at(wall, max_ahead)
+    return int(limits.latest_prefix), limits.latest_us
 
 
 def first_to_judge(
@@ -46,8 +42,8 @@ def first_to_judge(
 ) -> int:
     """Where in the batch (`sequence` as pairs, in offset order; `source_us` valid where
     `timed`) the exact check must begin. `newest`: the largest sequence read in the
-    partition before the batch; `bound`: the last cut's; `limits`: (`latest_prefix`,
-    `latest_us`) at the batch's wall clock."""
+    partition before the batch; `bound`: the last cut's; `limits`: `order_limits` at
+    the batch's wall clock."""
     high, low = sequence
     count = len(high)
     if not count:

@@ -54,7 +54,7 @@ def sequence_time(key: str) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Limits:
+class Limits:
     """What follows from the caller's clock `wall`: the time now (naive UTC) and the latest
     time a record may carry, also in microseconds since 1970 and as the largest time prefix
     a Qlik sequence may carry."""
@@ -66,7 +66,7 @@ class _Limits:
     latest_prefix: str
 
     @classmethod
-    def at(cls, wall: datetime, max_ahead: timedelta) -> _Limits:
+    def at(cls, wall: datetime, max_ahead: timedelta) -> Limits:
         now = wall.astimezone(UTC).replace(tzinfo=None)
         latest = now + max_ahead
         prefix = latest.strftime("%Y%m%d%H%M%S") + "99"
@@ -80,7 +80,7 @@ class SequenceGuard:
         self.max_regress = max_regress
         self._taken: deque[set[Any]] = deque()
         self._taken_count = 0
-        self._limits: _Limits | None = None  # those of the caller's last `wall`
+        self._limits: Limits | None = None  # those of the caller's last `wall`
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """A cut took changes of these identities: a copy read later is a duplicate."""
@@ -155,19 +155,19 @@ class SequenceGuard:
                     "source). It is not applied out of order; the run stops here",
                 )
 
-    def _limits_at(self, wall: datetime) -> _Limits:
+    def _limits_at(self, wall: datetime) -> Limits:
         """The limits at `wall`, worked out again only when the caller's clock changes (an
         intake batch passes one `wall` for all its messages)."""
         limits = self._limits
         if limits is None or limits.wall is not wall:
-            limits = self._limits = _Limits.at(wall, self.max_ahead)
+            limits = self._limits = Limits.at(wall, self.max_ahead)
         return limits
 
     def _seen(self, change: Change, held: Callable[[Any], bool]) -> bool:
         identity = change.identity
         return identity is not None and (held(identity) or self.taken(identity))
 
-    def _not_ahead(self, at: Position, what: str, when: datetime, limits: _Limits) -> None:
+    def _not_ahead(self, at: Position, what: str, when: datetime, limits: Limits) -> None:
         if when > limits.latest:
             raise SequenceStop(
                 at,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.errors import SequenceStop
-from podd_cdc.qlik_order import first_to_judge, latest_prefix, latest_us
+from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.records import Change, Position
 from tests.origin.test_cdc_cutter import SCHEMA
 
@@ -92,7 +92,7 @@ def test_no_change_the_exact_check_stops_passes_as_a_batch(
         np.array([s is not None for s in source], np.bool_),
         _pair(cutter.parts[KEY].last_key),
         _pair(cutter.last.bound if cutter.last is not None else None),
-        (latest_prefix(wall, AHEAD), latest_us(wall, AHEAD)),
+        order_limits(wall, AHEAD),
     )
     stop = _exact_stop(cutter, changes, fed, wall)
     if stop is not None:
@@ -104,7 +104,7 @@ def test_changes_in_order_after_the_bound_pass_as_a_batch() -> None:
     passes whole; one step back, one ahead, one at the bound each send it to the exact
     check there."""
     wall = (T0 + timedelta(hours=2)).replace(tzinfo=UTC)
-    limits = (latest_prefix(wall, AHEAD), latest_us(wall, AHEAD))
+    limits = order_limits(wall, AHEAD)
     keys = [_sequence(s, 0) for s in (10, 20, 30, 40)]
 
     def first(keys: list[str], newest: str | None = None, bound: str | None = None) -> int:
@@ -132,7 +132,7 @@ def test_the_clocks_edges_and_full_load_rows() -> None:
     hundredth (a microsecond) later goes to the exact check. A full-load row's pair is
     never looked at, whatever it holds."""
     wall = (T0 + timedelta(hours=2)).replace(tzinfo=UTC)
-    limits = (latest_prefix(wall, AHEAD), latest_us(wall, AHEAD))
+    limits = order_limits(wall, AHEAD)
     latest = T0 + timedelta(hours=3)
     last_second = latest.strftime("%Y%m%d%H%M%S")
     at_limit = int(last_second + "99" + "0")  # the first 17 digits
