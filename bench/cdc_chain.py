@@ -27,14 +27,22 @@ from typing import Any
 
 import numpy as np
 
-from bench.cdc_columnar import _body, _rows, alternating, body_rows, tables_of, today_rows
+from bench.cdc_columnar import (
+    _body,
+    alternating,
+    body_rows,
+    change_rows,
+    last_per_key,
+    table_changes,
+    tables_of,
+    today_rows,
+)
 from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
 from podd_cdc import qlik_batch_kernel as kernel
-from podd_cdc.column_kernels import text_hashes
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
-from podd_cdc.qlik_batch_changes import DELETE, REFRESH, TableChanges, changes_of
+from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.transaction_codes import TransactionCodes
@@ -71,26 +79,11 @@ class Chain:
         partition = np.concatenate([np.full(len(run), p, np.int64) for p, _, run in runs])
         offset = np.concatenate([np.arange(f, f + len(run), dtype=np.int64) for _, f, run in runs])
         batch = read_batch(values)
-        heads, out = batch.heads, batch.out
-        ids, table_of = np.unique(
-            text_hashes(out, *batch.texts(kernel.M_SCHEMA_ID)), return_inverse=True
-        )
         fed = []
-        for u in range(len(ids)):
-            where = np.nonzero((table_of == u) & batch.read)[0]
-            if not len(where):
-                continue
-            start, end = heads[where[0], kernel.M_SCHEMA_ID : kernel.M_SCHEMA_ID + 2]
-            schema_id = bytes(out[start:end]).decode()
-            mapped = self.decoder.by_schema_id.get(schema_id)
-            if mapped is None:
-                continue  # (not a bench table's)
-            made = changes_of(batch, mapped, where, self.decoder.mask_check(schema_id))
-            if not made.sure.all():
-                raise ValueError(f"{int((~made.sure).sum())} changes are the exact path's")
+        for table, made in table_changes(batch, self.decoder):
             block = self.next_block
             self.next_block += 1
-            self.blocks[block] = Block(mapped.table, out, made)
+            self.blocks[block] = Block(table, batch.out, made)
             fed.append(self._held_changes(partition, offset, batch, made, block))
         if not fed:
             return
@@ -167,37 +160,18 @@ class Chain:
             values, lengths, valid, high, low, at = (
                 np.concatenate([p[1][k] for p in parts], axis=-1) for k in range(6)
             )
-            key = values[table.key_positions[0]]
-            order = np.lexsort((at, low, high, key))
-            last = order[np.append(key[order][1:] != key[order][:-1], True)]
+            last = last_per_key(values[table.key_positions[0]], high, low, at)
             kept = [np.ascontiguousarray(a[:, last]) for a in (values, lengths, valid)]
             bodies[name] = _body(table, kept[0], kept[1], kept[2], strings)
         return bodies
 
 
 def _block_rows(block: Block, lines: Any, position: Any, shift: int) -> tuple[Any, ...]:
-    """The rows `lines` of a block make (an UPDATE to another key also deletes the old
-    key; a delete's row is its `beforeData` if that has a field), texts shifted by `shift`
-    into the delta's joined buffer, with each row's sequence and place in the delta."""
-    made, keys = block.made, list(block.table.key_positions)
-    deleted = made.operation[lines] == DELETE
-    has_before = made.before.fields[lines] > 0
-    upserts, gone = lines[~deleted], lines[deleted]
-    after = _rows(made.data, upserts, 0)
-    olds = upserts[has_before[~deleted]]
-    old = _rows(made.before, olds, 1)
-    moved = (old[0][keys] != after[0][keys][:, has_before[~deleted]]).any(axis=0)
-    removed = [
-        np.where(has_before[deleted], b, d)
-        for b, d in zip(_rows(made.before, gone, 1), _rows(made.data, gone, 1), strict=True)
-    ]
-    values, lengths, valid = (
-        np.concatenate([o[:, moved], d, a], axis=1)
-        for o, d, a in zip(old, removed, after, strict=True)
-    )
-    texts = lengths > 0
-    values = np.where(texts, values + shift, values)
-    where = np.concatenate([olds[moved], gone, upserts])
+    """The rows `lines` of a block make (`change_rows`), texts shifted by `shift` into the
+    delta's joined buffer, with each row's sequence and place in the delta."""
+    made = block.made
+    values, lengths, valid, where = change_rows(block.table, made, lines)
+    values = np.where(lengths > 0, values + shift, values)
     place = np.zeros(len(made.messages), np.int64)
     place[lines] = position
     high, low = made.sequence
