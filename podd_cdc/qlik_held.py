@@ -16,7 +16,7 @@ partition, and goes with the changes after it (`podd_cdc.choose`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,11 @@ from podd_cdc.choose import lowest_newest
 from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
 
 _SPLIT = 10**18  # a sequence's last 18 digits
+
+
+def _identity(high: int, low: int) -> int:
+    """A sequence's pair as one number, ordered as the sequences are."""
+    return high * _SPLIT + low
 
 
 @dataclass(frozen=True)
@@ -47,38 +52,27 @@ class HeldChanges:
         return len(self.offset)
 
     def __getitem__(self, which: Any) -> HeldChanges:
-        return HeldChanges(
-            self.partition[which],
-            self.offset[which],
-            (self.sequence[0][which], self.sequence[1][which]),
-            self.transaction[which],
-            self.counter[which],
-            self.last[which],
-            self.arrived[which],
-            self.size[which],
-            self.refresh[which],
-            self.block[which],
-            self.line[which],
-        )
+        return _each([self], lambda arrays: arrays[0][which])
 
     @staticmethod
     def joined(parts: list[HeldChanges]) -> HeldChanges:
-        def cat(get: Any) -> Any:
-            return np.concatenate([get(p) for p in parts])
+        return _each(parts, np.concatenate)
 
-        return HeldChanges(
-            cat(lambda p: p.partition),
-            cat(lambda p: p.offset),
-            (cat(lambda p: p.sequence[0]), cat(lambda p: p.sequence[1])),
-            cat(lambda p: p.transaction),
-            cat(lambda p: p.counter),
-            cat(lambda p: p.last),
-            cat(lambda p: p.arrived),
-            cat(lambda p: p.size),
-            cat(lambda p: p.refresh),
-            cat(lambda p: p.block),
-            cat(lambda p: p.line),
-        )
+
+def _each(parts: list[HeldChanges], make: Any) -> HeldChanges:
+    """Held changes whose every array is `make` of that array in each of `parts` (the
+    sequence pair's two arrays each on their own)."""
+    arrays = {}
+    for name in _FIELDS:
+        of_parts = [getattr(part, name) for part in parts]
+        if name == "sequence":
+            arrays[name] = (make([s[0] for s in of_parts]), make([s[1] for s in of_parts]))
+        else:
+            arrays[name] = make(of_parts)
+    return HeldChanges(**arrays)
+
+
+_FIELDS = [f.name for f in fields(HeldChanges)]
 
 
 @dataclass(frozen=True)
@@ -120,12 +114,10 @@ class QlikHeld:
             newest, before = (int(high[top]), int(low[top])), self.newest[part]
             if before is None or newest > before:
                 self.newest[part] = newest
-        bound = (
-            None if self.last_bound is None else self.last_bound[0] * _SPLIT + self.last_bound[1]
-        )
+        bound = None if self.last_bound is None else _identity(*self.last_bound)
         held, identities = refresh & (changes.offset >= self.refresh_done[part]), self._identities
         for k, h, lo in zip(cdc.tolist(), high.tolist(), low.tolist(), strict=True):
-            key = h * _SPLIT + lo
+            key = _identity(h, lo)
             if (bound is None or key > bound) and key not in identities:
                 held[k] = True
                 identities.add(key)
@@ -153,7 +145,7 @@ class QlikHeld:
         held = self.held()
         bound, everything = lowest_newest([n for p, n in enumerate(self.newest) if p not in quiet])
         cdc = np.nonzero(~held.refresh)[0]
-        of = held[cdc]
+        of = held if len(cdc) == len(held) else held[cdc]
         group = _groups(of.transaction)
         transactions = transactions_of(
             group, of.sequence, of.counter, of.last, of.transaction >= 0, of.arrived
@@ -194,8 +186,8 @@ class QlikHeld:
         left[look.lines] = False
         self._parts = [held[left]]
         cdc, full_load = taken[~taken.refresh], taken[taken.refresh]
-        for h, lo in zip(cdc.sequence[0].tolist(), cdc.sequence[1].tolist(), strict=True):
-            self._identities.discard(h * _SPLIT + lo)
+        pairs = zip(cdc.sequence[0].tolist(), cdc.sequence[1].tolist(), strict=True)
+        self._identities.difference_update(_identity(h, lo) for h, lo in pairs)
         for part, at in zip(full_load.partition.tolist(), full_load.offset.tolist(), strict=True):
             self.refresh_done[part] = max(self.refresh_done[part], at + 1)
         self.pending -= len(taken)
@@ -216,16 +208,6 @@ def _groups(transaction: Any) -> Any:
 
 
 _EMPTY = np.zeros(0, np.int64)
-_NONE = HeldChanges(
-    _EMPTY,
-    _EMPTY,
-    (_EMPTY, _EMPTY),
-    _EMPTY,
-    _EMPTY,
-    _EMPTY.astype(np.bool_),
-    np.zeros(0),
-    _EMPTY,
-    _EMPTY.astype(np.bool_),
-    _EMPTY,
-    _EMPTY,
-)
+_KINDS = {"last": np.bool_, "refresh": np.bool_, "arrived": np.float64}  # else int64
+_NONE_ARRAYS: dict[str, Any] = {name: np.zeros(0, _KINDS.get(name, np.int64)) for name in _FIELDS}
+_NONE = HeldChanges(**{**_NONE_ARRAYS, "sequence": (_EMPTY, _EMPTY)})
