@@ -22,6 +22,8 @@ from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.tables import MappedTable
 from podd_cdc.values import MAX_VALUE_BYTES, batch_form
 
+#: The forms whose values are texts: a start in the batch's `out`, and a length.
+TEXT_FORMS = ("text", "hex", "decimal")
 _EPOCH_DATE = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
 
@@ -81,7 +83,7 @@ def _convert(
         values = np.where(text, parsed, values)
     elif form == "real":
         values = _reals(batch, line, values, good)
-    elif form in ("text", "hex", "decimal"):
+    elif form in TEXT_FORMS:
         chars = -1 if limit is None or form != "text" else limit
         column_kernels.texts(out, starts, ends, chars, MAX_VALUE_BYTES, checked)
         if form != "text":
@@ -167,28 +169,38 @@ def python_rows(
 ) -> list[tuple[Any, ...]]:
     """Rows `rows` (their places in `columns`) as the exact decoder's values (None where
     NULL or not given): for tests and for a caller that needs a row whole."""
+    forms = forms_of(table)
+    return column_values(batch.out, forms, columns.values, columns.lengths, columns.valid, rows)
+
+
+def forms_of(table: MappedTable) -> tuple[str, ...]:
+    """How the batch takes each of the table's columns (`values.batch_form`)."""
+    return tuple(batch_form(column.mapped) for column in table.columns)
+
+
+def column_values(
+    out: Any, forms: tuple[str, ...], values: Any, lengths: Any, valid: Any, rows: Any
+) -> list[tuple[Any, ...]]:
+    """Rows `rows` of columns in this layout (`values[c, r]`, texts in `out`), the first
+    `len(forms)` columns, as the exact decoder's values (None where not `valid`)."""
     made: list[list[Any]] = []
-    for c, column in enumerate(table.columns):
-        form = batch_form(column.mapped)
-        values = columns.values[c, rows]
+    for c, form in enumerate(forms):
+        these = values[c, rows]
         if form == "real":
-            got: list[Any] = values.view(np.float64).tolist()
-        elif form in ("text", "hex", "decimal"):
-            starts, lengths = values.tolist(), columns.lengths[c, rows].tolist()
-            got = [
-                batch.out[s : s + n].tobytes().decode()
-                for s, n in zip(starts, lengths, strict=True)
-            ]
+            got: list[Any] = these.view(np.float64).tolist()
+        elif form in TEXT_FORMS:
+            starts, sizes = these.tolist(), lengths[c, rows].tolist()
+            got = [out[s : s + n].tobytes().decode() for s, n in zip(starts, sizes, strict=True)]
         elif form == "date":
-            got = [_EPOCH_DATE + timedelta(days=d) for d in values.tolist()]
+            got = [_EPOCH_DATE + timedelta(days=d) for d in these.tolist()]
         elif form == "timestamp":
-            got = [_EPOCH + timedelta(microseconds=u) for u in values.tolist()]
+            got = [_EPOCH + timedelta(microseconds=u) for u in these.tolist()]
         elif form == "time":
-            got = [(_EPOCH + timedelta(microseconds=u)).time() for u in values.tolist()]
+            got = [(_EPOCH + timedelta(microseconds=u)).time() for u in these.tolist()]
         elif form == "boolean":
-            got = [v == 1 for v in values.tolist()]
+            got = [v == 1 for v in these.tolist()]
         else:
-            got = values.tolist()
-        valid = columns.valid[c, rows].tolist()
-        made.append([v if ok else None for v, ok in zip(got, valid, strict=True)])
+            got = these.tolist()
+        ok = valid[c, rows].tolist()
+        made.append([v if good else None for v, good in zip(got, ok, strict=True)])
     return list(zip(*made, strict=True)) if made else []

@@ -1,0 +1,179 @@
+"""A delta's rows on columns (`podd_cdc.qlik_delta_rows`) against today's rows
+(`podd_cdc.rows.delta_rows`) of the same changes, decoded by the exact decoder: the same
+rows, values and order, so the same digest. Keys of an integer, a text and a REAL together,
+drawn from small pools so that changes meet on a key (0.0 and -0.0 are one key to Python);
+UPDATEs that keep or move their key; DELETEs by `data` or `beforeData`; full-load rows;
+copies of a sequence; two partitions; one batch or one a message."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from unittest import mock
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from podd_cdc import qlik_delta_rows
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_batch import distinct_texts, read_batch
+from podd_cdc.qlik_batch_changes import REFRESH, changes_of
+from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, python_rows_of
+from podd_cdc.qlik_held import HeldChanges, QlikHeld
+from podd_cdc.records import Change, Position
+from podd_cdc.rows import delta_rows, rows_digest
+from protocol.schema import LogicalSchema
+from tests.origin.test_cdc_decode import qlik_metadata
+
+_TYPES = {
+    "K": ("INT4", 0, 0, 0, 1),
+    "S": ("STRING", 4, 0, 0, 2),
+    "R": ("REAL8", 0, 0, 0, 3),
+    "V": ("WSTRING", 6, 0, 0, 0),
+    "F": ("REAL4", 0, 0, 0, 0),
+    "D": ("DATE", 0, 0, 0, 0),
+}
+_FIRST_SEQUENCE = 20260101000000000000000000000000000
+_PARTITIONS = 2
+
+_key = st.fixed_dictionaries(
+    {
+        "K": st.integers(1, 2),
+        "S": st.sampled_from(["a", "b", "ä", "", "ab"]),
+        "R": st.sampled_from([0.0, -0.0, 1.5]),
+    }
+)
+_rest = st.fixed_dictionaries(
+    {
+        "V": st.one_of(st.none(), st.text(max_size=6)),
+        "F": st.one_of(st.none(), st.floats(-1e6, 1e6, width=32)),
+        "D": st.one_of(st.none(), st.sampled_from(["2024-02-29", "1970-01-01"])),
+    }
+)
+_message = st.tuples(
+    st.sampled_from(["INSERT", "UPDATE", "UPDATE", "DELETE", "REFRESH"]),
+    _key,
+    _rest,
+    st.one_of(st.none(), _key),  # UPDATE: the key before (None: no beforeData)
+    st.booleans(),  # DELETE: by beforeData (else by data)
+    st.integers(0, 12),  # the sequence (a pool, so some are copies)
+    st.integers(0, _PARTITIONS - 1),
+)
+
+
+def _written(drawn: tuple[Any, ...]) -> bytes:
+    operation, key, rest, before_key, by_before, sequence, _ = drawn
+    data: Any = {**key, **rest}
+    before: Any = None
+    if operation == "UPDATE" and before_key is not None:
+        before = {**before_key, **rest}
+    if operation == "DELETE" and by_before:
+        data, before = None, {**key, **rest}
+    headers = {"operation": operation, "changeSequence": str(_FIRST_SEQUENCE + sequence)}
+    message = {"data": data, "beforeData": before, "headers": headers}
+    envelope = {"magic": "atMSG", "type": "DT", "messageSchemaId": "s1", "message": message}
+    return json.dumps(envelope, ensure_ascii=False).encode()
+
+
+def _decoder() -> QlikDecoder:
+    decoder = QlikDecoder(fast=False)
+    decoder.decode("t", qlik_metadata(_TYPES))
+    return decoder
+
+
+def _both(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
+    """The columnar rows and today's rows of the changes a cut of everything takes."""
+    decoder = _decoder()
+    (table,) = decoder.by_name.values()
+    schema = LogicalSchema(datamart="m", tables=(table.table,))
+    messages = [_written(d) for d in drawn]
+    partitions = [d[-1] for d in drawn]
+    offsets, seen = [], [0] * _PARTITIONS
+    for p in partitions:
+        offsets.append(seen[p])
+        seen[p] += 1
+    batches = [list(range(len(messages)))] if one_batch else [[m] for m in range(len(messages))]
+    blocks: dict[int, TableBlock] = {}
+    held = QlikHeld([0] * _PARTITIONS)
+    for number, which in enumerate(batches):
+        if not which:
+            continue
+        batch = read_batch([messages[m] for m in which])
+        read = np.nonzero(batch.read)[0]
+        made = changes_of(batch, table, read, decoder.mask_check("s1"))
+        blocks[number] = TableBlock(table, batch.out, made)
+        lines = np.nonzero(made.sure)[0]
+        at = np.array(which, np.int64)[made.messages[lines]]
+        fed = HeldChanges(
+            np.array(partitions, np.int64)[at],
+            np.array(offsets, np.int64)[at],
+            (made.sequence[0][lines], made.sequence[1][lines]),
+            np.full(len(lines), -1, np.int64),
+            made.counter[lines],
+            made.last_in_transaction[lines],
+            np.zeros(len(lines)),
+            np.ones(len(lines), np.int64),
+            made.operation[lines] == REFRESH,
+            np.full(len(lines), number, np.int64),
+            lines,
+        )
+        for p in range(_PARTITIONS):
+            mine = np.nonzero(fed.partition == p)[0]
+            held.feed(fed[mine[np.argsort(fed.offset[mine], kind="stable")]])
+    taken = held.take(held.look(set(range(_PARTITIONS)), 10**9))
+    columnar = python_rows_of(delta_tables(schema, taken, blocks))
+    message_at = {(p, o): m for m, (p, o) in enumerate(zip(partitions, offsets, strict=True))}
+    changes = []
+    for p, o in zip(taken.partition.tolist(), taken.offset.tolist(), strict=True):
+        change = decoder.decode("t", messages[message_at[p, o]])
+        assert isinstance(change, Change)
+        changes.append((Position("t", p, o), change))
+    return columnar, delta_rows(schema, changes), len(taken)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_message, max_size=25), st.booleans())
+def test_the_rows_are_todays_rows_in_todays_order(drawn: list[Any], one_batch: bool) -> None:
+    columnar, today, _ = _both(drawn, one_batch)
+    assert columnar == today
+    assert rows_digest(columnar) == rows_digest(today)
+
+
+def test_a_delta_of_many_meetings_on_keys() -> None:
+    """Named: every kind of change meets the others on few keys, so the test is not vacuous
+    (most changes are taken; rows are superseded, moved and deleted)."""
+    key = {"K": 1, "S": "ä", "R": 0.0}
+    other = {"K": 1, "S": "ä", "R": -0.0}  # the same key to Python
+    moved = {"K": 2, "S": "ab", "R": 1.5}
+    rest = {"V": "x", "F": 0.5, "D": None}
+    drawn = [
+        ("REFRESH", key, rest, None, False, 0, 0),
+        ("INSERT", moved, rest, None, False, 1, 1),
+        ("UPDATE", key, {**rest, "V": "y"}, other, False, 2, 0),
+        ("UPDATE", moved, rest, key, False, 3, 1),  # moves `key` to `moved`
+        ("INSERT", key, rest, None, False, 3, 0),  # a copy of sequence 3: dropped
+        ("DELETE", moved, rest, None, True, 4, 0),
+        ("INSERT", other, {**rest, "V": "z"}, None, False, 5, 1),
+    ]
+    columnar, today, taken = _both(drawn, one_batch=False)
+    assert taken == 6
+    assert columnar == today
+    ((deleted, kept),) = list(columnar.values())
+    assert (deleted.values[:3], deleted.sys_op) == ((2, "ab", 1.5), 1)
+    assert (kept.values[3], kept.sys_op) == ("z", 0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_message, min_size=5, max_size=25))
+def test_text_keys_whose_hashes_collide_are_told_apart_by_their_bytes(
+    drawn: list[Any],
+) -> None:
+    """Every text key's hash forced to one value: keys are then told apart by their bytes."""
+    with mock.patch.object(qlik_delta_rows, "distinct_texts", _one_hash):
+        columnar, today, _ = _both(drawn, one_batch=True)
+    assert columnar == today
+
+
+def _one_hash(out: Any, starts: Any, ends: Any, keys: Any = None) -> Any:
+    return distinct_texts(out, starts, ends, np.zeros(len(starts), np.int64))
