@@ -29,7 +29,10 @@ from podd_cdc.qlik_columns import TEXT_FORMS, Columns, column_values, forms_of
 from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.tables import MappedTable
 from protocol.apply_model import DeltaRow
+from protocol.body_writer import column_bodies
+from protocol.codec import Codec
 from protocol.schema import LogicalSchema, Table
+from protocol.types import TypeKind
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,29 @@ def python_rows_of(tables: Mapping[str, DeltaTable]) -> dict[str, list[DeltaRow]
         sys_ops = rows.values[-1].tolist()
         made[name] = [DeltaRow(v, op) for v, op in zip(values, sys_ops, strict=True)]
     return made
+
+
+def table_bodies(rows: DeltaTable, chunk_rows: int, codec: Codec) -> list[tuple[bytes, int]]:
+    """A table's `delta.in` bodies (`protocol.body_writer.column_bodies`), a REAL4 column's
+    values (held as a double's bits, as the exact decoder's Python floats are) written as
+    a float's, as the writer writes a FLOAT from a Python float."""
+    values = rows.values
+    floats = [
+        c for c, column in enumerate(rows.table.columns) if column.type.kind is TypeKind.FLOAT
+    ]
+    if floats:
+        values = values.copy()
+        single = values[floats].view(np.float64).astype(np.float32)
+        values[floats] = single.view(np.uint32).astype(np.int64)
+    return column_bodies(
+        rows.table,
+        values,
+        rows.lengths,
+        rows.valid,
+        rows.strings,
+        chunk_rows=chunk_rows,
+        codec=codec,
+    )
 
 
 def _delta_order(taken: HeldChanges) -> Any:

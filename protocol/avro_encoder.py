@@ -191,10 +191,24 @@ def fast_body(
     if not valid[~flags].all():
         return None  # a null where the schema has no null (sys_op, or a plain NOT NULL field)
     strings = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-    out = np.empty(len(rows) * width * 11 + len(strings), np.uint8)
-    ends = np.empty(len(rows), np.int64)
-    encode_records(kinds, flags, values, lengths, valid, strings, out, ends)
+    out, ends = records_of(kinds, flags, values, lengths, valid, strings)
     return container(schema, codec, out, ends)
+
+
+def table_kinds(table: Table) -> Any:
+    """The writer's kind of each of the table's columns, then of `sys_op` (an int)."""
+    return np.array([*(_KINDS[c.type.avro.primitive] for c in table.columns), KIND_INT], np.int8)
+
+
+def records_of(
+    kinds: Any, nullable: Any, values: Any, lengths: Any, valid: Any, strings: Any
+) -> tuple[Any, Any]:
+    """The records of columns in `encode_records`' layout, and where each ends."""
+    count = values.shape[1]
+    out = np.empty(count * values.shape[0] * 11 + int(lengths.sum()), np.uint8)
+    ends = np.empty(count, np.int64)
+    encode_records(kinds, nullable, values, lengths, valid.astype(np.uint8), strings, out, ends)
+    return out, ends
 
 
 def avro_long(value: int) -> bytes:

@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import fastavro
+import numpy as np
 
-from protocol.avro_encoder import fast_body
+from protocol.avro_encoder import container, fast_body, records_of, table_kinds
 from protocol.body import SYS_OP
 from protocol.codec import Codec, write_ocf
 from protocol.schema import Table
@@ -98,3 +99,30 @@ def fastavro_body(
             yield dict(zip(names, values, strict=True))
 
     return write_ocf(fastavro.parse_schema(schema), records(), codec)
+
+
+def column_bodies(
+    table: Table,
+    values: Any,
+    lengths: Any,
+    valid: Any,
+    strings: Any,
+    *,
+    chunk_rows: int,
+    codec: Codec = "null",
+) -> list[tuple[bytes, int]]:
+    """Rows held as columns (`protocol.avro_encoder.encode_records`' layout: `sys_op` the
+    last column, a float as its Avro bits) as bodies of up to `chunk_rows` rows each, with
+    their row counts: one empty body where there are none. The records are written once;
+    a body is a range of them."""
+    schema = body_schema(table)
+    nullable = np.array([isinstance(f["type"], list) for f in schema["fields"]], np.bool_)
+    records, ends = records_of(table_kinds(table), nullable, values, lengths, valid, strings)
+    count = len(ends)
+    bodies = []
+    for first in range(0, count, chunk_rows) if count else [0]:
+        last = min(first + chunk_rows, count)
+        start = int(ends[first - 1]) if first else 0
+        body = container(schema, codec, records[start:], ends[first:last] - start)
+        bodies.append((body, last - first))
+    return bodies

@@ -7,7 +7,7 @@ sends one empty chunk flagged last.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,7 +15,7 @@ from protocol.apply_model import DeltaRow
 from protocol.body_writer import encode_body
 from protocol.codec import Codec
 from protocol.messages import DeltaInKey
-from protocol.schema import LogicalSchema
+from protocol.schema import LogicalSchema, Table
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,34 @@ def frame_delta(
     """The chunks of one transfer, stream by stream, in chunk order."""
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be at least 1")
-    tables = list(schema)
-    for stream_number, table in enumerate(tables, start=1):
+
+    def bodies(table: Table) -> list[tuple[bytes, int]]:
         rows = rows_by_table.get(table.name, ())
         slices = [rows[i : i + chunk_rows] for i in range(0, len(rows), chunk_rows)] or [[]]
-        for chunk_number, part in enumerate(slices, start=1):
+        return [
+            (encode_body(table, [(*r.values, r.sys_op) for r in part], codec=codec), len(part))
+            for part in slices
+        ]
+
+    return frame_bodies(
+        schema, request_id=request_id, delta_num=delta_num, delta_date=delta_date, bodies=bodies
+    )
+
+
+def frame_bodies(
+    schema: LogicalSchema,
+    *,
+    request_id: str,
+    delta_num: int,
+    delta_date: datetime,
+    bodies: Callable[[Table], Sequence[tuple[bytes, int]]],
+) -> Iterator[Chunk]:
+    """The chunks of one transfer whose bodies are written already: `bodies(table)`, each
+    with its row count, in chunk order (at least one a table), asked for stream by stream."""
+    tables = list(schema)
+    for stream_number, table in enumerate(tables, start=1):
+        written = bodies(table)
+        for chunk_number, (body, rows) in enumerate(written, start=1):
             key = DeltaInKey(
                 request_id=request_id,
                 datamart=schema.datamart,
@@ -53,7 +76,6 @@ def frame_delta(
                 stream_number=stream_number,
                 stream_total=len(tables),
                 chunk_number=chunk_number,
-                is_last_chunk=chunk_number == len(slices),
+                is_last_chunk=chunk_number == len(written),
             )
-            body = encode_body(table, [(*r.values, r.sys_op) for r in part], codec=codec)
-            yield Chunk(key, body, len(part))
+            yield Chunk(key, body, rows)

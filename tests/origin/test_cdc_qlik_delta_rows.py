@@ -7,10 +7,13 @@ copies of a sequence; two partitions; one batch or one a message."""
 
 from __future__ import annotations
 
+import io
 import json
+from datetime import datetime
 from typing import Any
 from unittest import mock
 
+import fastavro
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,10 +22,11 @@ from podd_cdc import qlik_delta_rows
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import distinct_texts, read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, changes_of
-from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, python_rows_of
+from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, python_rows_of, table_bodies
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import delta_rows, rows_digest
+from protocol.framing import frame_bodies, frame_delta
 from protocol.schema import LogicalSchema
 from tests.origin.test_cdc_decode import qlik_metadata
 
@@ -84,6 +88,12 @@ def _decoder() -> QlikDecoder:
 
 def _both(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
     """The columnar rows and today's rows of the changes a cut of everything takes."""
+    tables, today, taken = _cut(drawn, one_batch)
+    return python_rows_of(tables), today, taken
+
+
+def _cut(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
+    """The delta's tables on columns, and today's rows, of a cut of everything."""
     decoder = _decoder()
     (table,) = decoder.by_name.values()
     schema = LogicalSchema(datamart="m", tables=(table.table,))
@@ -122,14 +132,14 @@ def _both(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]
             mine = np.nonzero(fed.partition == p)[0]
             held.feed(fed[mine[np.argsort(fed.offset[mine], kind="stable")]])
     taken = held.take(held.look(set(range(_PARTITIONS)), 10**9))
-    columnar = python_rows_of(delta_tables(schema, taken, blocks))
+    tables = delta_tables(schema, taken, blocks)
     message_at = {(p, o): m for m, (p, o) in enumerate(zip(partitions, offsets, strict=True))}
     changes = []
     for p, o in zip(taken.partition.tolist(), taken.offset.tolist(), strict=True):
         change = decoder.decode("t", messages[message_at[p, o]])
         assert isinstance(change, Change)
         changes.append((Position("t", p, o), change))
-    return columnar, delta_rows(schema, changes), len(taken)
+    return tables, delta_rows(schema, changes), len(taken)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -177,3 +187,28 @@ def test_text_keys_whose_hashes_collide_are_told_apart_by_their_bytes(
 
 def _one_hash(out: Any, starts: Any, ends: Any, keys: Any = None) -> Any:
     return distinct_texts(out, starts, ends, np.zeros(len(starts), np.int64))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_message, max_size=25), st.integers(1, 4), st.sampled_from(["null", "deflate"]))
+def test_the_chunks_are_todays_chunks(drawn: list[Any], chunk_rows: int, codec: Any) -> None:
+    """Framed from the columns (`frame_bodies` over `table_bodies`), a delta's chunks have
+    the keys and hold the records that `frame_delta` makes of today's rows (a FLOAT written
+    as a float, from the double the column holds)."""
+    tables, today, _ = _cut(drawn, one_batch=True)
+    schema = LogicalSchema(datamart="m", tables=tuple(t.table for t in tables.values()))
+    head: dict[str, Any] = {"request_id": "r", "delta_num": 1, "delta_date": datetime(2026, 1, 1)}
+    columnar = list(
+        frame_bodies(
+            schema, **head, bodies=lambda t: table_bodies(tables[t.name], chunk_rows, codec)
+        )
+    )
+    framed = list(
+        frame_delta(schema, **head, rows_by_table=today, chunk_rows=chunk_rows, codec=codec)
+    )
+    assert [(c.key, c.rows) for c in columnar] == [(c.key, c.rows) for c in framed]
+    assert [_records(c.body) for c in columnar] == [_records(c.body) for c in framed]
+
+
+def _records(body: bytes) -> list[Any]:
+    return list(fastavro.reader(io.BytesIO(body)))
