@@ -1,5 +1,5 @@
-"""`python -m bench.cdc_chain`: steps 1 and 2 of the columnar origin together, with the
-prototype's rows and bodies, against the origin's path today, on the same Qlik messages.
+"""`python -m bench.cdc_chain`: steps 1 to 4 of the columnar origin together, against the
+origin's path today, on the same Qlik messages.
 
     python -m bench.cdc_chain [--changes 30000] [--repeats 3] [--batch 500]
 
@@ -9,67 +9,57 @@ table's changes on arrays (`podd_cdc.qlik_batch_changes`). The transaction ids g
 (`transaction_codes`), and the order check on arrays says where the exact one would have
 to begin (`qlik_order`; here nowhere, as the messages are in order). Step 2 holds the
 changes (`qlik_held.QlikHeld`) and cuts a delta whenever `MAX_ROWS` are held (today's side
-looks for one every `LOOK_EVERY` messages), and the rest at the end. Each delta's rows
-(the last change per key) and bodies come from the blocks of columns its changes point
-into, as in `bench.cdc_columnar` (one integer key; one body a table; no chunking). A
+looks for one every `LOOK_EVERY` messages), and the rest at the end. Step 3 makes each
+delta's rows (`qlik_delta_rows.delta_tables`: the last change per key, from the blocks of
+columns its changes point into) and the digest the cut log records (`rows_digest` of their
+Python values, as today); step 4 its chunks (`table_bodies`, `CHUNK_ROWS` rows each). A
 change step 1 is not sure of stops the bench: none should be here.
 
-The rows of one delta of everything are checked against today's cutter's. Today's side is
-`bench.cdc_instructions.origin_path`: decode, check, feed, cut, frame.
+The rows and digest of one delta of everything are checked against today's cutter's.
+Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed, cut, frame.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
-from bench.cdc_columnar import (
-    _body,
-    alternating,
-    body_rows,
-    change_rows,
-    last_per_key,
-    table_changes,
-    tables_of,
-    today_rows,
-)
+from bench.cdc_columnar import alternating, body_rows, table_changes, tables_of, today_cut
 from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
+from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, python_rows_of, table_bodies
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.qlik_order import first_to_judge, order_limits
+from podd_cdc.rows import rows_digest
 from podd_cdc.transaction_codes import TransactionCodes
-from protocol.schema import Table
+from protocol.schema import LogicalSchema
 
 _AHEAD = timedelta(seconds=Bounds().max_ahead)
 _LIMITS = order_limits(_WALL, _AHEAD)
 
 
-@dataclass(frozen=True)
-class Block:
-    """One table's changes of one batch: what the held changes' rows point into."""
-
-    table: Table
-    out: Any  # the batch's text buffer
-    made: TableChanges
+#: Rows a chunk, as the origin frames them (`OriginOptions.chunk_rows`' default).
+CHUNK_ROWS = 1000
 
 
 class Chain:
-    def __init__(self, decoder: QlikDecoder, max_rows: int) -> None:
+    def __init__(self, schema: LogicalSchema, decoder: QlikDecoder, max_rows: int) -> None:
+        self.schema = schema
         self.decoder = decoder
         self.max_rows = max_rows
         self.held = QlikHeld([0] * PARTITIONS)
         self.codes = TransactionCodes()
-        self.blocks: dict[int, Block] = {}
+        self.blocks: dict[int, TableBlock] = {}
         self.next_block = 0
-        self.bodies: list[dict[str, bytes]] = []
+        self.bodies: list[dict[str, list[bytes]]] = []
+        self.digests: list[str] = []
         self.changes = 0
 
     def feed(self, runs: list[tuple[int, int, list[bytes]]]) -> None:
@@ -83,7 +73,7 @@ class Chain:
         for table, made in table_changes(batch, self.decoder):
             block = self.next_block
             self.next_block += 1
-            self.blocks[block] = Block(table, batch.out, made)
+            self.blocks[block] = TableBlock(table, batch.out, made)
             fed.append(self._held_changes(partition, offset, batch, made, block))
         if not fed:
             return
@@ -135,47 +125,17 @@ class Chain:
             return False
         taken = self.held.take(look)
         self.codes.forget(taken.transaction)
-        self.bodies.append(self._bodies(taken))
+        tables = delta_tables(self.schema, taken, self.blocks)
+        self.digests.append(rows_digest(python_rows_of(tables)))
+        self.bodies.append(
+            {
+                name: [body for body, _ in table_bodies(rows, CHUNK_ROWS, "deflate")]
+                for name, rows in tables.items()
+            }
+        )
         still = set(np.unique(self.held.held().block).tolist())
         self.blocks = {b: v for b, v in self.blocks.items() if b in still}
         return True
-
-    def _bodies(self, taken: HeldChanges) -> dict[str, bytes]:
-        """Per table, one body of the last change per key (by sequence, then position)."""
-        by_table: dict[str, list[Any]] = {}
-        buffers: list[Any] = []
-        shift = 0
-        position = np.arange(len(taken))
-        for block in np.unique(taken.block).tolist():
-            mine = np.nonzero(taken.block == block)[0]
-            found = self.blocks[block]
-            rows = _block_rows(found, taken.line[mine], position[mine], shift)
-            by_table.setdefault(found.table.name, []).append((found.table, rows))
-            buffers.append(found.out)
-            shift += len(found.out)
-        strings = np.concatenate(buffers) if buffers else np.zeros(0, np.uint8)
-        bodies = {}
-        for name, parts in by_table.items():
-            table = parts[0][0]
-            values, lengths, valid, high, low, at = (
-                np.concatenate([p[1][k] for p in parts], axis=-1) for k in range(6)
-            )
-            last = last_per_key(values[table.key_positions[0]], high, low, at)
-            kept = [np.ascontiguousarray(a[:, last]) for a in (values, lengths, valid)]
-            bodies[name] = _body(table, kept[0], kept[1], kept[2], strings)
-        return bodies
-
-
-def _block_rows(block: Block, lines: Any, position: Any, shift: int) -> tuple[Any, ...]:
-    """The rows `lines` of a block make (`change_rows`), texts shifted by `shift` into the
-    delta's joined buffer, with each row's sequence and place in the delta."""
-    made = block.made
-    values, lengths, valid, where = change_rows(block.table, made, lines)
-    values = np.where(lengths > 0, values + shift, values)
-    place = np.zeros(len(made.messages), np.int64)
-    place[lines] = position
-    high, low = made.sequence
-    return values, lengths, valid, high[where], low[where], place[where]
 
 
 def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows: int) -> Chain:
@@ -185,7 +145,7 @@ def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows:
     for partition, value in data["messages"]:
         runs[partition].append((offsets[partition], value))
         offsets[partition] += 1
-    chain = Chain(decoder, max_rows)
+    chain = Chain(data["schema"], decoder, max_rows)
     for k in range(0, max(map(len, runs)), batch):
         fetch = [
             (p, run[k][0], [v for _, v in run[k : k + batch]])
@@ -203,7 +163,8 @@ def measure(changes: int, repeats: int, batch: int) -> dict[str, Any]:
     decoder = tables_of(data)
     whole = chain_path(data, decoder, batch, 10**9)
     (bodies,) = whole.bodies
-    same = body_rows(bodies) == today_rows(data)
+    (digest,) = whole.digests
+    same = (digest, body_rows(bodies)) == today_cut(data)
     chained, today = alternating(repeats, data, lambda: chain_path(data, decoder, batch, MAX_ROWS))
     return {
         "source_changes": data["source_changes"],
@@ -224,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{found['source_changes']:,} Qlik changes; the same rows as today's path: "
         f"{found['same_rows_as_today']}"
     )
-    print(f"  steps 1 and 2, prototype rows: {found['chain_us_per_change']} CPU µs a change")
-    print(f"  today's path:                  {found['today_us_per_change']} CPU µs a change")
+    print(f"  steps 1 to 4:  {found['chain_us_per_change']} CPU µs a change")
+    print(f"  today's path:  {found['today_us_per_change']} CPU µs a change")
     return 0
 
 

@@ -44,37 +44,16 @@ from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
-from podd_cdc.qlik_batch_changes import DELETE, TableChanges, changes_of
-from podd_cdc.qlik_columns import Columns
+from podd_cdc.qlik_batch_changes import TableChanges, changes_of
+from podd_cdc.qlik_delta_rows import change_rows
 from podd_cdc.records import Position
-from protocol.avro_encoder import _KINDS, container, encode_records
-from protocol.body_writer import body_schema
-from protocol.schema import Table
+from podd_cdc.tables import MappedTable
+from protocol.body_writer import column_bodies
 
 
-def _rows(columns: Columns, rows: Any, sys_op: int) -> tuple[Any, Any, Any]:
-    """values, lengths, valid (`encode_records`' layout, `sys_op` last) of `rows` of
-    `columns`."""
-    width, count = columns.values.shape[0] + 1, len(rows)
-    values, lengths = np.zeros((width, count), np.int64), np.zeros((width, count), np.int64)
-    valid = np.ones((width, count), np.uint8)
-    values[:-1], lengths[:-1] = columns.values[:, rows], columns.lengths[:, rows]
-    valid[:-1] = columns.valid[:, rows]
-    values[-1] = sys_op
-    return values, lengths, valid
-
-
-def _body(table: Table, values: Any, lengths: Any, valid: Any, strings: Any) -> bytes:
-    width = len(table.columns) + 1
-    kinds = np.array([*(_KINDS[c.type.avro.primitive] for c in table.columns), _KINDS["int"]])
-    nullable = np.array([True] * (width - 1) + [False], np.bool_)
-    records = np.empty(values.shape[1] * width * 11 + int(lengths.sum()), np.uint8)
-    ends = np.empty(values.shape[1], np.int64)
-    encode_records(kinds.astype(np.int8), nullable, values, lengths, valid, strings, records, ends)
-    return container(body_schema(table), "deflate", records, ends)
-
-
-def table_changes(batch: QlikBatch, decoder: QlikDecoder) -> Iterator[tuple[Table, TableChanges]]:
+def table_changes(
+    batch: QlikBatch, decoder: QlikDecoder
+) -> Iterator[tuple[MappedTable, TableChanges]]:
     """Each table's changes of a read batch (the tables `decoder`'s, by schema id, found by
     the schema id's bytes). A change step 1 is not sure of stops the bench: none should be
     here."""
@@ -93,30 +72,7 @@ def table_changes(batch: QlikBatch, decoder: QlikDecoder) -> Iterator[tuple[Tabl
             raise ValueError(
                 f"{int((~made.sure).sum())} changes of {mapped.table.name} are the exact path's"
             )
-        yield mapped.table, made
-
-
-def change_rows(table: Table, made: TableChanges, lines: Any) -> tuple[Any, Any, Any, Any]:
-    """The rows changes `lines` make, in `encode_records`' layout (an UPDATE to another key
-    also deletes the old key; a delete's row is its `beforeData` if that has a field), and
-    the line each row is of."""
-    keys = list(table.key_positions)
-    deleted = made.operation[lines] == DELETE
-    has_before = made.before.fields[lines] > 0
-    upserts, gone = lines[~deleted], lines[deleted]
-    after = _rows(made.data, upserts, 0)
-    olds = upserts[has_before[~deleted]]
-    old = _rows(made.before, olds, 1)
-    moved = (old[0][keys] != after[0][keys][:, has_before[~deleted]]).any(axis=0)
-    removed = [
-        np.where(has_before[deleted], b, d)
-        for b, d in zip(_rows(made.before, gone, 1), _rows(made.data, gone, 1), strict=True)
-    ]
-    values, lengths, valid = (
-        np.concatenate([o[:, moved], d, a], axis=1)
-        for o, d, a in zip(old, removed, after, strict=True)
-    )
-    return values, lengths, valid, np.concatenate([olds[moved], gone, upserts])
+        yield mapped, made
 
 
 def last_per_key(key: Any, high: Any, low: Any, position: Any) -> Any:
@@ -125,36 +81,53 @@ def last_per_key(key: Any, high: Any, low: Any, position: Any) -> Any:
     return order[np.append(key[order][1:] != key[order][:-1], True)] if len(key) else order
 
 
-def table_bodies(batch: QlikBatch, decoder: QlikDecoder) -> tuple[int, dict[str, bytes]]:
+def table_bodies(batch: QlikBatch, decoder: QlikDecoder) -> tuple[int, dict[str, list[bytes]]]:
     """The changes read, and per table one body of the last change per key."""
     changes, bodies = 0, {}
-    for table, made in table_changes(batch, decoder):
+    for mapped, made in table_changes(batch, decoder):
         changes += len(made.messages)
-        values, lengths, valid, where = change_rows(table, made, np.arange(len(made.messages)))
+        every = np.arange(len(made.messages))
+        values, lengths, valid, where, _ = change_rows(mapped, made, every)
         high, low = made.sequence
+        table = mapped.table
         key = values[table.key_positions[0]]
         last = last_per_key(key, high[where], low[where], made.messages[where])
         kept = [np.ascontiguousarray(a[:, last]) for a in (values, lengths, valid)]
-        bodies[table.name] = _body(table, kept[0], kept[1], kept[2], batch.out)
+        one = len(last) or 1  # one body a table
+        values, lengths, valid = kept
+        written = column_bodies(
+            table, values, lengths, valid, batch.out, chunk_rows=one, codec="deflate"
+        )
+        bodies[table.name] = [body for body, _ in written]
     return changes, bodies
 
 
-def body_rows(bodies: dict[str, bytes]) -> dict[str, list[tuple[Any, ...]]]:
-    """Each body's rows as tuples (times naive, as the origin's rows hold them), sorted."""
+def body_rows(bodies: dict[str, list[bytes]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Each table's rows in its bodies as tuples (times naive, as the origin's rows hold
+    them), sorted; tables without rows left out."""
 
     def plain(value: Any) -> Any:
         return value.replace(tzinfo=None) if isinstance(value, datetime) else value
 
     found = {}
-    for name, body in bodies.items():
-        records = cast(Iterable[dict[str, Any]], fastavro.reader(io.BytesIO(body)))
-        rows = (tuple(map(plain, r.values())) for r in records)
-        found[name] = sorted(rows, key=repr)
+    for name, chunks in bodies.items():
+        rows = []
+        for body in chunks:
+            records = cast(Iterable[dict[str, Any]], fastavro.reader(io.BytesIO(body)))
+            rows += [tuple(map(plain, r.values())) for r in records]
+        if rows:
+            found[name] = sorted(rows, key=repr)
     return found
 
 
 def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
     """The rows today's origin cuts from the same messages as one delta, sorted."""
+    return today_cut(data)[1]
+
+
+def today_cut(data: dict[str, Any]) -> tuple[str, dict[str, list[tuple[Any, ...]]]]:
+    """The digest today's origin records of the same messages cut as one delta, and its
+    rows, sorted."""
     schema = data["schema"]
     decoder = _decoder("qlik", schema)
     keys = [f"t:{p}" for p in range(PARTITIONS)]
@@ -168,7 +141,7 @@ def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
         cutter.feed(at, record, 0.0, len(value), keys[partition])
     found = cutter.cut(0, set(cutter.parts), 0.0, _WALL, force=True)
     assert found is not None
-    return {
+    return found[0].digest, {
         name: sorted(((*r.values, r.sys_op) for r in rows), key=repr)
         for name, rows in found[1].items()
         if rows
