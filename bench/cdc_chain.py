@@ -34,11 +34,12 @@ from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
-from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, python_rows_of, table_bodies
+from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, table_records, written
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.qlik_order import first_to_judge, order_limits
-from podd_cdc.rows import rows_digest
+from podd_cdc.rows import records_digest
 from podd_cdc.transaction_codes import TransactionCodes
+from protocol.body_writer import record_bodies
 from protocol.schema import LogicalSchema
 
 _AHEAD = timedelta(seconds=Bounds().max_ahead)
@@ -126,11 +127,17 @@ class Chain:
         taken = self.held.take(look)
         self.codes.forget(taken.transaction)
         tables = delta_tables(self.schema, taken, self.blocks)
-        self.digests.append(rows_digest(python_rows_of(tables)))
+        records = {name: table_records(rows) for name, rows in tables.items()}
+        self.digests.append(records_digest({n: written(*r) for n, r in records.items()}))
         self.bodies.append(
             {
-                name: [body for body, _ in table_bodies(rows, CHUNK_ROWS, "deflate")]
-                for name, rows in tables.items()
+                name: [
+                    body
+                    for body, _ in record_bodies(
+                        tables[name].table, *found, chunk_rows=CHUNK_ROWS, codec="deflate"
+                    )
+                ]
+                for name, found in records.items()
             }
         )
         still = set(np.unique(self.held.held().block).tolist())

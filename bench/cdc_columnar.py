@@ -47,6 +47,7 @@ from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
 from podd_cdc.qlik_batch_changes import TableChanges, changes_of
 from podd_cdc.qlik_delta_rows import change_rows
 from podd_cdc.records import Position
+from podd_cdc.rows import rows_records_digest
 from podd_cdc.tables import MappedTable
 from protocol.body_writer import column_bodies
 
@@ -126,8 +127,9 @@ def today_rows(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def today_cut(data: dict[str, Any]) -> tuple[str, dict[str, list[tuple[Any, ...]]]]:
-    """The digest today's origin records of the same messages cut as one delta, and its
-    rows, sorted."""
+    """Of the delta today's origin cuts of the same messages as one, the records digest of
+    its rows (`rows_records_digest`, as a rebuild by today's path would check a delta the
+    columnar path cut), and its rows, sorted."""
     schema = data["schema"]
     decoder = _decoder("qlik", schema)
     keys = [f"t:{p}" for p in range(PARTITIONS)]
@@ -141,7 +143,7 @@ def today_cut(data: dict[str, Any]) -> tuple[str, dict[str, list[tuple[Any, ...]
         cutter.feed(at, record, 0.0, len(value), keys[partition])
     found = cutter.cut(0, set(cutter.parts), 0.0, _WALL, force=True)
     assert found is not None
-    return found[0].digest, {
+    return rows_records_digest(schema, found[1]), {
         name: sorted(((*r.values, r.sys_op) for r in rows), key=repr)
         for name, rows in found[1].items()
         if rows

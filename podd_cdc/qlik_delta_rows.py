@@ -29,8 +29,7 @@ from podd_cdc.qlik_columns import TEXT_FORMS, Columns, column_values, forms_of
 from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.tables import MappedTable
 from protocol.apply_model import DeltaRow
-from protocol.body_writer import column_bodies
-from protocol.codec import Codec
+from protocol.body_writer import column_records
 from protocol.schema import LogicalSchema, Table
 from protocol.types import TypeKind
 
@@ -107,10 +106,11 @@ def python_rows_of(tables: Mapping[str, DeltaTable]) -> dict[str, list[DeltaRow]
     return made
 
 
-def table_bodies(rows: DeltaTable, chunk_rows: int, codec: Codec) -> list[tuple[bytes, int]]:
-    """A table's `delta.in` bodies (`protocol.body_writer.column_bodies`), a REAL4 column's
-    values (held as a double's bits, as the exact decoder's Python floats are) written as
-    a float's, as the writer writes a FLOAT from a Python float."""
+def table_records(rows: DeltaTable) -> tuple[Any, Any]:
+    """A table's rows as Avro records (`protocol.body_writer.column_records`), and where
+    each ends. A REAL4 column's values, held as a double's bits (as the exact decoder's
+    Python floats are), are written as a float's, as the writer writes a FLOAT from a
+    Python float."""
     values = rows.values
     floats = [
         c for c, column in enumerate(rows.table.columns) if column.type.kind is TypeKind.FLOAT
@@ -119,15 +119,12 @@ def table_bodies(rows: DeltaTable, chunk_rows: int, codec: Codec) -> list[tuple[
         values = values.copy()
         single = values[floats].view(np.float64).astype(np.float32)
         values[floats] = single.view(np.uint32).astype(np.int64)
-    return column_bodies(
-        rows.table,
-        values,
-        rows.lengths,
-        rows.valid,
-        rows.strings,
-        chunk_rows=chunk_rows,
-        codec=codec,
-    )
+    return column_records(rows.table, values, rows.lengths, rows.valid, rows.strings)
+
+
+def written(records: Any, ends: Any) -> Any:
+    """The bytes `table_records` wrote (for `podd_cdc.rows.records_digest`)."""
+    return records[: ends[-1] if len(ends) else 0]
 
 
 def _delta_order(taken: HeldChanges) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
@@ -11,6 +11,7 @@ import orjson
 
 from podd_cdc.records import Change, Position, RowChange
 from protocol.apply_model import DeltaRow
+from protocol.body_writer import row_records
 from protocol.schema import LogicalSchema
 
 
@@ -47,3 +48,41 @@ def rows_digest(rows: dict[str, list[DeltaRow]]) -> str:
         digest.update(name.encode() + b"\x00")
         digest.update(orjson.dumps([(*r.values, r.sys_op) for r in rows[name]]))
     return digest.hexdigest()
+
+
+#: How a digest of the rows' Avro records begins (`records_digest`); a digest without it is
+#: `rows_digest`'s, which cut records made before it still hold.
+RECORDS_DIGEST = "records:"
+
+
+def records_digest(records: Mapping[str, Any]) -> str:
+    """A fingerprint of a delta's rows as each table's Avro records (bytes, or a numpy
+    buffer): `protocol.body_writer.row_records` of Python rows and `column_records` of the
+    same rows held as columns are the same bytes, so either path gives the same digest."""
+    digest = hashlib.sha256()
+    for name in sorted(records):
+        data = records[name]
+        digest.update(name.encode() + b"\x00" + len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return RECORDS_DIGEST + digest.hexdigest()
+
+
+def rows_records_digest(schema: LogicalSchema, rows: Mapping[str, list[DeltaRow]]) -> str:
+    """`records_digest` of Python rows (every table of `schema`; none where `rows` has none)."""
+    return records_digest(
+        {
+            table.name: row_records(
+                table, [(*r.values, r.sys_op) for r in rows.get(table.name, ())]
+            )
+            for table in schema
+        }
+    )
+
+
+def digest_as_recorded(
+    recorded: str, schema: LogicalSchema, rows: dict[str, list[DeltaRow]]
+) -> str:
+    """The digest of `rows` of the kind `recorded` is, to compare with it."""
+    if recorded.startswith(RECORDS_DIGEST):
+        return rows_records_digest(schema, rows)
+    return rows_digest(rows)

@@ -32,7 +32,7 @@ from podd_cdc.intake import Handoff, Intake, make_decoder
 from podd_cdc.membership import in_delta, rebuild
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.records import Change, Position, Record
-from podd_cdc.rows import rows_digest
+from podd_cdc.rows import digest_as_recorded
 from podd_cdc.topic_reader import TopicReader, read_spans
 from protocol.framing import Chunk
 from protocol.schema import LogicalSchema
@@ -117,7 +117,7 @@ class CdcOrigin:
         cut = self.cutlog.cuts[number]
         records = await self._records(cut)
         rows = rebuild(self.options.fmt, self.schema, cut, self.cutlog.get(number - 1), records)
-        if rows_digest(rows) != cut.digest:
+        if digest_as_recorded(cut.digest, self.schema, rows) != cut.digest:
             raise CdcError(
                 f"delta {number} read back from its recorded offsets differs from the delta "
                 "recorded: the source topic changed under the cut log"

@@ -160,6 +160,13 @@ def fast_body(
     table: Table, rows: Sequence[Any], schema: dict[str, Any], codec: str, nullable: list[bool]
 ) -> bytes | None:
     """The OCF of `rows` under the writer `schema`, or None if a value is not plain."""
+    found = fast_records(table, rows, nullable)
+    return None if found is None else container(schema, codec, *found)
+
+
+def fast_records(table: Table, rows: Sequence[Any], nullable: list[bool]) -> tuple[Any, Any] | None:
+    """The records of `rows` (fields nullable as `nullable` says) and where each ends, or
+    None if a value is not plain (or there are no rows)."""
     width = len(table.columns) + 1
     if not rows or set(map(len, rows)) != {width}:
         return None
@@ -191,8 +198,7 @@ def fast_body(
     if not valid[~flags].all():
         return None  # a null where the schema has no null (sys_op, or a plain NOT NULL field)
     strings = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-    out, ends = records_of(kinds, flags, values, lengths, valid, strings)
-    return container(schema, codec, out, ends)
+    return records_of(kinds, flags, values, lengths, valid, strings)
 
 
 def table_kinds(table: Table) -> Any:

@@ -7,6 +7,7 @@ a `["null", T]` union with "null" first, strings carry `"avro.java.string": "Str
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,7 @@ from typing import Any
 import fastavro
 import numpy as np
 
-from protocol.avro_encoder import container, fast_body, records_of, table_kinds
+from protocol.avro_encoder import container, fast_body, fast_records, records_of, table_kinds
 from protocol.body import SYS_OP
 from protocol.codec import Codec, write_ocf
 from protocol.schema import Table
@@ -84,21 +85,68 @@ def fastavro_body(
     table: Table, rows: Sequence[Sequence[Any]], schema: dict[str, Any], codec: str
 ) -> bytes:
     """The body written by fastavro: any value fastavro takes, and its error for a bad one."""
+    return write_ocf(fastavro.parse_schema(schema), _dicts(table, rows, schema), codec)
+
+
+def _dicts(
+    table: Table, rows: Sequence[Sequence[Any]], schema: dict[str, Any]
+) -> Iterable[dict[str, Any]]:
+    """`rows` as the records fastavro writes (a timestamp as its microseconds)."""
     names = [f["name"] for f in schema["fields"]]
     width = len(names)
     stamps = [i for i, c in enumerate(table.columns) if c.type.avro.logical == "timestamp-micros"]
+    for row in rows:
+        if len(row) != width:
+            raise ValueError(f"row has {len(row)} values, table {table.name} needs {width}")
+        values = list(row)
+        for i in stamps:
+            if isinstance(values[i], datetime):
+                values[i] = _micros(values[i])
+        yield dict(zip(names, values, strict=True))
 
-    def records() -> Iterable[dict[str, Any]]:
-        for row in rows:
-            if len(row) != width:
-                raise ValueError(f"row has {len(row)} values, table {table.name} needs {width}")
-            values = list(row)
-            for i in stamps:
-                if isinstance(values[i], datetime):
-                    values[i] = _micros(values[i])
-            yield dict(zip(names, values, strict=True))
 
-    return write_ocf(fastavro.parse_schema(schema), records(), codec)
+def row_records(table: Table, rows: Sequence[Sequence[Any]]) -> bytes:
+    """The Avro records of `rows` (each its values, then `sys_op`) under the table's body
+    schema, as a body holds them before its codec: the bytes `column_records` writes for the
+    same rows held as columns."""
+    schema = body_schema(table)
+    found = fast_records(table, rows, _nullable(schema)[:-1].tolist())
+    if found is not None:
+        records, ends = found
+        return bytes(records[: ends[-1]].tobytes())
+    parsed, out = fastavro.parse_schema(schema), io.BytesIO()
+    for record in _dicts(table, rows, schema):
+        fastavro.schemaless_writer(out, parsed, record)
+    return out.getvalue()
+
+
+def _nullable(schema: dict[str, Any]) -> Any:
+    return np.array([isinstance(f["type"], list) for f in schema["fields"]], np.bool_)
+
+
+def column_records(
+    table: Table, values: Any, lengths: Any, valid: Any, strings: Any
+) -> tuple[Any, Any]:
+    """Rows held as columns (`protocol.avro_encoder.encode_records`' layout: `sys_op` the
+    last column, a float as its Avro bits) as records, and where each ends."""
+    nullable = _nullable(body_schema(table))
+    return records_of(table_kinds(table), nullable, values, lengths, valid, strings)
+
+
+def record_bodies(
+    table: Table, records: Any, ends: Any, *, chunk_rows: int, codec: Codec = "null"
+) -> list[tuple[bytes, int]]:
+    """Records written already (`column_records`) as bodies of up to `chunk_rows` records
+    each, with their counts: one empty body where there are none."""
+    schema = body_schema(table)
+    count = len(ends)
+    bodies = []
+    for first in range(0, count, chunk_rows) if count else [0]:
+        last = min(first + chunk_rows, count)
+        start = int(ends[first - 1]) if first else 0
+        body = container(schema, codec, records[start:], ends[first:last] - start)
+        bodies.append((body, last - first))
+    return bodies
 
 
 def column_bodies(
@@ -111,18 +159,6 @@ def column_bodies(
     chunk_rows: int,
     codec: Codec = "null",
 ) -> list[tuple[bytes, int]]:
-    """Rows held as columns (`protocol.avro_encoder.encode_records`' layout: `sys_op` the
-    last column, a float as its Avro bits) as bodies of up to `chunk_rows` rows each, with
-    their row counts: one empty body where there are none. The records are written once;
-    a body is a range of them."""
-    schema = body_schema(table)
-    nullable = np.array([isinstance(f["type"], list) for f in schema["fields"]], np.bool_)
-    records, ends = records_of(table_kinds(table), nullable, values, lengths, valid, strings)
-    count = len(ends)
-    bodies = []
-    for first in range(0, count, chunk_rows) if count else [0]:
-        last = min(first + chunk_rows, count)
-        start = int(ends[first - 1]) if first else 0
-        body = container(schema, codec, records[start:], ends[first:last] - start)
-        bodies.append((body, last - first))
-    return bodies
+    """Rows held as columns as bodies of up to `chunk_rows` rows each (`record_bodies`)."""
+    records, ends = column_records(table, values, lengths, valid, strings)
+    return record_bodies(table, records, ends, chunk_rows=chunk_rows, codec=codec)

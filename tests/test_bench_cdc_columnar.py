@@ -33,10 +33,11 @@ def test_the_prototype_makes_the_rows_of_todays_path(allocate: Any) -> None:
     assert cdc_columnar.body_rows(bodies) == cdc_columnar.today_rows(data)
 
 
-def test_steps_one_and_two_make_the_rows_of_todays_path_in_one_delta_or_many() -> None:
-    """`bench.cdc_chain`: batches of each partition through steps 1 to 4 make the rows and
-    the digest of today's cutter as one delta; cut every few hundred changes, every change is fed once,
-    all are taken, and every transaction id is forgotten once its transaction is taken."""
+def test_the_chain_makes_the_rows_of_todays_path_in_one_delta_or_many() -> None:
+    """`bench.cdc_chain`: batches of each partition through steps 1 to 4 make the rows of
+    today's cutter as one delta, and the records digest its rows give; cut every few hundred
+    changes, every change is fed once, all are taken, and every transaction id is forgotten
+    once its transaction is taken."""
     data = prepared("qlik", 2_000)
     decoder = cdc_columnar.tables_of(data)
     whole = cdc_chain.chain_path(data, decoder, 100, 10**9)

@@ -22,10 +22,25 @@ from podd_cdc import qlik_delta_rows
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import distinct_texts, read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, changes_of
-from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, python_rows_of, table_bodies
+from podd_cdc.qlik_delta_rows import (
+    TableBlock,
+    delta_tables,
+    python_rows_of,
+    table_records,
+    written,
+)
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
-from podd_cdc.rows import delta_rows, rows_digest
+from podd_cdc.rows import (
+    RECORDS_DIGEST,
+    delta_rows,
+    digest_as_recorded,
+    records_digest,
+    rows_digest,
+    rows_records_digest,
+)
+from protocol.apply_model import DeltaRow
+from protocol.body_writer import record_bodies
 from protocol.framing import frame_bodies, frame_delta
 from protocol.schema import LogicalSchema
 from tests.origin.test_cdc_decode import qlik_metadata
@@ -192,15 +207,22 @@ def _one_hash(out: Any, starts: Any, ends: Any, keys: Any = None) -> Any:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_message, max_size=25), st.integers(1, 4), st.sampled_from(["null", "deflate"]))
 def test_the_chunks_are_todays_chunks(drawn: list[Any], chunk_rows: int, codec: Any) -> None:
-    """Framed from the columns (`frame_bodies` over `table_bodies`), a delta's chunks have
+    """Framed from the columns (`frame_bodies` over `table_records`), a delta's chunks have
     the keys and hold the records that `frame_delta` makes of today's rows (a FLOAT written
-    as a float, from the double the column holds)."""
+    as a float, from the double the column holds); and the digest of the records is the
+    one Python rows give."""
     tables, today, _ = _cut(drawn, one_batch=True)
     schema = LogicalSchema(datamart="m", tables=tuple(t.table for t in tables.values()))
+    records = {name: written(*table_records(t)) for name, t in tables.items()}
+    assert records_digest(records) == rows_records_digest(schema, today)
     head: dict[str, Any] = {"request_id": "r", "delta_num": 1, "delta_date": datetime(2026, 1, 1)}
     columnar = list(
         frame_bodies(
-            schema, **head, bodies=lambda t: table_bodies(tables[t.name], chunk_rows, codec)
+            schema,
+            **head,
+            bodies=lambda t: record_bodies(
+                t, *table_records(tables[t.name]), chunk_rows=chunk_rows, codec=codec
+            ),
         )
     )
     framed = list(
@@ -212,3 +234,20 @@ def test_the_chunks_are_todays_chunks(drawn: list[Any], chunk_rows: int, codec: 
 
 def _records(body: bytes) -> list[Any]:
     return list(fastavro.reader(io.BytesIO(body)))
+
+
+def test_a_recorded_digest_is_checked_by_its_own_kind() -> None:
+    """A rebuild compares its rows with the digest a cut recorded: `rows_digest`'s (cut
+    records made by today's path) or the records digest (the columnar path's), and a row
+    that differs fails either."""
+    key, rest = {"K": 1, "S": "ä", "R": 0.0}, {"V": "x", "F": 0.5, "D": "2024-02-29"}
+    drawn = [("INSERT", key, rest, None, False, 1, 0), ("DELETE", key, rest, None, True, 2, 1)]
+    drawn.append(("INSERT", {**key, "K": 2}, rest, None, False, 3, 0))
+    tables, today, _ = _cut(drawn, one_batch=True)
+    schema = LogicalSchema(datamart="m", tables=tuple(t.table for t in tables.values()))
+    columnar = records_digest({n: written(*table_records(t)) for n, t in tables.items()})
+    assert columnar.startswith(RECORDS_DIGEST)
+    changed = {n: [DeltaRow(r.values, 1 - r.sys_op) for r in rows] for n, rows in today.items()}
+    for recorded in (rows_digest(today), columnar):
+        assert digest_as_recorded(recorded, schema, today) == recorded
+        assert digest_as_recorded(recorded, schema, changed) != recorded
