@@ -23,7 +23,7 @@ from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.errors import BadInput
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts
-from podd_cdc.qlik_columns import Columns, python_rows, side_columns
+from podd_cdc.qlik_columns import Columns, both_sides, python_rows
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.records import Change, RowChange
 from podd_cdc.tables import MappedTable
@@ -135,7 +135,7 @@ def changes_of(
     headers_sure = in_order & (timed | ~has_time) & (counted | ~in_transaction)
     sure = (operation >= 0) & (headers_sure | (operation == REFRESH))
     sure &= _mask_checked(batch, messages, operation, check_mask)
-    data, before = side_columns(batch, table, messages, 0), side_columns(batch, table, messages, 1)
+    data, before = both_sides(batch, table, messages)
     sure &= _rows_sure(table, operation, data, before)
     return TableChanges(
         messages,

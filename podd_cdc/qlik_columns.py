@@ -137,31 +137,41 @@ def _fields_of(batch: QlikBatch, messages: Any) -> tuple[Any, Any]:
 
 def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int) -> Columns:
     """The rows of `side` (0 data, 1 beforeData) of `messages` (read, of `table`)."""
+    return both_sides(batch, table, messages)[side]
+
+
+def both_sides(batch: QlikBatch, table: MappedTable, messages: Any) -> tuple[Columns, Columns]:
+    """The rows of `data` and of `beforeData` of `messages` (read, of `table`): each column's
+    fields of both sides converted in one pass."""
     fields = batch.fields
     picked, rows = _fields_of(batch, messages)
-    on_side = fields[picked, kernel.F_SIDE] == side
-    picked, rows = picked[on_side], rows[on_side]
+    side = fields[picked, kernel.F_SIDE]
     columns = _column_of(batch, table, picked)
     by_column = np.argsort(columns, kind="stable")
     bounds = np.searchsorted(columns[by_column], np.arange(len(table.columns) + 1))
-    width, count = len(table.columns), len(messages)
-    values, lengths = np.zeros((width, count), np.int64), np.zeros((width, count), np.int64)
-    valid, given = np.zeros((width, count), np.bool_), np.zeros((width, count), np.bool_)
-    sure = np.ones(count, np.bool_)
-    sure[rows[columns < 0]] = False  # a field of no column: the exact path names it
+    shape = (2, len(table.columns), len(messages))
+    values, lengths = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    valid, given = np.zeros(shape, np.bool_), np.zeros(shape, np.bool_)
+    sure = np.ones((2, len(messages)), np.bool_)
+    alien = columns < 0  # a field of no column: the exact path names it
+    sure[side[alien], rows[alien]] = False
     for c, column in enumerate(table.columns):
         these = by_column[bounds[c] : bounds[c + 1]]
-        at, line = rows[these], fields[picked[these]]
+        at, of, line = rows[these], side[these], fields[picked[these]]
         mapped = column.mapped
         form = batch_form(mapped)
         v, n, ok, good = _convert(batch, form, getattr(mapped.convert, "text_limit", None), line)
         if form == "integer" and mapped.bounds is not None:
             low, high = mapped.bounds
             good &= (line[:, kernel.F_KIND] == kernel.V_NULL) | ((v >= low) & (v <= high))
-        values[c, at], lengths[c, at], valid[c, at], given[c, at] = v, n, ok, True
-        sure[at[~good]] = False
-    fields_given = np.bincount(rows, minlength=count)
-    return Columns(values, lengths, valid, given, fields_given, sure)
+        values[of, c, at], lengths[of, c, at], valid[of, c, at], given[of, c, at] = v, n, ok, True
+        sure[of[~good], at[~good]] = False
+    counted = np.bincount(side * len(messages) + rows, minlength=2 * len(messages))
+    fields_given = counted.reshape(2, len(messages))
+    data, before = (
+        Columns(values[k], lengths[k], valid[k], given[k], fields_given[k], sure[k]) for k in (0, 1)
+    )
+    return data, before
 
 
 def python_rows(
