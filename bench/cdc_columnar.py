@@ -45,6 +45,7 @@ from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
 from podd_cdc.qlik_batch_changes import TableChanges, changes_of
+from podd_cdc.qlik_columns import tables_sides
 from podd_cdc.qlik_delta_rows import change_rows
 from podd_cdc.records import Position
 from podd_cdc.rows import rows_records_digest
@@ -63,12 +64,15 @@ def table_changes(
     first, same = distinct_texts(batch.out, starts, ends)
     if (same < 0).any():
         raise ValueError("two schema ids share a hash")
+    groups = []
     for group, k in enumerate(first.tolist()):
         schema_id = batch.out[starts[k] : ends[k]].tobytes().decode()
         mapped = decoder.by_schema_id.get(schema_id)
-        if mapped is None:
-            continue
-        made = changes_of(batch, mapped, read[same == group], decoder.mask_check(schema_id))
+        if mapped is not None:
+            groups.append((schema_id, mapped, read[same == group]))
+    sides = tables_sides(batch, [(mapped, messages) for _, mapped, messages in groups])
+    for (schema_id, mapped, messages), of in zip(groups, sides, strict=True):
+        made = changes_of(batch, mapped, messages, decoder.mask_check(schema_id), of)
         if not made.sure.all():
             raise ValueError(
                 f"{int((~made.sure).sum())} changes of {mapped.table.name} are the exact path's"

@@ -111,9 +111,14 @@ def _rows_sure(table: MappedTable, operation: Any, data: Columns, before: Column
 
 
 def changes_of(
-    batch: QlikBatch, table: MappedTable, messages: Any, check_mask: MaskCheck
+    batch: QlikBatch,
+    table: MappedTable,
+    messages: Any,
+    check_mask: MaskCheck,
+    sides: tuple[Columns, Columns] | None = None,
 ) -> TableChanges:
-    """The changes of `messages` (read, of `table`)."""
+    """The changes of `messages` (read, of `table`); `sides`: their rows, where the caller
+    converted them already with other tables' (`qlik_columns.tables_sides`)."""
     heads = batch.heads[messages]
     count = len(messages)
     operation = np.full(count, -1, np.int64)
@@ -135,7 +140,7 @@ def changes_of(
     headers_sure = in_order & (timed | ~has_time) & (counted | ~in_transaction)
     sure = (operation >= 0) & (headers_sure | (operation == REFRESH))
     sure &= _mask_checked(batch, messages, operation, check_mask)
-    data, before = both_sides(batch, table, messages)
+    data, before = both_sides(batch, table, messages) if sides is None else sides
     sure &= _rows_sure(table, operation, data, before)
     return TableChanges(
         messages,

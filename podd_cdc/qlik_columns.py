@@ -10,6 +10,7 @@ columns a row gave is kept (`given`): an upsert needs them all, a delete only it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -39,22 +40,6 @@ class Columns:
     given: Any  # the field was in the message
     fields: Any  # a row: how many fields it had, of a column or not
     sure: Any  # a row: converted as the exact path would
-
-
-def _column_of(batch: QlikBatch, table: MappedTable, picked: Any) -> Any:
-    """The column each picked field names, -1 for none: found by hash, then its bytes
-    compared with the column's name (a hash can be made to collide)."""
-    fields = batch.fields
-    names = [c.source_name.encode() for c in table.columns]
-    bounds = np.cumsum([0, *map(len, names)])
-    text = np.frombuffer(b"".join(names), np.uint8)
-    name_hashes = column_kernels.text_hashes(text, bounds[:-1], bounds[1:]).tolist()
-    by_hash = {h: c for c, h in enumerate(name_hashes)}
-    hashes, which = np.unique(fields[picked, kernel.F_HASH], return_inverse=True)
-    found = np.array([by_hash.get(h, -1) for h in hashes.tolist()], np.int64)[which]
-    starts, ends = fields[picked, kernel.F_KEY0], fields[picked, kernel.F_KEY1]
-    column_kernels.same_texts(batch.out, starts, ends, text, bounds, found)
-    return found
 
 
 def _convert(
@@ -141,37 +126,138 @@ def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int)
 
 
 def both_sides(batch: QlikBatch, table: MappedTable, messages: Any) -> tuple[Columns, Columns]:
-    """The rows of `data` and of `beforeData` of `messages` (read, of `table`): each column's
-    fields of both sides converted in one pass."""
-    fields = batch.fields
+    """The rows of `data` and of `beforeData` of `messages` (read, of `table`)."""
+    return tables_sides(batch, [(table, messages)])[0]
+
+
+def tables_sides(
+    batch: QlikBatch, groups: Sequence[tuple[MappedTable, Any]]
+) -> list[tuple[Columns, Columns]]:
+    """For each (table, its messages) of a read batch, the rows of `data` and of
+    `beforeData`. Every field of every table and side is converted at once for each way a
+    column is taken (`_Plan`), so a fetch of many tables costs a few calls per form, not a
+    few per column of each table."""
+    plan = _Plan([table for table, _ in groups])
+    counts = np.array([len(m) for _, m in groups], np.int64)
+    messages = np.concatenate([np.asarray(m, np.int64) for _, m in groups] or [_NONE])
+    total = len(messages)
+    first_row = np.cumsum(counts) - counts
+    table_of_row = np.repeat(np.arange(len(groups)), counts)
     picked, rows = _fields_of(batch, messages)
+    fields = batch.fields
     side = fields[picked, kernel.F_SIDE]
-    columns = _column_of(batch, table, picked)
-    by_column = np.argsort(columns, kind="stable")
-    bounds = np.searchsorted(columns[by_column], np.arange(len(table.columns) + 1))
-    shape = (2, len(table.columns), len(messages))
-    values, lengths = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
-    valid, given = np.zeros(shape, np.bool_), np.zeros(shape, np.bool_)
-    sure = np.ones((2, len(messages)), np.bool_)
-    alien = columns < 0  # a field of no column: the exact path names it
-    sure[side[alien], rows[alien]] = False
-    for c, column in enumerate(table.columns):
-        these = by_column[bounds[c] : bounds[c + 1]]
-        at, of, line = rows[these], side[these], fields[picked[these]]
-        mapped = column.mapped
-        form = batch_form(mapped)
-        v, n, ok, good = _convert(batch, form, getattr(mapped.convert, "text_limit", None), line)
-        if form == "integer" and mapped.bounds is not None:
-            low, high = mapped.bounds
+    column = plan.columns_of(batch, picked, table_of_row[rows])
+    counted = np.bincount(side * total + rows, minlength=2 * total)  # fields, named or not
+    sure = np.ones(2 * total, np.bool_)
+    sure[side[column < 0] * total + rows[column < 0]] = False  # a field of no column
+    named = np.nonzero(column >= 0)[0]
+    column, picked, rows, side = column[named], picked[named], rows[named], side[named]
+    table = plan.table_of[column]
+    width = plan.widths[table]
+    base = (np.cumsum(2 * plan.widths * counts) - 2 * plan.widths * counts)[table]
+    local = rows - first_row[table]
+    at = base + (side * width + plan.position[column]) * counts[table] + local
+    size = int((2 * plan.widths * counts).sum())
+    values, lengths = np.zeros(size, np.int64), np.zeros(size, np.int64)
+    valid, given = np.zeros(size, np.bool_), np.zeros(size, np.bool_)
+    way = plan.way_of[column]
+    by_way = np.argsort(way, kind="stable")
+    ends = np.searchsorted(way[by_way], np.arange(len(plan.ways) + 1))
+    for w, (form, limit) in enumerate(plan.ways):
+        these = by_way[ends[w] : ends[w + 1]]
+        if not len(these):
+            continue
+        line = fields[picked[these]]
+        v, n, ok, good = _convert(batch, form, limit, line)
+        if form == "integer":
+            low, high = plan.low[column[these]], plan.high[column[these]]
             good &= (line[:, kernel.F_KIND] == kernel.V_NULL) | ((v >= low) & (v <= high))
-        values[of, c, at], lengths[of, c, at], valid[of, c, at], given[of, c, at] = v, n, ok, True
-        sure[of[~good], at[~good]] = False
-    counted = np.bincount(side * len(messages) + rows, minlength=2 * len(messages))
-    fields_given = counted.reshape(2, len(messages))
+        where = at[these]
+        values[where], lengths[where], valid[where], given[where] = v, n, ok, True
+        bad = these[~good]
+        sure[side[bad] * total + rows[bad]] = False
+    per_field = (values, lengths, valid, given)
+    return [_table_sides(plan, counts, t, per_field, counted, sure) for t in range(len(groups))]
+
+
+def _table_sides(
+    plan: _Plan, counts: Any, t: int, arrays: tuple[Any, ...], counted: Any, sure: Any
+) -> tuple[Columns, Columns]:
+    """Table `t`'s two sides, cut from the arrays of every table (each table's `(2, width,
+    rows)` block after the one before; `counted` and `sure` by side, then row)."""
+    blocks = 2 * plan.widths * counts
+    start, total = int(blocks[:t].sum()), int(counts.sum())
+    shape = (2, int(plan.widths[t]), int(counts[t]))
+    values, lengths, valid, given = (
+        a[start : start + int(blocks[t])].reshape(shape) for a in arrays
+    )
+    first = int(counts[:t].sum())
+    rows = slice(first, first + int(counts[t]))
     data, before = (
-        Columns(values[k], lengths[k], valid[k], given[k], fields_given[k], sure[k]) for k in (0, 1)
+        Columns(
+            values[k],
+            lengths[k],
+            valid[k],
+            given[k],
+            counted[k * total :][rows],
+            sure[k * total :][rows],
+        )
+        for k in (0, 1)
     )
     return data, before
+
+
+_NONE = np.zeros(0, np.int64)
+
+
+class _Plan:
+    """The columns of some tables, numbered across them, with how each is taken: its form
+    and text limit (a "way"), and an integer's bounds."""
+
+    def __init__(self, tables: Sequence[MappedTable]) -> None:
+        columns = [
+            (t, c, column)
+            for t, table in enumerate(tables)
+            for c, column in enumerate(table.columns)
+        ]
+        self.table_of = np.array([t for t, _, _ in columns], np.int64)
+        self.position = np.array([c for _, c, _ in columns], np.int64)
+        self.widths = np.array([len(table.columns) for table in tables], np.int64)
+        ways = [
+            (batch_form(column.mapped), getattr(column.mapped.convert, "text_limit", None))
+            for _, _, column in columns
+        ]
+        self.ways = sorted(set(ways), key=repr)
+        self.way_of = np.array([self.ways.index(w) for w in ways], np.int64)
+        bounds = [column.mapped.bounds or (0, 0) for _, _, column in columns]
+        self.low = np.array([b[0] for b in bounds], np.int64)
+        self.high = np.array([b[1] for b in bounds], np.int64)
+        names = [column.source_name.encode() for _, _, column in columns]
+        self.bounds = np.cumsum([0, *map(len, names)])
+        self.names = np.frombuffer(b"".join(names), np.uint8)
+        hashes = column_kernels.text_hashes(self.names, self.bounds[:-1], self.bounds[1:])
+        keys = _keyed(self.table_of, hashes).tolist()
+        self.by_key = {key: g for g, key in enumerate(keys)}
+
+    def columns_of(self, batch: QlikBatch, picked: Any, table: Any) -> Any:
+        """The column (numbered across the tables) each picked field of table `table[k]`
+        names, -1 for none: found by its table and hash, then its bytes compared with the
+        column's name (a hash can be made to collide)."""
+        fields = batch.fields
+        keys, which = np.unique(_keyed(table, fields[picked, kernel.F_HASH]), return_inverse=True)
+        lookup = self.by_key.get
+        found = np.array([lookup(key, -1) for key in keys.tolist()], np.int64)
+        found = found[which.reshape(-1)]
+        found[self.table_of[found] != table] = -1  # two tables' keys can be made to meet
+        starts, ends = fields[picked, kernel.F_KEY0], fields[picked, kernel.F_KEY1]
+        column_kernels.same_texts(batch.out, starts, ends, self.names, self.bounds, found)
+        return found
+
+
+def _keyed(table: Any, hashes: Any) -> Any:
+    """A name's hash mixed with its table's number: one integer to look a column up by."""
+    mixed = table.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return mixed.view(np.int64) ^ hashes
 
 
 def python_rows(

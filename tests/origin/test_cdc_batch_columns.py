@@ -6,17 +6,18 @@ the batch is sure of."""
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podd_cdc import column_kernels
+from podd_cdc import column_kernels, qlik_columns
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
-from podd_cdc.qlik_columns import python_rows, side_columns
+from podd_cdc.qlik_columns import python_rows, side_columns, tables_sides
 from podd_cdc.records import Change
 from podd_cdc.values import batch_form
 from tests.origin.test_cdc_decode import ROW, TYPES, qlik_data, qlik_metadata
@@ -178,3 +179,60 @@ def test_a_field_whose_hash_is_a_columns_but_not_its_name_is_no_column() -> None
     fields[extra[0], kernel.F_HASH] = fields[source[0], kernel.F_HASH]
     columns = side_columns(batch, table, np.arange(2), 0)
     assert columns.sure.tolist() == [False, True]
+
+
+#: A second table whose key has the first's key's name but another type.
+_OTHER_TYPES = {"K": ("STRING", 5, 0, 0, 1), "X": ("INT8", 0, 0, 0, 0)}
+
+
+def _two_tables() -> tuple[Any, Any, list[bytes]]:
+    exact = _exact()
+    exact.decode("t", qlik_metadata(_OTHER_TYPES, schema_id="s2", table="U"))
+    first, second = exact.by_name["t"], exact.by_name["u"]
+    other: list[dict[str, Any]] = [
+        {"K": "abc", "X": 5},
+        {"K": "x", "X": None, "S": "not U's"},
+        {"K": 7, "X": 1},
+    ]
+    messages = []
+    for k in range(9):
+        if k % 2:
+            row = other[k // 2 % 3]
+            messages.append(qlik_data(row).replace(b'"s1"', b'"s2"'))
+        else:
+            messages.append(qlik_data(dict(ROW, K=k, EXTRA=1) if k == 4 else dict(ROW, K=k)))
+    return first, second, messages
+
+
+def test_several_tables_converted_at_once_are_each_converted_alone() -> None:
+    """`tables_sides` (every table of a fetch at once) makes, for each table, exactly what
+    it makes of that table alone: two tables sharing a column name with different types,
+    their messages interleaved, a field of the other table's, a table without messages."""
+    first, second, messages = _two_tables()
+    batch = read_batch(messages)
+    groups = [(first, np.arange(0, 9, 2)), (second, np.arange(1, 9, 2)), (first, np.arange(0))]
+    together = tables_sides(batch, groups)
+    assert together[0][0].sure.tolist() == [True, True, False, True, True]
+    assert together[1][0].sure.tolist() == [True, False, False, True]  # S; K not a text
+    for (table, messages_of), sides in zip(groups, together, strict=True):
+        alone_sides = tables_sides(batch, [(table, messages_of)])[0]
+        for alone, at_once in zip(alone_sides, sides, strict=True):
+            for name in ("values", "lengths", "valid", "given", "fields", "sure"):
+                assert np.array_equal(getattr(alone, name), getattr(at_once, name)), name
+
+
+def test_a_column_looked_up_in_another_table_is_no_column() -> None:
+    """With the table left out of the lookup's key (as a forged hash could make two
+    tables' keys meet), a field is still never taken as another table's column."""
+    first, second, messages = _two_tables()
+    batch = read_batch(messages)
+    groups = [(first, np.arange(0, 9, 2)), (second, np.arange(1, 9, 2))]
+    honest = tables_sides(batch, groups)
+    with mock.patch.object(qlik_columns, "_keyed", lambda table, hashes: hashes):
+        forged = tables_sides(batch, groups)
+    for sides, forged_sides in zip(honest, forged, strict=True):
+        for side, forged_side in zip(sides, forged_sides, strict=True):
+            sure = forged_side.sure
+            assert not (sure & ~side.sure).any()
+            assert np.array_equal(side.values[:, sure], forged_side.values[:, sure])
+    assert not forged[0][0].sure.all() or not forged[1][0].sure.all()
