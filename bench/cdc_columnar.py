@@ -44,8 +44,7 @@ from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
-from podd_cdc.qlik_batch_changes import TableChanges, changes_of
-from podd_cdc.qlik_columns import tables_sides
+from podd_cdc.qlik_batch_changes import TableChanges, tables_changes
 from podd_cdc.qlik_delta_rows import change_rows
 from podd_cdc.records import Position
 from podd_cdc.rows import rows_records_digest
@@ -70,9 +69,10 @@ def table_changes(
         mapped = decoder.by_schema_id.get(schema_id)
         if mapped is not None:
             groups.append((schema_id, mapped, read[same == group]))
-    sides = tables_sides(batch, [(mapped, messages) for _, mapped, messages in groups])
-    for (schema_id, mapped, messages), of in zip(groups, sides, strict=True):
-        made = changes_of(batch, mapped, messages, decoder.mask_check(schema_id), of)
+    made_of = tables_changes(
+        batch, [(mapped, messages, decoder.mask_check(sid)) for sid, mapped, messages in groups]
+    )
+    for (_, mapped, _), made in zip(groups, made_of, strict=True):
         if not made.sure.all():
             raise ValueError(
                 f"{int((~made.sure).sum())} changes of {mapped.table.name} are the exact path's"

@@ -12,7 +12,7 @@ two together and for a caller that needs one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,7 @@ from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.errors import BadInput
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts
-from podd_cdc.qlik_columns import Columns, both_sides, python_rows
+from podd_cdc.qlik_columns import Columns, both_sides, python_rows, tables_sides
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.records import Change, RowChange
 from podd_cdc.tables import MappedTable
@@ -110,15 +110,33 @@ def _rows_sure(table: MappedTable, operation: Any, data: Columns, before: Column
     return np.where(operation == DELETE, delete, upsert)
 
 
-def changes_of(
-    batch: QlikBatch,
-    table: MappedTable,
-    messages: Any,
-    check_mask: MaskCheck,
-    sides: tuple[Columns, Columns] | None = None,
-) -> TableChanges:
-    """The changes of `messages` (read, of `table`); `sides`: their rows, where the caller
-    converted them already with other tables' (`qlik_columns.tables_sides`)."""
+@dataclass(frozen=True)
+class Headers:
+    """The headers of some read messages, a line each."""
+
+    operation: Any  # INSERT .. DELETE; -1: not one Qlik writes
+    sequence: tuple[Any, Any]
+    source_us: Any
+    timed: Any  # a time given, and read
+    counter: Any  # 0 outside a transaction
+    last_in_transaction: Any
+    sure: Any  # the exact decoder reads the same of them
+
+    def __getitem__(self, which: Any) -> Headers:
+        high, low = self.sequence
+        return Headers(
+            self.operation[which],
+            (high[which], low[which]),
+            self.source_us[which],
+            self.timed[which],
+            self.counter[which],
+            self.last_in_transaction[which],
+            self.sure[which],
+        )
+
+
+def headers_of(batch: QlikBatch, messages: Any) -> Headers:
+    """The headers of `messages` (read), as `podd_cdc.qlik_headers` reads them."""
     heads = batch.heads[messages]
     count = len(messages)
     operation = np.full(count, -1, np.int64)
@@ -138,22 +156,64 @@ def changes_of(
     counted = (heads[:, kernel.M_HAS] & kernel.HAS_COUNTER != 0) & (counter >= 1)
     # A REFRESH row carries no sequence, time or transaction (`header_change`).
     headers_sure = in_order & (timed | ~has_time) & (counted | ~in_transaction)
-    sure = (operation >= 0) & (headers_sure | (operation == REFRESH))
-    sure &= _mask_checked(batch, messages, operation, check_mask)
-    data, before = both_sides(batch, table, messages) if sides is None else sides
-    sure &= _rows_sure(table, operation, data, before)
-    return TableChanges(
-        messages,
+    return Headers(
         operation,
         (high, low),
         source_us,
         timed & has_time,
         np.where(in_transaction, counter, 0),
         ~in_transaction | (heads[:, kernel.M_LAST] == 1),
+        (operation >= 0) & (headers_sure | (operation == REFRESH)),
+    )
+
+
+def changes_of(
+    batch: QlikBatch,
+    table: MappedTable,
+    messages: Any,
+    check_mask: MaskCheck,
+    read: tuple[Headers, tuple[Columns, Columns]] | None = None,
+) -> TableChanges:
+    """The changes of `messages` (read, of `table`); `read`: their headers and rows, where
+    the caller read them already with other tables' (`tables_changes`)."""
+    if read is None:
+        read = headers_of(batch, messages), both_sides(batch, table, messages)
+    headers, (data, before) = read
+    sure = headers.sure & _mask_checked(batch, messages, headers.operation, check_mask)
+    sure &= _rows_sure(table, headers.operation, data, before)
+    return TableChanges(
+        messages,
+        headers.operation,
+        headers.sequence,
+        headers.source_us,
+        headers.timed,
+        headers.counter,
+        headers.last_in_transaction,
         data,
         before,
         sure,
     )
+
+
+def tables_changes(
+    batch: QlikBatch, groups: Sequence[tuple[MappedTable, Any, MaskCheck]]
+) -> list[TableChanges]:
+    """`changes_of` each (table, its messages, its mask check) of a read batch, the headers
+    of every table's messages read at once, and their rows (`tables_sides`)."""
+    counts = [len(messages) for _, messages, _ in groups]
+    every = np.concatenate([np.asarray(m, np.int64) for _, m, _ in groups] or [_NONE])
+    headers = headers_of(batch, every)
+    sides = tables_sides(batch, [(table, messages) for table, messages, _ in groups])
+    starts = np.cumsum([0, *counts])[:-1].tolist()
+    return [
+        changes_of(batch, table, messages, check, (headers[start : start + count], of))
+        for (table, messages, check), of, start, count in zip(
+            groups, sides, starts, counts, strict=True
+        )
+    ]
+
+
+_NONE = np.zeros(0, np.int64)
 
 
 def _text_at(batch: QlikBatch, m: int, column: int) -> str | None:

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from podd_cdc import column_kernels, qlik_batch_changes
 from podd_cdc.qlik_batch import read_batch
-from podd_cdc.qlik_batch_changes import change, changes_of
+from podd_cdc.qlik_batch_changes import change, changes_of, tables_changes
 from podd_cdc.records import Change
-from tests.origin.test_cdc_batch_columns import _exact
-from tests.origin.test_cdc_decode import ROW
+from tests.origin.test_cdc_batch_columns import _OTHER_TYPES, _exact, _two_tables
+from tests.origin.test_cdc_decode import ROW, qlik_metadata
 from tests.origin.test_cdc_fast_path import _messages, _outcome
 
 _HEADERS = {
@@ -180,3 +180,28 @@ def test_a_mask_that_shares_a_hash_with_a_good_one_is_still_checked(
     # Checked first, the bad mask stands for the group: the good one, not the mask checked,
     # is left to the exact path too.
     assert _judged([bad, good]) == [False, False]
+
+
+def test_several_tables_read_at_once_make_the_changes_each_makes_alone() -> None:
+    """`tables_changes` (every table of a fetch at once) makes each table's changes as
+    `changes_of` makes them of that table alone."""
+    first, second, messages = _two_tables()
+    batch = read_batch(messages)
+    exact = _exact()
+    exact.decode("t", qlik_metadata(_OTHER_TYPES, schema_id="s2", table="U"))
+    groups = [
+        (first, np.arange(0, 9, 2), exact.mask_check("s1")),
+        (second, np.arange(1, 9, 2), exact.mask_check("s2")),
+    ]
+    together = tables_changes(batch, groups)
+    assert together[0].sure.any()
+    assert together[1].sure.any()
+    for (table, messages_of, check), at_once in zip(groups, together, strict=True):
+        alone = changes_of(batch, table, messages_of, check)
+        for name in ("messages", "operation", "source_us", "timed", "counter", "sure"):
+            assert np.array_equal(getattr(alone, name), getattr(at_once, name)), name
+        assert np.array_equal(alone.sequence, at_once.sequence)
+        assert np.array_equal(alone.last_in_transaction, at_once.last_in_transaction)
+        for side in ("data", "before"):
+            assert np.array_equal(getattr(alone, side).values, getattr(at_once, side).values)
+            assert np.array_equal(getattr(alone, side).sure, getattr(at_once, side).sure)

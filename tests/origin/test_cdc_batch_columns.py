@@ -197,10 +197,11 @@ def _two_tables() -> tuple[Any, Any, list[bytes]]:
     messages = []
     for k in range(9):
         if k % 2:
-            row = other[k // 2 % 3]
-            messages.append(qlik_data(row).replace(b'"s1"', b'"s2"'))
+            message = qlik_data(other[k // 2 % 3]).replace(b'"s1"', b'"s2"')
         else:
-            messages.append(qlik_data(dict(ROW, K=k, EXTRA=1) if k == 4 else dict(ROW, K=k)))
+            message = qlik_data(dict(ROW, K=k, EXTRA=1) if k == 4 else dict(ROW, K=k))
+        sequence = f"{k + 1:017d}".encode()  # each message its own headers
+        messages.append(message.replace(b'00000000000000001"', sequence + b'"'))
     return first, second, messages
 
 
