@@ -74,8 +74,7 @@ def encode_body(
     """
     rows = rows if isinstance(rows, list) else list(rows)
     schema = body_schema(table, all_nullable=all_nullable)
-    nullable = [isinstance(f["type"], list) for f in schema["fields"][:-1]]
-    fast = fast_body(table, rows, schema, codec, nullable)
+    fast = fast_body(table, rows, schema, codec, _nullable(schema)[:-1].tolist())
     if fast is not None:
         return fast
     return fastavro_body(table, rows, schema, codec)
@@ -121,6 +120,7 @@ def row_records(table: Table, rows: Sequence[Sequence[Any]]) -> bytes:
 
 
 def _nullable(schema: dict[str, Any]) -> Any:
+    """Whether each field of a body schema (`sys_op` last) takes a null."""
     return np.array([isinstance(f["type"], list) for f in schema["fields"]], np.bool_)
 
 
