@@ -23,7 +23,13 @@ from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.errors import BadInput
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts
-from podd_cdc.qlik_columns import Columns, both_sides, python_rows, tables_sides
+from podd_cdc.qlik_columns import (
+    Columns,
+    both_sides,
+    joined_messages,
+    python_rows,
+    tables_sides,
+)
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.records import Change, RowChange
 from podd_cdc.tables import MappedTable
@@ -201,8 +207,7 @@ def tables_changes(
     """`changes_of` each (table, its messages, its mask check) of a read batch, the headers
     of every table's messages read at once, and their rows (`tables_sides`)."""
     counts = [len(messages) for _, messages, _ in groups]
-    every = np.concatenate([np.asarray(m, np.int64) for _, m, _ in groups] or [_NONE])
-    headers = headers_of(batch, every)
+    headers = headers_of(batch, joined_messages([m for _, m, _ in groups]))
     sides = tables_sides(batch, [(table, messages) for table, messages, _ in groups])
     starts = np.cumsum([0, *counts])[:-1].tolist()
     return [
@@ -211,9 +216,6 @@ def tables_changes(
             groups, sides, starts, counts, strict=True
         )
     ]
-
-
-_NONE = np.zeros(0, np.int64)
 
 
 def _text_at(batch: QlikBatch, m: int, column: int) -> str | None:

@@ -139,9 +139,11 @@ def tables_sides(
     few per column of each table."""
     plan = _Plan([table for table, _ in groups])
     counts = np.array([len(m) for _, m in groups], np.int64)
-    messages = np.concatenate([np.asarray(m, np.int64) for _, m in groups] or [_NONE])
+    messages = joined_messages([m for _, m in groups])
     total = len(messages)
     first_row = np.cumsum(counts) - counts
+    blocks = 2 * plan.widths * counts  # each table's (2, width, rows), one after another
+    first_at = np.cumsum(blocks) - blocks
     table_of_row = np.repeat(np.arange(len(groups)), counts)
     picked, rows = _fields_of(batch, messages)
     fields = batch.fields
@@ -154,10 +156,9 @@ def tables_sides(
     column, picked, rows, side = column[named], picked[named], rows[named], side[named]
     table = plan.table_of[column]
     width = plan.widths[table]
-    base = (np.cumsum(2 * plan.widths * counts) - 2 * plan.widths * counts)[table]
     local = rows - first_row[table]
-    at = base + (side * width + plan.position[column]) * counts[table] + local
-    size = int((2 * plan.widths * counts).sum())
+    at = first_at[table] + (side * width + plan.position[column]) * counts[table] + local
+    size = int(blocks.sum())
     values, lengths = np.zeros(size, np.int64), np.zeros(size, np.int64)
     valid, given = np.zeros(size, np.bool_), np.zeros(size, np.bool_)
     way = plan.way_of[column]
@@ -176,23 +177,28 @@ def tables_sides(
         values[where], lengths[where], valid[where], given[where] = v, n, ok, True
         bad = these[~good]
         sure[side[bad] * total + rows[bad]] = False
-    per_field = (values, lengths, valid, given)
-    return [_table_sides(plan, counts, t, per_field, counted, sure) for t in range(len(groups))]
+    arrays = (values, lengths, valid, given)
+    places = zip(
+        first_at.tolist(), first_row.tolist(), plan.widths.tolist(), counts.tolist(), strict=True
+    )
+    return [_table_sides(arrays, counted, sure, total, *place) for place in places]
 
 
 def _table_sides(
-    plan: _Plan, counts: Any, t: int, arrays: tuple[Any, ...], counted: Any, sure: Any
+    arrays: tuple[Any, ...],
+    counted: Any,
+    sure: Any,
+    total: int,
+    at: int,
+    row: int,
+    wide: int,
+    n: int,
 ) -> tuple[Columns, Columns]:
-    """Table `t`'s two sides, cut from the arrays of every table (each table's `(2, width,
-    rows)` block after the one before; `counted` and `sure` by side, then row)."""
-    blocks = 2 * plan.widths * counts
-    start, total = int(blocks[:t].sum()), int(counts.sum())
-    shape = (2, int(plan.widths[t]), int(counts[t]))
-    values, lengths, valid, given = (
-        a[start : start + int(blocks[t])].reshape(shape) for a in arrays
-    )
-    first = int(counts[:t].sum())
-    rows = slice(first, first + int(counts[t]))
+    """One table's two sides, cut from the arrays of every table: its `(2, wide, n)` block
+    of each from `at`, and its `n` rows from `row` of `counted` and `sure` (by side, then
+    row)."""
+    values, lengths, valid, given = (a[at : at + 2 * wide * n].reshape(2, wide, n) for a in arrays)
+    rows = slice(row, row + n)
     data, before = (
         Columns(
             values[k],
@@ -205,6 +211,11 @@ def _table_sides(
         for k in (0, 1)
     )
     return data, before
+
+
+def joined_messages(groups: Sequence[Any]) -> Any:
+    """Several groups of a batch's messages (their places in it) as one array, in order."""
+    return np.concatenate([np.asarray(m, np.int64) for m in groups] or [_NONE])
 
 
 _NONE = np.zeros(0, np.int64)
