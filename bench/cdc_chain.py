@@ -11,11 +11,13 @@ to begin (`qlik_order`; here nowhere, as the messages are in order). Step 2 hold
 changes (`qlik_held.QlikHeld`) and cuts a delta whenever `MAX_ROWS` are held (today's side
 looks for one every `LOOK_EVERY` messages), and the rest at the end. Step 3 makes each
 delta's rows (`qlik_delta_rows.delta_tables`: the last change per key, from the blocks of
-columns its changes point into) and the digest the cut log records (`rows_digest` of their
-Python values, as today); step 4 its chunks (`table_bodies`, `CHUNK_ROWS` rows each). A
-change step 1 is not sure of stops the bench: none should be here.
+columns its changes point into) and the records digest the cut log would record
+(`rows.records_digest` of `table_records`); step 4 its chunks from those same records
+(`record_bodies`, `CHUNK_ROWS` rows each). A change step 1 is not sure of stops the bench:
+none should be here.
 
-The rows and digest of one delta of everything are checked against today's cutter's.
+The rows of one delta of everything are checked against today's cutter's, and its digest
+against the records digest of today's rows.
 Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed, cut, frame.
 """
 
