@@ -37,7 +37,7 @@ from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
 from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, table_records, written
-from podd_cdc.qlik_held import HeldChanges, QlikHeld
+from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
 from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.rows import records_digest
 from podd_cdc.transaction_codes import TransactionCodes
@@ -118,6 +118,7 @@ class Chain:
             np.zeros(count),
             np.ones(count, np.int64),
             made.operation == REFRESH,
+            np.where(made.timed, made.source_us, NO_TIME),
             np.full(count, block, np.int64),
             np.arange(count, dtype=np.int64),
         )
@@ -126,7 +127,7 @@ class Chain:
         look = self.held.look(quiet, self.max_rows)
         if not look.count:
             return False
-        taken = self.held.take(look)
+        taken = self.held.take(look).changes
         self.codes.forget(taken.transaction)
         tables = delta_tables(self.schema, taken, self.blocks)
         records = {name: table_records(rows) for name, rows in tables.items()}

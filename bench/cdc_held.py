@@ -21,7 +21,7 @@ import numpy as np
 
 from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds, Cutter
-from podd_cdc.qlik_held import HeldChanges, QlikHeld
+from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from protocol.ddl import parse_schema
 
@@ -105,17 +105,18 @@ def run_held(made: dict[str, Any], batches: list[Any], max_rows: int) -> tuple[f
                 np.zeros(len(lines)),
                 np.ones(len(lines), np.int64),
                 np.zeros(len(lines), np.bool_),
+                np.full(len(lines), NO_TIME, np.int64),
                 np.zeros(len(lines), np.int64),
                 lines,
             )
         )
         if held.pending >= max_rows:
-            taken += len(held.take(held.look(set(), max_rows)))
+            taken += len(held.take(held.look(set(), max_rows)).changes)
     while held.pending:
         look = held.look(set(range(PARTITIONS)), max_rows)
         if not look.count:
             break
-        taken += len(held.take(look))
+        taken += len(held.take(look).changes)
     return time.process_time() - started, taken
 
 

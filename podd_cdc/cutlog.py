@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from podd_cdc.errors import CdcError
 from podd_runtime.files import durable_write
 
 _FILE = re.compile(r"cut-(\d{10})\.json\Z")
+_MICRO = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,14 @@ class Cut:
 
 def partition_key(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
+
+
+def after_last(date: datetime, last: Cut | None) -> datetime:
+    """A delta's date: `date`, or a microsecond after the last delta's where it is not later
+    (the replica takes dates strictly increasing)."""
+    if last is not None and date <= last.date:
+        return last.date + _MICRO
+    return date
 
 
 def split_key(key: str) -> tuple[str, int]:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from podd_cdc.choose import EventTimes, qlik_choice
-from podd_cdc.cutlog import Cut, Span, partition_key, split_key
+from podd_cdc.cutlog import Cut, Span, after_last, partition_key, split_key
 from podd_cdc.held import Choice, Group, PartitionState, Pending, group_key, untaken
 from podd_cdc.membership import Format, le, taken_by
 from podd_cdc.records import Change, Heartbeat, Position, Record
@@ -28,7 +28,6 @@ from podd_cdc.values import millis_time
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
 
-_MICRO = timedelta(microseconds=1)
 #: A look that found changes to cut, but not yet a due delta, is not repeated until this many
 #: records were fed (at most a tenth of `max_rows`) or this many seconds passed (or a
 #: partition settled): a look walks the transactions held, and the runner asks every 50 ms.
@@ -317,9 +316,7 @@ class Cutter:
         else:
             times = [i.change.source_time for i in chosen if i.change.source_time is not None]
             date = max(times).replace(tzinfo=UTC) if times else wall
-        if self.last is not None and date <= self.last.date:
-            date = self.last.date + _MICRO
-        return date
+        return after_last(date, self.last)
 
     def oldest_open(self) -> Position | None:
         """Where the oldest change still held was read (for a bound's error message)."""

@@ -11,20 +11,29 @@ sequence is held already, or at or below the last cut's bound, is a second copy,
 `Cutter.feed` decides (`membership.taken_by`). A full-load (REFRESH) row has no sequence
 (`refresh`): it is a copy if read below where the full-load rows cut so far end in its
 partition, and goes with the changes after it (`podd_cdc.choose`).
+
+It also keeps where each partition's reading stands, as `PartitionState` does, so that a
+take records the `Span`s `Cutter._take` records, and the delta's date (`delta_date`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence as Listed
 from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from podd_cdc.choose import lowest_newest
+from podd_cdc.cutlog import Cut, Span, after_last
 from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
 
 _SPLIT = 10**18  # a sequence's last 18 digits
+#: `source_us` of a change without a source time (a full-load row, or no `timestamp`).
+NO_TIME = np.iinfo(np.int64).min
+_EPOCH = datetime(1970, 1, 1)
 
 
 def _identity(high: int, low: int) -> int:
@@ -45,6 +54,7 @@ class HeldChanges:
     arrived: Any
     size: Any
     refresh: Any  # a full-load row: no sequence, no transaction
+    source_us: Any  # its source time, µs since 1970 (`NO_TIME`: none)
     block: Any  # where its row is: the block of columns the caller keeps it in
     line: Any  # ... and its line there
 
@@ -87,13 +97,41 @@ class Look:
     lines: Any
 
 
+@dataclass(frozen=True)
+class Taken:
+    """What a take cut: the changes, and per partition the `Span` the cut log records."""
+
+    changes: HeldChanges
+    spans: list[Span]
+
+    def date(self, last: Cut | None, wall: datetime) -> datetime:
+        """The delta's date, as `Cutter` dates a Qlik delta: its newest source time (`wall`
+        where none has one), after the last delta's (`cutlog.after_last`)."""
+        times = self.changes.source_us[self.changes.source_us != NO_TIME]
+        if not len(times):
+            return after_last(wall, last)
+        newest = _EPOCH + timedelta(microseconds=int(times.max()))
+        return after_last(newest.replace(tzinfo=UTC), last)
+
+
 class QlikHeld:
-    def __init__(self, refresh_done: list[int], last_bound: Sequence | None = None) -> None:
-        """`refresh_done`: per partition, where its full-load rows cut so far end (its
-        first offset to read, or the last cut's `Span.refresh_upto`)."""
+    def __init__(
+        self,
+        starts: Listed[int],
+        last_bound: Sequence | None = None,
+        spans: Listed[Span | None] | None = None,
+    ) -> None:
+        """`starts`: per partition, its first offset to read; `spans`: the last cut's
+        (None where it recorded none), from which a partition's last cut ended and where
+        its full-load rows cut so far end (`Span.end`, `Span.refresh_upto`)."""
+        last = list(spans) if spans is not None else [None] * len(starts)
         self.last_bound = last_bound
-        self.refresh_done = list(refresh_done)
-        self.newest: list[Sequence | None] = [None] * len(refresh_done)
+        self.next_offset = list(starts)  # the next offset to read: reading stands there
+        self.prev_end = [s.end if s else at for s, at in zip(last, starts, strict=True)]
+        self.refresh_done = [
+            s.refresh_upto if s else at for s, at in zip(last, starts, strict=True)
+        ]
+        self.newest: list[Sequence | None] = [None] * len(starts)
         self._parts: list[HeldChanges] = []
         self._identities: set[int] = set()
         self.pending = 0
@@ -121,12 +159,19 @@ class QlikHeld:
             if (bound is None or key > bound) and key not in identities:
                 held[k] = True
                 identities.add(key)
+        if len(changes):
+            self.next_offset[part] = int(changes.offset[-1]) + 1
         kept = changes[held]
         self._parts.append(kept)
         self.pending += len(kept)
         self.pending_bytes += int(kept.size.sum())
         self.duplicates += int(len(held) - len(kept))
         return held
+
+    def read_to(self, partition: int, offset: int) -> None:
+        """Reading of `partition` moved on to `offset` past records that hold no change (a
+        table's metadata, a message sent to the dead-letter topic)."""
+        self.next_offset[partition] = offset
 
     @property
     def identities_kept(self) -> int:
@@ -178,9 +223,11 @@ class QlikHeld:
         rows = rows[(held.offset[rows] < reach[part]) | idle[part]]
         return rows[np.argsort(held.partition[rows], kind="stable")]
 
-    def take(self, look: Look) -> HeldChanges:
-        """Cut what `look` found: its changes leave the held ones, and the bound moves."""
+    def take(self, look: Look) -> Taken:
+        """Cut what `look` found: its changes leave the held ones, the bound moves, and each
+        partition's span is recorded as `Cutter._take` records it."""
         held = self.held()
+        lo, refresh_from = self._first_held(held), list(self.refresh_done)
         taken = held[look.lines]
         left = np.ones(len(held), np.bool_)
         left[look.lines] = False
@@ -193,7 +240,19 @@ class QlikHeld:
         self.pending -= len(taken)
         self.pending_bytes -= int(taken.size.sum())
         self.last_bound = look.bound
-        return taken
+        next_lo = self._first_held(self._parts[0])
+        spans = [
+            Span(lo[p], self.prev_end[p], self.next_offset[p], refresh_from[p], upto, next_lo[p])
+            for p, upto in enumerate(self.refresh_done)
+        ]
+        self.prev_end = list(self.next_offset)
+        return Taken(taken, spans)
+
+    def _first_held(self, held: HeldChanges) -> list[int]:
+        """Per partition, the first offset of a change held, or where reading stands."""
+        first = np.array(self.next_offset, np.int64)
+        np.minimum.at(first, held.partition, held.offset)
+        return [int(at) for at in first]
 
 
 def _groups(transaction: Any) -> Any:

@@ -29,7 +29,7 @@ from podd_cdc.qlik_delta_rows import (
     table_records,
     written,
 )
-from podd_cdc.qlik_held import HeldChanges, QlikHeld
+from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import (
     RECORDS_DIGEST,
@@ -140,13 +140,14 @@ def _cut(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
             np.zeros(len(lines)),
             np.ones(len(lines), np.int64),
             made.operation[lines] == REFRESH,
+            np.where(made.timed, made.source_us, NO_TIME)[lines],
             np.full(len(lines), number, np.int64),
             lines,
         )
         for p in range(_PARTITIONS):
             mine = np.nonzero(fed.partition == p)[0]
             held.feed(fed[mine[np.argsort(fed.offset[mine], kind="stable")]])
-    taken = held.take(held.look(set(range(_PARTITIONS)), 10**9))
+    taken = held.take(held.look(set(range(_PARTITIONS)), 10**9)).changes
     tables = delta_tables(schema, taken, blocks)
     message_at = {(p, o): m for m, (p, o) in enumerate(zip(partitions, offsets, strict=True))}
     changes = []

@@ -1,10 +1,10 @@
 """Qlik changes held on arrays (`podd_cdc.qlik_held`) against the cutter (`Cutter.feed`,
 `look`, `cut`): the same feeds, looks and cuts, in any order, hold the same changes, find
-the same delta and take it."""
+the same delta and take it, recording the same spans and date."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podd_cdc.cutlog import partition_key
+from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds, Cutter
-from podd_cdc.qlik_held import HeldChanges, QlikHeld
+from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from tests.origin.test_cdc_cutter import SCHEMA
 from tests.origin.test_cdc_qlik_transactions import _SEQUENCES, _pair, _text
@@ -28,11 +28,24 @@ _change = st.tuples(
     st.one_of(st.none(), st.integers(0, 3)),
     st.booleans(),
     st.integers(0, 9).map(float),
+    st.one_of(st.none(), st.integers(-3, 3)),  # its source time, seconds from WALL's
 )
 _step = st.one_of(
     st.tuples(st.just("feed"), st.integers(0, PARTITIONS - 1), st.lists(_change, max_size=6)),
+    # records that hold no change (metadata, dead letters): reading moves on
+    st.tuples(st.just("pass"), st.integers(0, PARTITIONS - 1), st.integers(1, 3)),
+    st.tuples(st.just("restart")),  # from the last cut: what it held is read again
     st.tuples(st.sampled_from(["look", "cut"]), st.sets(st.integers(0, PARTITIONS - 1))),
 )
+
+
+def _source_time(seconds: int | None) -> datetime | None:
+    return None if seconds is None else WALL.replace(tzinfo=None) + timedelta(seconds=seconds)
+
+
+def _source_us(seconds: int | None) -> int:
+    when = _source_time(seconds)
+    return NO_TIME if when is None else (when - datetime(1970, 1, 1)) // timedelta(microseconds=1)
 
 
 def _full_load(held: QlikHeld) -> int:
@@ -46,25 +59,31 @@ def _named(bound: tuple[int, int] | None) -> str | None:
 class Both:
     """One cutter and one holder, fed alike."""
 
-    def __init__(self, max_rows: int) -> None:
+    def __init__(self, max_rows: int, last: Cut | None = None) -> None:
+        """Both start where `last` left the partitions (at offset 0 without one)."""
         keys = [partition_key("q", p) for p in range(PARTITIONS)]
-        self.cutter = Cutter("qlik", SCHEMA, dict.fromkeys(keys, 0), None, Bounds(max_rows))
-        self.held = QlikHeld([0] * PARTITIONS)
+        spans = [last.spans[key] if last else None for key in keys]
+        starts = [span.next_lo if span else 0 for span in spans]
+        bounds = Bounds(max_rows)
+        self.cutter = Cutter("qlik", SCHEMA, dict(zip(keys, starts, strict=True)), last, bounds)
+        self.held = QlikHeld(starts, _pair(last.bound) if last and last.bound else None, spans)
         self.max_rows = max_rows
-        self.offsets = [0] * PARTITIONS
-        self.delta = 0
+        self.offsets = list(starts)
+        self.delta = last.delta + 1 if last else 0
+        self.last = last
 
     def feed(self, partition: int, drawn: list[tuple[Any, ...]]) -> None:
         key = partition_key("q", partition)
         first = self.offsets[partition]
-        drawn = [d if d[0] is not None else (None, None, None, False, d[4]) for d in drawn]
-        for k, (value, code, counter, last, arrived) in enumerate(drawn):
+        drawn = [d if d[0] is not None else (None, None, None, False, d[4], None) for d in drawn]
+        for k, (value, code, counter, last, arrived, seconds) in enumerate(drawn):
             if value is None:
                 change = Change((), None, ("",), None)
             else:
                 text = _text(value)
                 transaction = None if code is None else f"t{code}"
-                change = Change((), text, (text,), (text,), None, transaction, counter, last)
+                when = _source_time(seconds)
+                change = Change((), text, (text,), (text,), when, transaction, counter, last)
             self.cutter.feed(Position("q", partition, first + k), change, arrived, 1, key)
         self.offsets[partition] += len(drawn)
         pairs = [(0, 0) if d[0] is None else _pair(_text(d[0])) for d in drawn]
@@ -78,6 +97,7 @@ class Both:
             np.array([d[4] for d in drawn], np.float64),
             np.ones(len(drawn), np.int64),
             np.array([d[0] is None for d in drawn], np.bool_),
+            np.array([_source_us(d[5]) for d in drawn], np.int64),
             np.zeros(len(drawn), np.int64),
             np.arange(first, first + len(drawn), dtype=np.int64),
         )
@@ -88,6 +108,12 @@ class Both:
         )
         assert _named(self.held.newest[partition]) == self.cutter.parts[key].last_key
         assert self.held.identities_kept == self.held.pending - _full_load(self.held)
+
+    def passed(self, partition: int, count: int) -> None:
+        for _ in range(count):
+            self.cutter.passed(Position("q", partition, self.offsets[partition]))
+            self.offsets[partition] += 1
+        self.held.read_to(partition, self.offsets[partition])
 
     def look(self, quiet: set[int]) -> None:
         expected = self.cutter.look({partition_key("q", p) for p in quiet})
@@ -110,7 +136,11 @@ class Both:
             assert look.count == 0
             return
         cut, _ = made
-        taken = self.held.take(look)
+        found = self.held.take(look)
+        taken = found.changes
+        assert found.spans == [cut.spans[partition_key("q", p)] for p in range(PARTITIONS)]
+        assert found.date(self.last, WALL) == cut.date
+        self.last = cut
         assert _named(self.held.last_bound) == cut.bound
         assert len(taken) == cut.changes
         assert taken.line.tolist() == taken.offset.tolist()  # (each change's row goes with it)
@@ -129,6 +159,10 @@ def test_feeds_looks_and_cuts_agree_with_the_cutter(steps: list[Any], max_rows: 
     for step in steps:
         if step[0] == "feed":
             both.feed(step[1], step[2])
+        elif step[0] == "pass":
+            both.passed(step[1], step[2])
+        elif step[0] == "restart":
+            both = Both(max_rows, both.last)
         elif step[0] == "look":
             both.look(step[1])
         else:
@@ -141,7 +175,25 @@ def test_a_feed_of_two_partitions_is_refused() -> None:
     would move one partition's bound by the other's changes."""
     two = np.array([0, 1], np.int64)
     changes = HeldChanges(
-        two, two, (two, two), two - 2, two, two > 0, two * 0.0, two, two < 0, two, two
+        two, two, (two, two), two - 2, two, two > 0, two * 0.0, two, two < 0, two, two, two
     )
     with pytest.raises(ValueError, match="one partition"):
         QlikHeld([0, 0]).feed(changes)
+
+
+def test_a_restart_after_a_cut_that_left_changes_held_spans_from_the_cuts_end() -> None:
+    """A cut that leaves an open transaction held ends reading past where the next delta
+    starts (`next_lo` < `end`); started again from it, the next cut's span still begins
+    where that cut ended (`prev_end`), as the cutter's does."""
+    both = Both(10)
+    first, second, third = sorted(_SEQUENCES)[:3]
+    both.feed(0, [(first, None, None, False, 0.0, 0), (second, 0, 1, False, 0.0, 1)])
+    both.cut({0, 1})
+    assert both.last is not None
+    span = both.last.spans[partition_key("q", 0)]
+    assert (span.next_lo, span.end) == (1, 2)
+    both = Both(10, both.last)
+    both.feed(0, [(second, 0, 1, True, 0.0, 1), (third, None, None, False, 0.0, 2)])
+    both.cut({0, 1})
+    assert both.last is not None
+    assert both.last.spans[partition_key("q", 0)].prev_end == 2
