@@ -11,6 +11,8 @@ import pytest
 
 from bench import cdc_instructions
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("fmt", ["qlik", "dataworks"])
 def test_the_path_cuts_and_frames_every_change(fmt: str) -> None:

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import run
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ from replica_store.embedded_pg import EmbeddedPostgres
 from tests.agent.conftest import renamed
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow
+
 SMALL = [
     "--deltas",
     "3",

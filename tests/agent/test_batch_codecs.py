@@ -21,6 +21,8 @@ from tests.agent.test_hostile import metric
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date
 
+pytestmark = pytest.mark.slow
+
 MiB = 2**20
 agent = agent_fixture(5, incomplete_timeout=600)
 

@@ -25,6 +25,8 @@ from tests.agent.test_hostile import health
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[DiskFiller]:

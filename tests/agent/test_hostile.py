@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 
 import psutil
+import pytest
 from aiokafka import AIOKafkaConsumer
 
 from conformance.forges.hostile import HostileMessages
@@ -25,6 +26,8 @@ from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of, wait_consumed
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date
+
+pytestmark = pytest.mark.slow
 
 FUZZ_MESSAGES = 2000
 #: The agent's own Python process (Spark's JVM and workers aside) stays below this.

@@ -27,6 +27,8 @@ from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
 
+pytestmark = pytest.mark.slow
+
 DATAMARTS = 12
 
 

@@ -9,6 +9,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from protocol.apply_model import DeltaRow
 from protocol.messages import DeltaStatus
 from protocol.schema import LogicalSchema
@@ -18,6 +20,8 @@ from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import delta_date
 from tests.monitoring import Prometheus, alert_rules, dashboard_queries
+
+pytestmark = pytest.mark.slow
 
 agent = agent_fixture(1, incomplete_timeout=120)
 

@@ -23,6 +23,8 @@ from protocol.schema import LogicalSchema
 from tests.agent import test_integration as wire
 from tests.agent.conftest import AgentProcess, renamed
 
+pytestmark = pytest.mark.slow
+
 # The same scenarios as in local mode, collected here with this module's `agent` fixture.
 test_several_deltas_on_the_cluster = (
     wire.test_several_deltas_chunks_twice_shuffled_interleaved_with_empty_tables

@@ -11,6 +11,8 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 
+import pytest
+
 from protocol.apply_model import DeltaRow, ReplicaModel, apply_delta
 from protocol.errors import ErrorCode
 from protocol.framing import Chunk
@@ -22,6 +24,8 @@ from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.agent.test_prestage_agent import early_then_late, nothing
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
+
+pytestmark = pytest.mark.slow
 
 # Pieces of about 1 KiB decoded: every few chunks of a stream make one.
 agent = agent_fixture(

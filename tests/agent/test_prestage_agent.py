@@ -11,6 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 
 import psycopg
+import pytest
 
 from protocol.apply_model import ReplicaModel, apply_delta
 from protocol.errors import ErrorCode
@@ -23,6 +24,8 @@ from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Origin, chunks_of
 from tests.agent.test_integration import outcome
 from tests.loader.staging_helpers import assert_matches_model, delta_date, snapshot
+
+pytestmark = pytest.mark.slow
 
 # A short incomplete timeout: a transfer waiting for its last stream is answered
 # INCOMPLETE_DELTA (an interim answer) after 6 s, and completes later all the same.

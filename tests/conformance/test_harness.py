@@ -18,6 +18,8 @@ from protocol.schema import LogicalSchema
 from tests.agent.conftest import AgentProcess, agent_fixture
 from tests.agent.kafka_io import Topics
 
+pytestmark = pytest.mark.slow
+
 LINE = re.compile(r"^(PASS|FAIL|SKIP)  (\S+)", re.MULTILINE)
 
 

@@ -18,6 +18,8 @@ from conformance.origins.origin_scenarios import scenarios
 from conformance.report import Outcome, repeated
 from tests.conformance.origin_runs import FLAGS, LINE, REFERENCE, SCHEMA, run
 
+pytestmark = pytest.mark.slow
+
 
 def test_the_reference_origin_passes_every_scenario(
     broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -14,6 +14,8 @@ import pytest
 from conformance.origins.origin_scenarios import scenarios
 from tests.conformance.origin_runs import LINE, run
 
+pytestmark = pytest.mark.slow
+
 
 def test_the_cdc_origin_passes_every_scenario(
     broker: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

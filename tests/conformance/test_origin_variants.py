@@ -12,6 +12,8 @@ from conformance.origins.origin_scenarios import scenarios
 from conformance.origins.variants import VARIANTS
 from tests.conformance.origin_runs import FLAGS, LINE, run
 
+pytestmark = pytest.mark.slow
+
 #: Where a variant's habit shows: `twice` in every scenario; `re-encode` where the replica
 #: names a chunk missing (INCOMPLETE_DELTA or delta.rs); `whole-again` where it answers
 #: INCOMPLETE_DELTA. Elsewhere they run the reference origin's code, which passes every

@@ -22,6 +22,8 @@ from tests.loader.conftest import unique
 from tests.loader.staging_helpers import delta_date, stage
 from tests.loader.test_adqm_store import DDL, random_delta
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

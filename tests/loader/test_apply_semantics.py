@@ -15,6 +15,8 @@ from spark_loader.slice_jobs import plan_tasks
 from tests.loader.conftest import NewLoader, unique
 from tests.loader.staging_helpers import assert_matches_model, delta_date, read_as_of, stage
 
+pytestmark = pytest.mark.slow
+
 #: Every test here that uses Spark runs in local mode and on the standalone cluster.
 RUN_ON_CLUSTER = True
 

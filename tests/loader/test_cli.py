@@ -21,6 +21,8 @@ from tests.loader.staging_helpers import stage
 from tests.loader.test_adqm_store import DDL as ADQM_DDL
 from tests.loader.test_adqm_store import random_delta
 
+pytestmark = pytest.mark.slow
+
 
 def podd_loader(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -32,6 +32,8 @@ from tests.loader.staging_helpers import (
     two_deltas,
 )
 
+pytestmark = pytest.mark.slow
+
 #: Every test here that uses Spark runs in local mode and on the standalone cluster.
 RUN_ON_CLUSTER = True
 

@@ -27,7 +27,10 @@ from tests.loader.staging_helpers import assert_matches_model, delta_date, snaps
 
 DDL = (Path(__file__).resolve().parents[2] / "examples" / "marketing.sql").read_text()
 
-pytestmark = pytest.mark.parametrize("spark_where", ["local", "driver"], indirect=True)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("spark_where", ["local", "driver"], indirect=True),
+]
 
 
 @pytest.fixture

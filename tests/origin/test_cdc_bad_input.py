@@ -25,6 +25,8 @@ from tools.cdc_write.qlik_writer import QlikWriter, Written
 from tools.cdc_write.source import SourceColumn, SourceDatabase, SourceTable
 from tools.cdc_write.tables import qlik_every_type, qlik_marketing
 
+pytestmark = pytest.mark.slow
+
 cdc_agent = cdc_agent_fixture(qlik=12, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())
 

@@ -17,6 +17,8 @@ from podd_cdc.qlik_batch import HEADER_TEXTS, read_batch
 from tests.origin.qlik_json_oracle import Pairs, expected, written
 from tests.origin.test_cdc_fast_path import _messages
 
+pytestmark = pytest.mark.slow
+
 _HEADERS = Pairs(
     [
         ("operation", "UPDATE"),

@@ -25,6 +25,8 @@ from protocol.workload import WorkloadSpec
 from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess, agent_fixture
 
+pytestmark = pytest.mark.slow
+
 SPEC = WorkloadSpec(rows_per_delta=60, seed=11)
 
 

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
 
 
 def chaos_report(tmp_path: Path, **flags: str) -> str:

@@ -41,6 +41,8 @@ from tests.restore.conftest import (
 )
 from tools.backup_topic import BackupLayout, incremental, snapshot
 
+pytestmark = pytest.mark.slow
+
 
 def _is(message: BackupMessage, *, delta: int, stream: int, last: bool) -> bool:
     key = decode_message(BackupKey, message.key)

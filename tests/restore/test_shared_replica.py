@@ -21,6 +21,8 @@ from tests.restore.conftest import Restore, renamed, write_topic
 from tests.restore.test_restore import assert_as_of_every_delta
 from tools.backup_topic import BackupLayout, incremental
 
+pytestmark = pytest.mark.slow
+
 
 def _drive(agent: AgentProcess, source: WorkloadSource, count: int) -> list[int]:
     async def scenario() -> list[int]:
