@@ -9,11 +9,10 @@ table's changes on arrays (`podd_cdc.qlik_batch_changes`). The transaction ids g
 (`transaction_codes`), and the order check on arrays says where the exact one would have
 to begin (`qlik_order`; here nowhere, as the messages are in order). Step 2 holds the
 changes (`qlik_held.QlikHeld`) and cuts a delta whenever `MAX_ROWS` are held (today's side
-looks for one every `LOOK_EVERY` messages), and the rest at the end. Step 3 makes each
-delta's rows (`qlik_delta_rows.delta_tables`: the last change per key, from the blocks of
-columns its changes point into) and the records digest the cut log would record
-(`rows.records_digest` of `table_records`); step 4 its chunks from those same records
-(`record_bodies`, `CHUNK_ROWS` rows each). A change step 1 is not sure of stops the bench:
+looks for one every `LOOK_EVERY` messages), and the rest at the end. Step 3 cuts each
+delta (`qlik_cut.cut_delta`: the cut log's record, with its spans and the records digest,
+and the rows, from the blocks of columns its changes point into); step 4 its chunks from
+the same records (`record_bodies`, `CHUNK_ROWS` rows each). A change step 1 is not sure of stops the bench:
 none should be here.
 
 The rows of one delta of everything are checked against today's cutter's, and its digest
@@ -32,14 +31,15 @@ import numpy as np
 from bench.cdc_columnar import alternating, body_rows, table_changes, tables_of, today_cut
 from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
 from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
-from podd_cdc.qlik_delta_rows import TableBlock, delta_tables, table_records, written
+from podd_cdc.qlik_cut import cut_delta
+from podd_cdc.qlik_delta_rows import TableBlock
 from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
 from podd_cdc.qlik_order import first_to_judge, order_limits
-from podd_cdc.rows import records_digest
 from podd_cdc.transaction_codes import TransactionCodes
 from protocol.body_writer import record_bodies
 from protocol.schema import LogicalSchema
@@ -48,6 +48,7 @@ _AHEAD = timedelta(seconds=Bounds().max_ahead)
 _LIMITS = order_limits(_WALL, _AHEAD)
 
 
+KEYS = [partition_key("t", p) for p in range(PARTITIONS)]  # the bench's topic's partitions
 #: Rows a chunk, as the origin frames them (`OriginOptions.chunk_rows`' default).
 CHUNK_ROWS = 1000
 
@@ -64,6 +65,7 @@ class Chain:
         self.bodies: list[dict[str, list[bytes]]] = []
         self.digests: list[str] = []
         self.changes = 0
+        self.last: Cut | None = None
 
     def feed(self, runs: list[tuple[int, int, list[bytes]]]) -> None:
         """One fetch: each partition's run of messages (partition, first offset, values),
@@ -127,20 +129,21 @@ class Chain:
         look = self.held.look(quiet, self.max_rows)
         if not look.count:
             return False
-        taken = self.held.take(look).changes
-        self.codes.forget(taken.transaction)
-        tables = delta_tables(self.schema, taken, self.blocks)
-        records = {name: table_records(rows) for name, rows in tables.items()}
-        self.digests.append(records_digest({n: written(*r) for n, r in records.items()}))
+        made = cut_delta(
+            len(self.digests), self.schema, self.held, look, self.blocks, KEYS, self.last, _WALL
+        )
+        self.last = made.cut
+        self.codes.forget(made.taken.transaction)
+        self.digests.append(made.cut.digest)
         self.bodies.append(
             {
                 name: [
                     body
                     for body, _ in record_bodies(
-                        tables[name].table, *found, chunk_rows=CHUNK_ROWS, codec="deflate"
+                        made.tables[name].table, *found, chunk_rows=CHUNK_ROWS, codec="deflate"
                     )
                 ]
-                for name, found in records.items()
+                for name, found in made.records.items()
             }
         )
         still = set(np.unique(self.held.held().block).tolist())

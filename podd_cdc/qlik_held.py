@@ -28,6 +28,7 @@ import numpy as np
 
 from podd_cdc.choose import lowest_newest
 from podd_cdc.cutlog import Cut, Span, after_last
+from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
 
 _SPLIT = 10**18  # a sequence's last 18 digits
@@ -39,6 +40,12 @@ _EPOCH = datetime(1970, 1, 1)
 def _identity(high: int, low: int) -> int:
     """A sequence's pair as one number, ordered as the sequences are."""
     return high * _SPLIT + low
+
+
+def sequence_key_of(sequence: Sequence) -> str:
+    """A sequence's pair as the key the exact decoder makes of it (`qlik_headers.sequence_key`),
+    as the cut log records a bound."""
+    return str(_identity(*sequence)).rjust(SEQUENCE_WIDTH, "0")
 
 
 @dataclass(frozen=True)

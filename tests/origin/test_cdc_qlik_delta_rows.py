@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
@@ -19,12 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from podd_cdc import qlik_delta_rows
+from podd_cdc.cutlog import partition_key
+from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import distinct_texts, read_batch
 from podd_cdc.qlik_batch_changes import REFRESH, changes_of
+from podd_cdc.qlik_cut import cut_delta
 from podd_cdc.qlik_delta_rows import (
     TableBlock,
-    delta_tables,
     python_rows_of,
     table_records,
     written,
@@ -33,7 +36,6 @@ from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import (
     RECORDS_DIGEST,
-    delta_rows,
     digest_as_recorded,
     records_digest,
     rows_digest,
@@ -80,6 +82,8 @@ _message = st.tuples(
     st.integers(0, _PARTITIONS - 1),
 )
 
+_WALL = datetime(2026, 1, 1, tzinfo=UTC)  # dates a delta none of whose changes is timed
+
 
 def _written(drawn: tuple[Any, ...]) -> bytes:
     operation, key, rest, before_key, by_before, sequence, _ = drawn
@@ -102,13 +106,25 @@ def _decoder() -> QlikDecoder:
 
 
 def _both(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
-    """The columnar rows and today's rows of the changes a cut of everything takes."""
+    """The columnar rows and today's rows of a cut of everything."""
     tables, today, taken = _cut(drawn, one_batch)
     return python_rows_of(tables), today, taken
 
 
 def _cut(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
-    """The delta's tables on columns, and today's rows, of a cut of everything."""
+    """The delta's tables on columns, and today's rows, of a cut of everything, and how
+    many changes it took."""
+    (made,) = _cuts(drawn, one_batch, 10**9) or [({}, {}, 0)]
+    return made
+
+
+def _cuts(
+    drawn: list[tuple[Any, ...]], one_batch: bool, max_rows: int
+) -> list[tuple[Any, Any, int]]:
+    """Each delta's tables on columns (`cut_delta`), today's rows (`Cutter.cut` of the exact
+    decoder's changes), and how many changes it took, cutting up to `max_rows` at a time
+    until nothing is left. Each pair records the same cut: the same spans, bounds, date and
+    counts, and a digest of today's rows of the kind the columnar cut records."""
     decoder = _decoder()
     (table,) = decoder.by_name.values()
     schema = LogicalSchema(datamart="m", tables=(table.table,))
@@ -121,6 +137,7 @@ def _cut(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
     batches = [list(range(len(messages)))] if one_batch else [[m] for m in range(len(messages))]
     blocks: dict[int, TableBlock] = {}
     held = QlikHeld([0] * _PARTITIONS)
+    fed_order: list[int] = []  # the messages read on arrays, as fed (the rest: exact path's)
     for number, which in enumerate(batches):
         if not which:
             continue
@@ -146,16 +163,29 @@ def _cut(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
         )
         for p in range(_PARTITIONS):
             mine = np.nonzero(fed.partition == p)[0]
-            held.feed(fed[mine[np.argsort(fed.offset[mine], kind="stable")]])
-    taken = held.take(held.look(set(range(_PARTITIONS)), 10**9)).changes
-    tables = delta_tables(schema, taken, blocks)
-    message_at = {(p, o): m for m, (p, o) in enumerate(zip(partitions, offsets, strict=True))}
-    changes = []
-    for p, o in zip(taken.partition.tolist(), taken.offset.tolist(), strict=True):
-        change = decoder.decode("t", messages[message_at[p, o]])
+            in_order = mine[np.argsort(fed.offset[mine], kind="stable")]
+            held.feed(fed[in_order])
+            fed_order += at[in_order].tolist()
+    keys = [partition_key("t", p) for p in range(_PARTITIONS)]
+    cutter = Cutter("qlik", schema, dict.fromkeys(keys, 0), None, Bounds(max_rows))
+    for m in fed_order:
+        change = decoder.decode("t", messages[m])
         assert isinstance(change, Change)
-        changes.append((Position("t", p, o), change))
-    return tables, delta_rows(schema, changes), len(taken)
+        cutter.feed(Position("t", partitions[m], offsets[m]), change, 0.0, 1, keys[partitions[m]])
+    made: list[tuple[Any, Any, int]] = []
+    last = None
+    while True:
+        today = cutter.cut(len(made), set(keys), 0.0, _WALL, force=True)
+        look = held.look(set(range(_PARTITIONS)), max_rows)
+        if today is None:
+            assert look.count == 0
+            return made
+        found = cut_delta(len(made), schema, held, look, blocks, keys, last, _WALL)
+        cut, rows = today
+        assert replace(found.cut, digest="") == replace(cut, digest="")
+        assert found.cut.digest == rows_records_digest(schema, rows)
+        made.append((found.tables, rows, found.cut.changes))
+        last = found.cut
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -164,6 +194,19 @@ def test_the_rows_are_todays_rows_in_todays_order(drawn: list[Any], one_batch: b
     columnar, today, _ = _both(drawn, one_batch)
     assert columnar == today
     assert rows_digest(columnar) == rows_digest(today)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_message, max_size=25), st.booleans(), st.integers(1, 4))
+def test_deltas_of_a_few_changes_each_are_todays(
+    drawn: list[Any], one_batch: bool, max_rows: int
+) -> None:
+    """Cut a few changes at a time, each delta follows the last (its spans, its previous
+    bound, its date) as today's does, and has today's rows."""
+    deltas = _cuts(drawn, one_batch, max_rows)
+    for tables, today, _ in deltas:
+        assert python_rows_of(tables) == today
+    assert sum(taken for _, _, taken in deltas) <= len(drawn)
 
 
 def test_a_delta_of_many_meetings_on_keys() -> None:
