@@ -12,8 +12,8 @@ changes (`qlik_held.QlikHeld`) and cuts a delta whenever `MAX_ROWS` are held (to
 looks for one every `LOOK_EVERY` messages), and the rest at the end. Step 3 cuts each
 delta (`qlik_cut.cut_delta`: the cut log's record, with its spans and the records digest,
 and the rows, from the blocks of columns its changes point into); step 4 its chunks from
-the same records (`record_bodies`, `CHUNK_ROWS` rows each). A change step 1 is not sure of stops the bench:
-none should be here.
+the same records (`record_bodies`, `CHUNK_ROWS` rows each). A change step 1 is not sure
+of stops the bench: none should be here.
 
 The rows of one delta of everything are checked against today's cutter's, and its digest
 against the records digest of today's rows.
@@ -30,15 +30,15 @@ import numpy as np
 
 from bench.cdc_columnar import alternating, body_rows, table_changes, tables_of, today_cut
 from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
-from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
-from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
+from podd_cdc.qlik_batch_changes import TableChanges
 from podd_cdc.qlik_cut import cut_delta
 from podd_cdc.qlik_delta_rows import TableBlock
-from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
+from podd_cdc.qlik_feed import ReadAt, batch_lines
+from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.transaction_codes import TransactionCodes
 from protocol.body_writer import record_bodies
@@ -109,21 +109,9 @@ class Chain:
         self, partition: Any, offset: Any, batch: Any, made: TableChanges, block: int
     ) -> HeldChanges:
         count = len(made.messages)
-        starts, ends = (a[made.messages] for a in batch.texts(kernel.M_TX))
-        return HeldChanges(
-            partition[made.messages],
-            offset[made.messages],
-            made.sequence,
-            self.codes.codes(batch.out, starts, ends, starts >= 0),
-            made.counter,
-            made.last_in_transaction,
-            np.zeros(count),
-            np.ones(count, np.int64),
-            made.operation == REFRESH,
-            np.where(made.timed, made.source_us, NO_TIME),
-            np.full(count, block, np.int64),
-            np.arange(count, dtype=np.int64),
-        )
+        read = ReadAt(partition[made.messages], offset[made.messages], np.zeros(count), 1)
+        every = np.arange(count, dtype=np.int64)
+        return batch_lines(batch, made, every, read, block, self.codes)
 
     def cut(self, quiet: set[int]) -> bool:
         look = self.held.look(quiet, self.max_rows)

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from podd_cdc.cutlog import Cut
-from podd_cdc.qlik_delta_rows import DeltaTable, TableBlock, delta_tables, table_records, written
+from podd_cdc.qlik_delta_rows import Block, DeltaTable, delta_tables, table_records, written
 from podd_cdc.qlik_held import HeldChanges, Look, QlikHeld, sequence_key_of
 from podd_cdc.rows import records_digest
 from protocol.schema import LogicalSchema
@@ -39,7 +39,7 @@ def cut_delta(
     schema: LogicalSchema,
     held: QlikHeld,
     look: Look,
-    blocks: Mapping[int, TableBlock],
+    blocks: Mapping[int, Block],
     keys: Sequence[str],
     last: Cut | None,
     wall: datetime,

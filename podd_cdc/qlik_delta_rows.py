@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numba
 import numpy as np
@@ -34,14 +34,30 @@ from protocol.schema import LogicalSchema, Table
 from protocol.types import TypeKind
 
 
+class Block(Protocol):
+    """What held changes point into (`HeldChanges.block`, and `line` there): one table's
+    changes of one read batch (`TableBlock`), or of the exact decoder
+    (`podd_cdc.qlik_exact_block.ExactBlock`)."""
+
+    @property
+    def table(self) -> MappedTable: ...
+
+    def rows(self, lines: Any, ranks: Any) -> tuple[DeltaTable, tuple[Any, Any]]:
+        """The rows changes `lines` make, with each row's change's rank (`ranks`) and its
+        place among that change's rows."""
+        ...
+
+
 @dataclass(frozen=True)
 class TableBlock:
-    """One table's changes of one read batch: what held changes point into
-    (`HeldChanges.block`, and `line` there)."""
+    """One table's changes of one read batch."""
 
     table: MappedTable
     out: Any  # the batch's text buffer
     made: TableChanges
+
+    def rows(self, lines: Any, ranks: Any) -> tuple[DeltaTable, tuple[Any, Any]]:
+        return _block_rows(self, lines, ranks)
 
 
 @dataclass(frozen=True)
@@ -69,7 +85,7 @@ class DeltaTable:
 
 
 def delta_tables(
-    schema: LogicalSchema, taken: HeldChanges, blocks: Mapping[int, TableBlock]
+    schema: LogicalSchema, taken: HeldChanges, blocks: Mapping[int, Block]
 ) -> dict[str, DeltaTable]:
     """Per table of `schema`, the rows the changes `taken` make (empty where none)."""
     rank = _delta_order(taken)
@@ -78,7 +94,7 @@ def delta_tables(
     for block in np.unique(taken.block).tolist():
         mine = np.nonzero(taken.block == block)[0]
         found = blocks[block]
-        rows, order = _block_rows(found, taken.line[mine], rank[mine])
+        rows, order = found.rows(taken.line[mine], rank[mine])
         parts.setdefault(found.table.name, []).append(rows)
         orders.setdefault(found.table.name, []).append(order)
     made = {}

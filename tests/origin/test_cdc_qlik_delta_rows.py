@@ -22,17 +22,21 @@ from hypothesis import strategies as st
 from podd_cdc import qlik_delta_rows
 from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.errors import BadInput
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import distinct_texts, read_batch
-from podd_cdc.qlik_batch_changes import REFRESH, changes_of
+from podd_cdc.qlik_batch_changes import changes_of
 from podd_cdc.qlik_cut import cut_delta
 from podd_cdc.qlik_delta_rows import (
+    Block,
     TableBlock,
     python_rows_of,
     table_records,
     written,
 )
-from podd_cdc.qlik_held import NO_TIME, HeldChanges, QlikHeld
+from podd_cdc.qlik_exact_block import ExactBlock
+from podd_cdc.qlik_feed import ReadAt, batch_lines, exact_lines
+from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import (
     RECORDS_DIGEST,
@@ -41,6 +45,7 @@ from podd_cdc.rows import (
     rows_digest,
     rows_records_digest,
 )
+from podd_cdc.transaction_codes import TransactionCodes
 from protocol.apply_model import DeltaRow
 from protocol.body_writer import record_bodies
 from protocol.framing import frame_bodies, frame_delta
@@ -94,6 +99,8 @@ def _written(drawn: tuple[Any, ...]) -> bytes:
     if operation == "DELETE" and by_before:
         data, before = None, {**key, **rest}
     headers = {"operation": operation, "changeSequence": str(_FIRST_SEQUENCE + sequence)}
+    if sequence % 3:  # the source time goes with the sequence; a third of them have none
+        headers["timestamp"] = f"2026-01-01T00:00:{sequence:02d}.5"
     message = {"data": data, "beforeData": before, "headers": headers}
     envelope = {"magic": "atMSG", "type": "DT", "messageSchemaId": "s1", "message": message}
     return json.dumps(envelope, ensure_ascii=False).encode()
@@ -119,12 +126,15 @@ def _cut(drawn: list[tuple[Any, ...]], one_batch: bool) -> tuple[Any, Any, int]:
 
 
 def _cuts(
-    drawn: list[tuple[Any, ...]], one_batch: bool, max_rows: int
+    drawn: list[tuple[Any, ...]], one_batch: bool, max_rows: int, exact_every: int = 0
 ) -> list[tuple[Any, Any, int]]:
     """Each delta's tables on columns (`cut_delta`), today's rows (`Cutter.cut` of the exact
     decoder's changes), and how many changes it took, cutting up to `max_rows` at a time
     until nothing is left. Each pair records the same cut: the same spans, bounds, date and
-    counts, and a digest of today's rows of the kind the columnar cut records."""
+    counts, and a digest of today's rows of the kind the columnar cut records.
+
+    The messages a batch is not sure of, and every `exact_every`-th message (none if 0),
+    are held as the exact decoder's changes (`ExactBlock`), beside the rest."""
     decoder = _decoder()
     (table,) = decoder.by_name.values()
     schema = LogicalSchema(datamart="m", tables=(table.table,))
@@ -135,56 +145,61 @@ def _cuts(
         offsets.append(seen[p])
         seen[p] += 1
     batches = [list(range(len(messages)))] if one_batch else [[m] for m in range(len(messages))]
-    blocks: dict[int, TableBlock] = {}
+    blocks: dict[int, Block] = {}
     held = QlikHeld([0] * _PARTITIONS)
-    fed_order: list[int] = []  # the messages read on arrays, as fed (the rest: exact path's)
+    codes = TransactionCodes()
+    fed_order: list[int] = []  # the messages held, as fed
     for number, which in enumerate(batches):
         if not which:
             continue
         batch = read_batch([messages[m] for m in which])
         read = np.nonzero(batch.read)[0]
         made = changes_of(batch, table, read, decoder.mask_check("s1"))
-        blocks[number] = TableBlock(table, batch.out, made)
         lines = np.nonzero(made.sure)[0]
+        if exact_every:
+            lines = lines[np.array(which)[made.messages[lines]] % exact_every != 0]
         at = np.array(which, np.int64)[made.messages[lines]]
-        fed = HeldChanges(
-            np.array(partitions, np.int64)[at],
-            np.array(offsets, np.int64)[at],
-            (made.sequence[0][lines], made.sequence[1][lines]),
-            np.full(len(lines), -1, np.int64),
-            made.counter[lines],
-            made.last_in_transaction[lines],
-            np.zeros(len(lines)),
-            np.ones(len(lines), np.int64),
-            made.operation[lines] == REFRESH,
-            np.where(made.timed, made.source_us, NO_TIME)[lines],
-            np.full(len(lines), number, np.int64),
-            lines,
-        )
+        blocks[2 * number] = TableBlock(table, batch.out, made)
+        read_as = ReadAt(np.array(partitions)[at], np.array(offsets)[at], 0.0, 1)
+        sure = batch_lines(batch, made, lines, read_as, 2 * number, codes)
+        rest, exact = [], []
+        for m in sorted(set(which) - set(at.tolist())):
+            try:
+                change = decoder.decode("t", messages[m])
+            except BadInput:
+                continue  # bad input: no change (the origin stops, or sends it aside)
+            assert isinstance(change, Change)
+            rest.append(m)
+            exact.append(change)
+        blocks[2 * number + 1] = ExactBlock(table, exact)
+        read_as = ReadAt(np.array(partitions)[rest], np.array(offsets)[rest], 0.0, 1)
+        others = exact_lines(exact, read_as, 2 * number + 1, codes)
+        fed = HeldChanges.joined([sure, others])
+        where = np.concatenate([at, np.array(rest, np.int64)])
         for p in range(_PARTITIONS):
             mine = np.nonzero(fed.partition == p)[0]
             in_order = mine[np.argsort(fed.offset[mine], kind="stable")]
             held.feed(fed[in_order])
-            fed_order += at[in_order].tolist()
+            fed_order += where[in_order].tolist()
     keys = [partition_key("t", p) for p in range(_PARTITIONS)]
     cutter = Cutter("qlik", schema, dict.fromkeys(keys, 0), None, Bounds(max_rows))
     for m in fed_order:
         change = decoder.decode("t", messages[m])
         assert isinstance(change, Change)
         cutter.feed(Position("t", partitions[m], offsets[m]), change, 0.0, 1, keys[partitions[m]])
-    made: list[tuple[Any, Any, int]] = []
+    deltas: list[tuple[Any, Any, int]] = []
     last = None
     while True:
-        today = cutter.cut(len(made), set(keys), 0.0, _WALL, force=True)
+        today = cutter.cut(len(deltas), set(keys), 0.0, _WALL, force=True)
         look = held.look(set(range(_PARTITIONS)), max_rows)
         if today is None:
             assert look.count == 0
-            return made
-        found = cut_delta(len(made), schema, held, look, blocks, keys, last, _WALL)
+            return deltas
+        found = cut_delta(len(deltas), schema, held, look, blocks, keys, last, _WALL)
         cut, rows = today
         assert replace(found.cut, digest="") == replace(cut, digest="")
         assert found.cut.digest == rows_records_digest(schema, rows)
-        made.append((found.tables, rows, found.cut.changes))
+        deltas.append((found.tables, rows, found.cut.changes))
         last = found.cut
 
 
@@ -197,13 +212,14 @@ def test_the_rows_are_todays_rows_in_todays_order(drawn: list[Any], one_batch: b
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_message, max_size=25), st.booleans(), st.integers(1, 4))
+@given(st.lists(_message, max_size=25), st.booleans(), st.integers(1, 4), st.integers(0, 3))
 def test_deltas_of_a_few_changes_each_are_todays(
-    drawn: list[Any], one_batch: bool, max_rows: int
+    drawn: list[Any], one_batch: bool, max_rows: int, exact_every: int
 ) -> None:
     """Cut a few changes at a time, each delta follows the last (its spans, its previous
-    bound, its date) as today's does, and has today's rows."""
-    deltas = _cuts(drawn, one_batch, max_rows)
+    bound, its date) as today's does, and has today's rows; also with some changes, or
+    all (`exact_every` 1), held as the exact decoder made them."""
+    deltas = _cuts(drawn, one_batch, max_rows, exact_every)
     for tables, today, _ in deltas:
         assert python_rows_of(tables) == today
     assert sum(taken for _, _, taken in deltas) <= len(drawn)

@@ -1,0 +1,124 @@
+"""The lines `QlikHeld.feed` takes (`HeldChanges`), from either kind of change: lines of a
+read batch (`qlik_batch_changes.TableChanges`) or changes the exact decoder made
+(`qlik_exact_block.ExactBlock`). One place for what a held line says of a change, so the
+two kinds are held alike: a full-load (REFRESH) row has no sequence, no transaction and
+no source time, as the exact decoder's `Change` has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc.qlik_batch import QlikBatch
+from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
+from podd_cdc.qlik_held import NO_TIME, HeldChanges
+from podd_cdc.records import Change
+from podd_cdc.transaction_codes import TransactionCodes
+
+_EPOCH = datetime(1970, 1, 1)
+_MICRO = datetime(1970, 1, 1, 0, 0, 0, 1) - _EPOCH
+_SPLIT = 10**18  # a sequence's last 18 digits (`qlik_held`)
+
+
+@dataclass(frozen=True)
+class ReadAt:
+    """Where and when each line's message was read: its partition, its offset, when it
+    arrived, and its bytes (what holding it costs, roughly); each an array of a value a
+    line, or one value for every line."""
+
+    partition: Any
+    offset: Any
+    arrived: Any
+    size: Any
+
+
+def batch_lines(
+    batch: QlikBatch,
+    made: TableChanges,
+    lines: Any,
+    read: ReadAt,
+    block: int,
+    codes: TransactionCodes,
+) -> HeldChanges:
+    """Lines `lines` of a batch's changes `made` (of one table), each read as `read` says;
+    transaction ids get their codes from `codes`."""
+    starts, ends = (a[made.messages[lines]] for a in batch.texts(kernel.M_TX))
+    refresh = made.operation[lines] == REFRESH
+    return _held(
+        read,
+        (made.sequence[0][lines], made.sequence[1][lines]),
+        codes.codes(batch.out, starts, ends, (starts >= 0) & ~refresh),
+        made.counter[lines],
+        made.last_in_transaction[lines],
+        refresh,
+        np.where(made.timed[lines] & ~refresh, made.source_us[lines], NO_TIME),
+        block,
+        np.asarray(lines, np.int64),
+    )
+
+
+def exact_lines(
+    changes: Sequence[Change], read: ReadAt, block: int, codes: TransactionCodes
+) -> HeldChanges:
+    """The exact decoder's `changes` (of one block: line k is change k), each read as
+    `read` says; transaction ids get their codes from `codes`."""
+    sequences = [0 if c.cut_key is None else int(c.cut_key) for c in changes]
+    ids = [(c.transaction or "").encode() for c in changes]
+    sizes = np.array([len(i) for i in ids], np.int64)
+    ends = np.cumsum(sizes)
+    out = np.frombuffer(b"".join(ids), np.uint8)
+    given = np.array([c.transaction is not None for c in changes], np.bool_)
+    return _held(
+        read,
+        (
+            np.array([s // _SPLIT for s in sequences], np.int64),
+            np.array([s % _SPLIT for s in sequences], np.int64),
+        ),
+        codes.codes(out, ends - sizes, ends, given),
+        np.array([c.counter or 0 for c in changes], np.int64),
+        np.array([c.last_in_transaction for c in changes], np.bool_),
+        np.array([c.cut_key is None for c in changes], np.bool_),
+        np.array([_micros(c.source_time) for c in changes], np.int64),
+        block,
+        np.arange(len(changes), dtype=np.int64),
+    )
+
+
+def _held(
+    read: ReadAt,
+    sequence: tuple[Any, Any],
+    transaction: Any,
+    counter: Any,
+    last: Any,
+    refresh: Any,
+    source_us: Any,
+    block: int,
+    lines: Any,
+) -> HeldChanges:
+    def each(value: Any, kind: Any) -> Any:
+        return np.broadcast_to(np.asarray(value, kind), (len(lines),)).copy()
+
+    return HeldChanges(
+        each(read.partition, np.int64),
+        each(read.offset, np.int64),
+        sequence,
+        transaction,
+        counter,
+        last,
+        each(read.arrived, np.float64),
+        each(read.size, np.int64),
+        refresh,
+        source_us,
+        np.full(len(lines), block, np.int64),
+        lines,
+    )
+
+
+def _micros(when: datetime | None) -> int:
+    return NO_TIME if when is None else (when - _EPOCH) // _MICRO
