@@ -17,13 +17,12 @@ import numpy as np
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
-from podd_cdc.qlik_held import NO_TIME, HeldChanges
+from podd_cdc.qlik_held import NO_TIME, HeldChanges, sequence_of_key
 from podd_cdc.records import Change
 from podd_cdc.transaction_codes import TransactionCodes
 
 _EPOCH = datetime(1970, 1, 1)
 _MICRO = datetime(1970, 1, 1, 0, 0, 0, 1) - _EPOCH
-_SPLIT = 10**18  # a sequence's last 18 digits (`qlik_held`)
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def exact_lines(
 ) -> HeldChanges:
     """The exact decoder's `changes` (of one block: line k is change k), each read as
     `read` says; transaction ids get their codes from `codes`."""
-    sequences = [0 if c.cut_key is None else int(c.cut_key) for c in changes]
+    pairs = [sequence_of_key(c.cut_key) for c in changes]
     ids = [(c.transaction or "").encode() for c in changes]
     sizes = np.array([len(i) for i in ids], np.int64)
     ends = np.cumsum(sizes)
@@ -76,10 +75,7 @@ def exact_lines(
     given = np.array([c.transaction is not None for c in changes], np.bool_)
     return _held(
         read,
-        (
-            np.array([s // _SPLIT for s in sequences], np.int64),
-            np.array([s % _SPLIT for s in sequences], np.int64),
-        ),
+        (np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)),
         codes.codes(out, ends - sizes, ends, given),
         np.array([c.counter or 0 for c in changes], np.int64),
         np.array([c.last_in_transaction for c in changes], np.bool_),

@@ -42,6 +42,13 @@ def _identity(high: int, low: int) -> int:
     return high * _SPLIT + low
 
 
+def sequence_of_key(key: str | None) -> Sequence:
+    """A decoder's sequence key (`qlik_headers.sequence_key`) as its pair; (0, 0), below
+    every sequence, for a full-load row's none."""
+    value = 0 if key is None else int(key)
+    return value // _SPLIT, value % _SPLIT
+
+
 def sequence_key_of(sequence: Sequence) -> str:
     """A sequence's pair as the key the exact decoder makes of it (`qlik_headers.sequence_key`),
     as the cut log records a bound."""
