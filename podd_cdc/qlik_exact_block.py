@@ -78,6 +78,11 @@ def _columns(forms: tuple[str, ...], made: list[tuple[Any, ...]]) -> tuple[Any, 
     return values, lengths, valid, np.frombuffer(bytes(strings), np.uint8)
 
 
+def micros(when: datetime) -> int:
+    """A naive UTC time as µs since 1970, as the batch holds a timestamp."""
+    return int((when - _EPOCH) // _MICRO)
+
+
 def _number(form: str, value: Any) -> int:
     """A Python value of a column taken in `form`, as the batch holds it."""
     if form == "real":
@@ -85,7 +90,7 @@ def _number(form: str, value: Any) -> int:
     if form == "date":
         return int((value - _EPOCH_DATE).days)
     if form == "timestamp":
-        return int((value - _EPOCH) // _MICRO)
+        return micros(value)
     if form == "time":
         if not isinstance(value, time) or value.tzinfo is not None:
             raise ValueError(f"a time of day with a zone ({value}) is not held on arrays")

@@ -17,12 +17,10 @@ import numpy as np
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
+from podd_cdc.qlik_exact_block import micros
 from podd_cdc.qlik_held import NO_TIME, HeldChanges, sequence_of_key
 from podd_cdc.records import Change
 from podd_cdc.transaction_codes import TransactionCodes
-
-_EPOCH = datetime(1970, 1, 1)
-_MICRO = datetime(1970, 1, 1, 0, 0, 0, 1) - _EPOCH
 
 
 @dataclass(frozen=True)
@@ -117,4 +115,4 @@ def _held(
 
 
 def _micros(when: datetime | None) -> int:
-    return NO_TIME if when is None else (when - _EPOCH) // _MICRO
+    return NO_TIME if when is None else micros(when)

@@ -13,7 +13,7 @@ sequence is held already, or at or below the last cut's bound, is a second copy,
 partition, and goes with the changes after it (`podd_cdc.choose`).
 
 It also keeps where each partition's reading stands, as `PartitionState` does, so that a
-take records the `Span`s `Cutter._take` records, and the delta's date (`delta_date`).
+take records the `Span`s `Cutter._take` records, and the delta's date (`Taken.date`).
 """
 
 from __future__ import annotations
