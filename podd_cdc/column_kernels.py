@@ -6,6 +6,9 @@ is not sure of is marked not good, and its message goes to the exact path.
 - `dates`: `YYYY-MM-DD` to days since 1970-01-01;
 - `timestamps`: `YYYY-MM-DD HH:MM:SS` (or with `T`), with 1 to 6 fraction digits or none, to
   microseconds since 1970-01-01. No zone, no surrounding space: the exact path takes those.
+
+A kernel that passes its text to a step per value reads it `unowned` (`protocol.kernel_arrays`):
+every text array is C-contiguous.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import numpy as np
 
 from podd_cdc import json_scan
 from podd_cdc.json_scan import fnv
+from protocol import kernel_arrays
+from protocol.kernel_arrays import unowned
 from protocol.kernel_cache import drop_if_sources_changed
 
 
@@ -74,8 +79,9 @@ def _days(text: Any, s: int) -> tuple[int, bool]:
 
 
 @numba.njit(cache=True, nogil=True)
-def dates(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+def dates(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `YYYY-MM-DD` text as days since 1970-01-01 into `values`."""
+    text = unowned(given)
     for k in range(starts.shape[0]):
         values[k], good[k] = 0, False
         if ends[k] - starts[k] == 10:
@@ -102,8 +108,9 @@ def _of_day(text: Any, s: int, n: int) -> tuple[int, bool]:
 
 
 @numba.njit(cache=True, nogil=True)
-def timestamps(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+def timestamps(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `YYYY-MM-DD HH:MM:SS[.f]` text as microseconds since 1970-01-01 into `values`."""
+    text = unowned(given)
     for k in range(starts.shape[0]):
         s, n = starts[k], ends[k] - starts[k]
         values[k], good[k] = 0, False
@@ -116,9 +123,10 @@ def timestamps(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> Non
 
 
 @numba.njit(cache=True, nogil=True)
-def integers(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+def integers(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `[+-]digits` text (no space; 1 to 19 digits, within +-(2**63 - 1)) as its
     integer."""
+    text = unowned(given)
     for k in range(starts.shape[0]):
         s, e = starts[k], ends[k]
         values[k], good[k] = 0, False
@@ -149,9 +157,10 @@ def _lower_is(text: Any, s: int, e: int, word: Any) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def booleans(text: Any, starts: Any, ends: Any, words: Any, values: Any, good: Any) -> None:
+def booleans(given: Any, starts: Any, ends: Any, words: Any, values: Any, good: Any) -> None:
     """Each `true`, `false` (any case), `1` or `0` text as 1 or 0. `words` holds `true`,
     `false` as bytes, one a row (padded with 0)."""
+    text = unowned(given)
     for k in range(starts.shape[0]):
         s, e = starts[k], ends[k]
         values[k], good[k] = 0, False
@@ -164,8 +173,9 @@ def booleans(text: Any, starts: Any, ends: Any, words: Any, values: Any, good: A
 
 
 @numba.njit(cache=True, nogil=True)
-def times_of_day(text: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
+def times_of_day(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `HH:MM:SS[.f]` text (1 to 6 fraction digits) as microseconds of its day."""
+    text = unowned(given)
     for k in range(starts.shape[0]):
         values[k], good[k] = _of_day(text, starts[k], ends[k] - starts[k])
 
@@ -238,9 +248,10 @@ def _clock(text: Any, s: int) -> bool:
 
 
 @numba.njit(cache=True, nogil=True)
-def sequences(text: Any, starts: Any, ends: Any, high: Any, low: Any, good: Any) -> None:
+def sequences(given: Any, starts: Any, ends: Any, high: Any, low: Any, good: Any) -> None:
     """Each Qlik `changeSequence` (35 digits, the first 16 a time) as two integers that sort
     as it does: its first 17 digits and its last 18 (each fits an int64)."""
+    text = unowned(given)
     for k in range(starts.shape[0]):
         s = starts[k]
         high[k], low[k], good[k] = 0, 0, False
@@ -271,13 +282,18 @@ def operations(text: Any, starts: Any, ends: Any, words: Any, lengths: Any, code
 
 
 @numba.njit(cache=True, nogil=True)
-def text_hashes(text: Any, starts: Any, ends: Any) -> Any:
+def text_hashes(given: Any, starts: Any, ends: Any) -> Any:
     """`json_scan.fnv` of each `text[starts[k]:ends[k]]`."""
+    text = unowned(given)
     found = np.empty(starts.shape[0], np.int64)
     for k in range(starts.shape[0]):
         found[k] = fnv(text, starts[k], ends[k])
     return found
 
 
-# `text_hashes` inlines `podd_cdc.json_scan.fnv`: its cache must follow that file too.
-drop_if_sources_changed([text_hashes], [__file__, json_scan.__file__])
+# The kernels inline `protocol.kernel_arrays`, `text_hashes` also `podd_cdc.json_scan.fnv`:
+# their caches must follow those files too.
+drop_if_sources_changed(
+    [integers, dates, timestamps, times_of_day, booleans, sequences, text_hashes],
+    [__file__, json_scan.__file__, kernel_arrays.__file__],
+)

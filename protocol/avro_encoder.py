@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import zstandard
 
-from protocol import avro_kernel
+from protocol import avro_kernel, kernel_arrays
 from protocol.avro_kernel import (
     KIND_BOOLEAN,
     KIND_DOUBLE,
@@ -37,6 +37,7 @@ from protocol.avro_kernel import (
     KIND_LONG,
     KIND_STRING,
 )
+from protocol.kernel_arrays import unowned
 from protocol.kernel_cache import drop_if_sources_changed
 from protocol.ocf import OCF_MAGIC, SYNC_SIZE
 from protocol.schema import Table
@@ -87,16 +88,19 @@ def encode_records(
     values: Any,
     lengths: Any,
     valid: Any,
-    strings: Any,
-    out: Any,
+    given_strings: Any,
+    given_out: Any,
     ends: Any,
 ) -> int:
-    """Write `values.shape[1]` records into `out`; the bytes written (`ends[r]`: where record
-    `r` ends).
+    """Write `values.shape[1]` records into `given_out`; the bytes written (`ends[r]`: where
+    record `r` ends).
 
     The layout is `avro_kernel.decode_records`'s: values[c, r] an integer, raw float bits, or
-    (strings) an offset into `strings`; lengths[c, r] a string's size; valid[c, r] 0 for null.
-    `out` must hold the worst case: 11 bytes a field, plus every string's bytes."""
+    (strings) an offset into `given_strings`; lengths[c, r] a string's size; valid[c, r] 0 for
+    null. `given_out` must hold the worst case: 11 bytes a field, plus every string's bytes.
+    The writer works on both `unowned` (`protocol.kernel_arrays`): it passes `out` to a step
+    per value and copies a slice of each per string."""
+    out, strings = unowned(given_out), unowned(given_strings)
     pos = 0
     ncols, nrows = values.shape
     for r in range(nrows):
@@ -131,8 +135,8 @@ def encode_records(
 
 
 # The writer reads `protocol.avro_kernel`'s kind numbers as constants, baked into its cached
-# machine code: its cache must follow that file too.
-drop_if_sources_changed([encode_records], [__file__, avro_kernel.__file__])
+# machine code, and inlines `protocol.kernel_arrays`: its cache must follow those files too.
+drop_if_sources_changed([encode_records], [__file__, avro_kernel.__file__, kernel_arrays.__file__])
 
 
 def _column(values: tuple[Any, ...], arrow: pa.DataType) -> tuple[Any, Any, Any, Any]:

@@ -18,6 +18,10 @@ from typing import Any
 import numba
 import numpy as np
 
+from protocol import kernel_arrays
+from protocol.kernel_arrays import unowned
+from protocol.kernel_cache import drop_if_sources_changed
+
 # Field kinds.
 KIND_BOOLEAN = 0
 KIND_INT = 1
@@ -75,7 +79,7 @@ def _read_long(buf: Any, pos: int, end: int) -> tuple[int, int, int]:
 
 @numba.njit(cache=True, nogil=True)
 def decode_records(
-    buf: Any,
+    given: Any,
     nrows: int,
     kinds: Any,
     wraps: Any,
@@ -83,12 +87,14 @@ def decode_records(
     lengths: Any,
     valid: Any,
 ) -> tuple[int, int, int, int]:
-    """Decode `nrows` records from `buf` into the output matrices.
+    """Decode `nrows` records from bytes `given` into the output matrices.
 
-    values[c, r]: the integer value, raw float bits, or (strings) the byte offset in `buf`;
+    values[c, r]: the integer value, raw float bits, or (strings) the byte offset in `given`;
     lengths[c, r]: a string's byte length; valid[c, r]: 1 unless null.
-    Returns (status, row, field, position); status OK means `buf` was consumed exactly.
+    Returns (status, row, field, position); status OK means `given` was consumed exactly.
+    The decoder passes the bytes to a step per field `unowned` (`protocol.kernel_arrays`).
     """
+    buf = unowned(given)
     pos = 0
     end = buf.shape[0]
     ncols = kinds.shape[0]
@@ -160,3 +166,7 @@ def gather_strings(buf: Any, starts: Any, sizes: Any, out: Any, offsets: Any) ->
             o += size
     offsets[n] = o
     return o
+
+
+# The decoder inlines `protocol.kernel_arrays`: its cache must follow that file too.
+drop_if_sources_changed([decode_records], [__file__, kernel_arrays.__file__])
