@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from podd_cdc.qlik_columns import (
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.records import Change, RowChange
 from podd_cdc.tables import MappedTable
+from podd_cdc.values import micros_time
 
 #: Operation codes, as `OPERATIONS` spells them.
 INSERT, UPDATE, REFRESH, DELETE = range(4)
@@ -41,7 +41,6 @@ _OPERATION_WORDS = np.zeros((4, 7), np.uint8)
 for _w, _word in enumerate(OPERATIONS):
     _OPERATION_WORDS[_w, : len(_word)] = np.frombuffer(_word.encode(), np.uint8)
 _OPERATION_LENGTHS = np.array([len(w) for w in OPERATIONS], np.int64)
-_EPOCH = datetime(1970, 1, 1)
 
 #: Checks a `columnMask` for an operation as the exact decoder does (BadInput if a column
 #: it needs was not captured): `QlikDecoder.mask_check`.
@@ -245,7 +244,7 @@ def change(batch: QlikBatch, table: MappedTable, changes: TableChanges, r: int) 
         sequence,
         order,
         order,
-        _EPOCH + timedelta(microseconds=int(changes.source_us[r])) if timed else None,
+        micros_time(int(changes.source_us[r])) if timed else None,
         transaction,
         int(changes.counter[r]) if transaction is not None else None,
         bool(changes.last_in_transaction[r]),

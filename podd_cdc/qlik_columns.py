@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -21,12 +20,10 @@ from podd_cdc import column_kernels
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.tables import MappedTable
-from podd_cdc.values import MAX_VALUE_BYTES, batch_form
+from podd_cdc.values import MAX_VALUE_BYTES, batch_form, days_date, micros_time
 
 #: The forms whose values are texts: a start in the batch's `out`, and a length.
 TEXT_FORMS = ("text", "hex", "decimal")
-_EPOCH_DATE = date(1970, 1, 1)
-_EPOCH = datetime(1970, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -299,11 +296,11 @@ def column_values(
             starts, sizes = these.tolist(), lengths[c, rows].tolist()
             got = [out[s : s + n].tobytes().decode() for s, n in zip(starts, sizes, strict=True)]
         elif form == "date":
-            got = [_EPOCH_DATE + timedelta(days=d) for d in these.tolist()]
+            got = [days_date(d) for d in these.tolist()]
         elif form == "timestamp":
-            got = [_EPOCH + timedelta(microseconds=u) for u in these.tolist()]
+            got = [micros_time(u) for u in these.tolist()]
         elif form == "time":
-            got = [(_EPOCH + timedelta(microseconds=u)).time() for u in these.tolist()]
+            got = [micros_time(u).time() for u in these.tolist()]
         elif form == "boolean":
             got = [v == 1 for v in these.tolist()]
         else:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import time
 from typing import Any
 
 import numpy as np
@@ -25,10 +25,7 @@ from podd_cdc.qlik_columns import TEXT_FORMS, forms_of
 from podd_cdc.qlik_delta_rows import DeltaTable
 from podd_cdc.records import Change
 from podd_cdc.tables import MappedTable
-
-_EPOCH_DATE = date(1970, 1, 1)
-_EPOCH = datetime(1970, 1, 1)
-_MICRO = datetime(1970, 1, 1, 0, 0, 0, 1) - _EPOCH
+from podd_cdc.values import days, micros
 
 
 @dataclass(frozen=True)
@@ -78,17 +75,12 @@ def _columns(forms: tuple[str, ...], made: list[tuple[Any, ...]]) -> tuple[Any, 
     return values, lengths, valid, np.frombuffer(bytes(strings), np.uint8)
 
 
-def micros(when: datetime) -> int:
-    """A naive UTC time as µs since 1970, as the batch holds a timestamp."""
-    return int((when - _EPOCH) // _MICRO)
-
-
 def _number(form: str, value: Any) -> int:
     """A Python value of a column taken in `form`, as the batch holds it."""
     if form == "real":
         return int(np.float64(value).view(np.int64).item())
     if form == "date":
-        return int((value - _EPOCH_DATE).days)
+        return days(value)
     if form == "timestamp":
         return micros(value)
     if form == "time":

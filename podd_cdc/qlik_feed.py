@@ -17,10 +17,10 @@ import numpy as np
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.qlik_batch_changes import REFRESH, TableChanges
-from podd_cdc.qlik_exact_block import micros
 from podd_cdc.qlik_held import NO_TIME, HeldChanges, sequence_of_key
 from podd_cdc.records import Change
 from podd_cdc.transaction_codes import TransactionCodes
+from podd_cdc.values import micros
 
 
 @dataclass(frozen=True)

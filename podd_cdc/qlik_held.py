@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence as Listed
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -30,11 +30,11 @@ from podd_cdc.choose import lowest_newest
 from podd_cdc.cutlog import Cut, Span, after_last
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
+from podd_cdc.values import micros_time
 
 _SPLIT = 10**18  # a sequence's last 18 digits
 #: `source_us` of a change without a source time (a full-load row, or no `timestamp`).
 NO_TIME = np.iinfo(np.int64).min
-_EPOCH = datetime(1970, 1, 1)
 
 
 def _identity(high: int, low: int) -> int:
@@ -124,7 +124,7 @@ class Taken:
         times = self.changes.source_us[self.changes.source_us != NO_TIME]
         if not len(times):
             return after_last(wall, last)
-        newest = _EPOCH + timedelta(microseconds=int(times.max()))
+        newest = micros_time(int(times.max()))
         return after_last(newest.replace(tzinfo=UTC), last)
 
 

@@ -32,14 +32,12 @@ from typing import Any
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.errors import SequenceStop
 from podd_cdc.records import Change, Heartbeat, Position, Record
-from podd_cdc.values import millis_time
+from podd_cdc.values import micros, millis_time
 
 #: Identities of changes the recent cuts took, remembered at most.
 MAX_TAKEN = 200_000
 
 _PREFIX = slice(-35, -19)  # the 16-digit time of a 35-digit sequence, padded to 40
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 def sequence_time(key: str) -> datetime | None:
@@ -70,7 +68,7 @@ class Limits:
         now = wall.astimezone(UTC).replace(tzinfo=None)
         latest = now + max_ahead
         prefix = latest.strftime("%Y%m%d%H%M%S") + "99"
-        return cls(wall, now, latest, (latest - _EPOCH) // _MICROSECOND, prefix)
+        return cls(wall, now, latest, micros(latest), prefix)
 
 
 class SequenceGuard:

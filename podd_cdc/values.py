@@ -69,6 +69,8 @@ DATAWORKS_TYPES: dict[str, TypeKind] = {
 _DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)\Z")
 _INTEGER = re.compile(r"[+-]?\d{1,20}\Z")
 _EPOCH = datetime(1970, 1, 1)
+_EPOCH_DATE = date(1970, 1, 1)
+_MICRO = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,26 @@ def _timestamp(value: Any) -> datetime:
 def millis_time(millis: int) -> datetime:
     """A time in ms since 1970 as a naive UTC time (OverflowError past year 9999)."""
     return _EPOCH + timedelta(milliseconds=millis)
+
+
+def micros(when: datetime) -> int:
+    """A naive UTC time as µs since 1970 (as the columnar origin holds a timestamp)."""
+    return (when - _EPOCH) // _MICRO
+
+
+def micros_time(us: int) -> datetime:
+    """µs since 1970 as a naive UTC time: `micros`' inverse."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def days(when: date) -> int:
+    """A date as days since 1970-01-01 (as the columnar origin holds a date)."""
+    return (when - _EPOCH_DATE).days
+
+
+def days_date(count: int) -> date:
+    """Days since 1970-01-01 as a date: `days`' inverse."""
+    return _EPOCH_DATE + timedelta(days=count)
 
 
 def _epoch_millis(value: Any) -> datetime:
