@@ -187,6 +187,31 @@ class QlikHeld:
         table's metadata, a message sent to the dead-letter topic)."""
         self.next_offset[partition] = offset
 
+    def add_partition(self, offset: int) -> int:
+        """A partition that appeared while the run reads, read from `offset`; its number."""
+        self.next_offset.append(offset)
+        self.prev_end.append(offset)
+        self.refresh_done.append(offset)
+        self.newest.append(None)
+        return len(self.newest) - 1
+
+    def ahead(self, quiet: set[int]) -> tuple[set[int], Sequence | None]:
+        """`Cutter.ahead` for Qlik: the partitions (neither quiet) read further than one
+        that holds the bound back (the smallest newest sequence; one with none yet holds
+        it back most), and that sequence (None then)."""
+        newest = {p: n for p, n in enumerate(self.newest) if p not in quiet}
+        if None in newest.values():
+            return {p for p, n in newest.items() if n is not None}, None
+        lowest = min((n for n in newest.values() if n is not None), default=None)
+        return {p for p, n in newest.items() if n != lowest}, lowest
+
+    def first_held(self) -> dict[int, int]:
+        """Per partition that holds a change, the offset of its first (where the oldest
+        change still held was read: `Cutter.oldest_open`)."""
+        held = self.held()
+        first = self._first_held(held)
+        return {int(p): first[int(p)] for p in np.unique(held.partition).tolist()}
+
     @property
     def identities_kept(self) -> int:
         """Identities remembered: only the held changes' (a taken change's copy is below

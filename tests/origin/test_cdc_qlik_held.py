@@ -20,7 +20,8 @@ from tests.origin.test_cdc_cutter import SCHEMA
 from tests.origin.test_cdc_qlik_transactions import _SEQUENCES, _pair, _text
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
-PARTITIONS = 2
+PARTITIONS = 2  # at the start; one more may be added while reading (`add`)
+MOST_PARTITIONS = PARTITIONS + 1
 
 _change = st.tuples(
     st.one_of(st.sampled_from(_SEQUENCES), st.none()),  # None: a full-load (REFRESH) row
@@ -30,12 +31,14 @@ _change = st.tuples(
     st.integers(0, 9).map(float),
     st.one_of(st.none(), st.integers(-3, 3)),  # its source time, seconds from WALL's
 )
+_partition = st.integers(0, MOST_PARTITIONS - 1)  # one not added yet is not read
 _step = st.one_of(
-    st.tuples(st.just("feed"), st.integers(0, PARTITIONS - 1), st.lists(_change, max_size=6)),
+    st.tuples(st.just("feed"), _partition, st.lists(_change, max_size=6)),
     # records that hold no change (metadata, dead letters): reading moves on
-    st.tuples(st.just("pass"), st.integers(0, PARTITIONS - 1), st.integers(1, 3)),
+    st.tuples(st.just("pass"), _partition, st.integers(1, 3)),
     st.tuples(st.just("restart")),  # from the last cut: what it held is read again
-    st.tuples(st.sampled_from(["look", "cut"]), st.sets(st.integers(0, PARTITIONS - 1))),
+    st.tuples(st.just("add"), st.integers(0, 5)),  # a partition appears, read from there
+    st.tuples(st.sampled_from(["look", "cut"]), st.sets(_partition)),
 )
 
 
@@ -59,10 +62,12 @@ def _named(bound: tuple[int, int] | None) -> str | None:
 class Both:
     """One cutter and one holder, fed alike."""
 
-    def __init__(self, max_rows: int, last: Cut | None = None) -> None:
+    def __init__(
+        self, max_rows: int, last: Cut | None = None, partitions: int = PARTITIONS
+    ) -> None:
         """Both start where `last` left the partitions (at offset 0 without one)."""
-        keys = [partition_key("q", p) for p in range(PARTITIONS)]
-        spans = [last.spans[key] if last else None for key in keys]
+        keys = [partition_key("q", p) for p in range(partitions)]
+        spans = [last.spans.get(key) if last else None for key in keys]
         starts = [span.next_lo if span else 0 for span in spans]
         bounds = Bounds(max_rows)
         self.cutter = Cutter("qlik", SCHEMA, dict(zip(keys, starts, strict=True)), last, bounds)
@@ -72,7 +77,20 @@ class Both:
         self.delta = last.delta + 1 if last else 0
         self.last = last
 
+    @property
+    def partitions(self) -> int:
+        return len(self.offsets)
+
+    def add(self, offset: int) -> None:
+        if self.partitions == MOST_PARTITIONS:
+            return
+        self.cutter.add_partition(partition_key("q", self.partitions), offset)
+        assert self.held.add_partition(offset) == self.partitions
+        self.offsets.append(offset)
+
     def feed(self, partition: int, drawn: list[tuple[Any, ...]]) -> None:
+        if partition >= self.partitions:
+            return
         key = partition_key("q", partition)
         first = self.offsets[partition]
         drawn = [d if d[0] is not None else (None, None, None, False, d[4], None) for d in drawn]
@@ -110,13 +128,24 @@ class Both:
         assert self.held.identities_kept == self.held.pending - _full_load(self.held)
 
     def passed(self, partition: int, count: int) -> None:
+        if partition >= self.partitions:
+            return
         for _ in range(count):
             self.cutter.passed(Position("q", partition, self.offsets[partition]))
             self.offsets[partition] += 1
         self.held.read_to(partition, self.offsets[partition])
 
     def look(self, quiet: set[int]) -> None:
-        expected = self.cutter.look({partition_key("q", p) for p in quiet})
+        quiet = {p for p in quiet if p < self.partitions}
+        keys = {partition_key("q", p) for p in quiet}
+        ahead, lowest = self.held.ahead(quiet)
+        assert ({partition_key("q", p) for p in ahead}, _named(lowest)) == self.cutter.ahead(keys)
+        oldest = self.cutter.oldest_open()
+        first = self.held.first_held()
+        assert (min(first.items()) if first else None) == (
+            None if oldest is None else (oldest.partition, oldest.offset)
+        )
+        expected = self.cutter.look(keys)
         look = self.held.look(quiet, self.max_rows)
         held = self.held.held()
         lines = look.lines.tolist()
@@ -128,6 +157,7 @@ class Both:
         assert _named(look.bound) == expected.bound
 
     def cut(self, quiet: set[int]) -> None:
+        quiet = {p for p in quiet if p < self.partitions}
         self.look(quiet)
         keys = {partition_key("q", p) for p in quiet}
         made = self.cutter.cut(self.delta, keys, 0.0, WALL, force=True)
@@ -138,7 +168,7 @@ class Both:
         cut, _ = made
         found = self.held.take(look)
         taken = found.changes
-        assert found.spans == [cut.spans[partition_key("q", p)] for p in range(PARTITIONS)]
+        assert found.spans == [cut.spans[partition_key("q", p)] for p in range(self.partitions)]
         assert found.date(self.last, WALL) == cut.date
         self.last = cut
         assert _named(self.held.last_bound) == cut.bound
@@ -147,7 +177,7 @@ class Both:
         assert self.held.pending == self.cutter.pending
         assert self.held.identities_kept == self.held.pending - _full_load(self.held)
         assert self.held.refresh_done == [
-            self.cutter.parts[partition_key("q", p)].refresh_done for p in range(PARTITIONS)
+            self.cutter.parts[partition_key("q", p)].refresh_done for p in range(self.partitions)
         ]
         self.delta += 1
 
@@ -162,12 +192,14 @@ def test_feeds_looks_and_cuts_agree_with_the_cutter(steps: list[Any], max_rows: 
         elif step[0] == "pass":
             both.passed(step[1], step[2])
         elif step[0] == "restart":
-            both = Both(max_rows, both.last)
+            both = Both(max_rows, both.last, both.partitions)
+        elif step[0] == "add":
+            both.add(step[1])
         elif step[0] == "look":
             both.look(step[1])
         else:
             both.cut(step[1])
-    both.cut(set(range(PARTITIONS)))
+    both.cut(set(range(MOST_PARTITIONS)))
 
 
 def test_a_feed_of_two_partitions_is_refused() -> None:
@@ -197,3 +229,19 @@ def test_a_restart_after_a_cut_that_left_changes_held_spans_from_the_cuts_end() 
     both.cut({0, 1})
     assert both.last is not None
     assert both.last.spans[partition_key("q", 0)].prev_end == 2
+
+
+def test_a_partition_read_past_the_bound_is_ahead_and_a_new_one_holds_it_back() -> None:
+    """Partition 1 read further than partition 0 is ahead of the bound partition 0 holds;
+    a partition added while reading, with nothing read yet, holds it back most: every
+    partition that has a sequence is then ahead. Both as the cutter says."""
+    both = Both(10)
+    first, second = sorted(_SEQUENCES)[1:3]
+    both.feed(0, [(first, None, None, False, 0.0, 0)])
+    both.feed(1, [(second, None, None, False, 0.0, 0)])
+    assert both.held.ahead(set()) == ({1}, _pair(_text(first)))
+    both.look(set())
+    both.add(4)
+    assert both.held.ahead(set()) == ({0, 1}, None)
+    both.look(set())
+    assert both.held.first_held() == {0: 0, 1: 0}
