@@ -20,6 +20,7 @@ from typing import Any
 from podd_cdc.choose import EventTimes, qlik_choice
 from podd_cdc.cutlog import Cut, Span, after_last, partition_key, split_key
 from podd_cdc.held import Choice, Group, PartitionState, Pending, group_key, untaken
+from podd_cdc.look_pacing import LookPacing
 from podd_cdc.membership import Format, le, taken_by
 from podd_cdc.records import Change, Heartbeat, Position, Record
 from podd_cdc.rows import delta_rows, rows_digest
@@ -27,12 +28,6 @@ from podd_cdc.sequence_guard import SequenceGuard
 from podd_cdc.values import millis_time
 from protocol.apply_model import DeltaRow
 from protocol.schema import LogicalSchema
-
-#: A look that found changes to cut, but not yet a due delta, is not repeated until this many
-#: records were fed (at most a tenth of `max_rows`) or this many seconds passed (or a
-#: partition settled): a look walks the transactions held, and the runner asks every 50 ms.
-RELOOK_RECORDS = 5_000
-RELOOK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,9 +72,7 @@ class Cutter:
         self._event_times = EventTimes()  # DataWorks: the changes held, by eventTime
         self._fed = 0  # records fed so far
         self._refresh_held = 0  # full-load rows among the changes held
-        self._fruitless: tuple[int, frozenset[str]] | None = None  # the last empty look
-        #: The last look that found a delta not yet due: records fed, quiet, when, by age.
-        self._not_due: tuple[int, frozenset[str], float, bool] | None = None
+        self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
         #: DataWorks partitions read to their end without a heartbeat: they hold nothing back.
         self.silent: set[str] = set()
         self.pending = 0
@@ -191,42 +184,23 @@ class Cutter:
         """Delta `delta` if one is due (size, age unless not `by_age`, every partition quiet,
         or `force`), else None."""
         all_quiet = quiet >= set(self.parts)
-        if not (force or all_quiet or self.holds_a_delta):
-            oldest = min(
-                (p.pending[0].arrived for p in self.parts.values() if p.pending), default=now
-            )
-            if not by_age or oldest > now - self.bounds.max_age:
-                return None  # cheap: nothing held is old enough, nor enough of it
-        looked = (self._fed, frozenset(quiet))
-        if looked == self._fruitless:
-            return None  # nothing read and no partition settled since the last empty look
-        if not force and self._not_due is not None:
-            fed, settled, at, aged = self._not_due
-            relook = min(RELOOK_SECONDS, self.bounds.max_age / 4)
-            if (
-                (aged or not by_age)  # a look ahead does not stand for one by age
-                and settled == looked[1]
-                and self._fed - fed < max(1, min(RELOOK_RECORDS, self.bounds.max_rows // 10))
-                and now - at < relook
-            ):
-                return None  # the last look found a delta not yet due; little changed since
+        settled = frozenset(quiet)
+        oldest = min((p.pending[0].arrived for p in self.parts.values() if p.pending), default=now)
+        urgent = all_quiet or self.holds_a_delta
+        pacing = self._pacing
+        if not pacing.worth_looking(
+            self._fed, settled, now, oldest, urgent=urgent, force=force, by_age=by_age
+        ):
+            return None  # `podd_cdc.look_pacing`: it would find no more than the last look
         if self.fmt == "dataworks":
             self.silent |= {k for k in quiet if self.parts[k].last_key is None}
             self._event_times.note_watermark(self.parts, self.silent)
         choice = self.look(quiet)
-        if not choice.count:
-            self._fruitless = looked
+        found, first = choice.count, choice.oldest
+        if not pacing.due(
+            self._fed, settled, now, found, first, all_quiet=all_quiet, force=force, by_age=by_age
+        ):
             return None
-        due = (
-            force
-            or choice.count >= self.bounds.max_rows
-            or (by_age and choice.oldest <= now - self.bounds.max_age)
-            or all_quiet
-        )
-        if not due:
-            self._not_due = (self._fed, looked[1], now, by_age)
-            return None
-        self._not_due = None
         return self._take(delta, choice.items(), choice.bound, wall)
 
     def look(self, quiet: set[str]) -> Choice:
