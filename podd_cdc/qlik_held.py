@@ -212,6 +212,10 @@ class QlikHeld:
         first = self._first_held(held)
         return {int(p): first[int(p)] for p in np.unique(held.partition).tolist()}
 
+    def holds(self, sequence: Sequence) -> bool:
+        """Whether a change of `sequence` is held (a copy of it would be a duplicate)."""
+        return _identity(*sequence) in self._identities
+
     @property
     def identities_kept(self) -> int:
         """Identities remembered: only the held changes' (a taken change's copy is below

@@ -27,6 +27,11 @@ class TransactionCodes:
     def __len__(self) -> int:
         return len(self._codes)
 
+    @property
+    def issued(self) -> int:
+        """Codes given so far: a code at or above an earlier `issued` is new since."""
+        return self._next
+
     def codes(self, out: Any, starts: Any, ends: Any, given: Any) -> Any:
         """The code of each id `out[starts[k]:ends[k]]`; -1 where none is `given`."""
         codes = np.full(len(starts), -1, np.int64)

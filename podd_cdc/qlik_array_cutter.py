@@ -1,0 +1,230 @@
+"""The Qlik cutter on arrays: what `podd_cdc.cutter.Cutter` does for a Qlik run (hold, check
+the source's order, pace the looks, cut), with the changes held on arrays (`QlikHeld`) and
+each delta cut by `qlik_cut.cut_delta`, for the columnar intake (issue 46, not on the
+origin's path yet).
+
+It is asked what the intake and the runner ask a `Cutter`, by the same partition keys
+(`cutlog.partition_key`). Changes come two ways:
+- a read batch's lines (`feed_lines`), each pointing into a block of columns the caller made
+  (`qlik_feed.batch_lines`), checked on arrays by the caller (`qlik_order.first_to_judge`);
+- one change of the exact decoder (`check`, then `feed`), checked by the exact rules
+  (`SequenceGuard`), as the cutter checks it, and held in a block of its own.
+A cut (`cut`) is paced by `podd_cdc.look_pacing` and returns the `ColumnarDelta`, whose
+`cut` the caller records in the cut log before sending its chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from podd_cdc.cutlog import Cut, partition_key
+from podd_cdc.cutter import Bounds
+from podd_cdc.look_pacing import LookPacing
+from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
+from podd_cdc.qlik_delta_rows import Block
+from podd_cdc.qlik_exact_block import ExactBlock
+from podd_cdc.qlik_feed import ReadAt, exact_lines
+from podd_cdc.qlik_held import HeldChanges, QlikHeld, sequence_key_of, sequence_of_key
+from podd_cdc.records import Change, Position, Record
+from podd_cdc.sequence_guard import SequenceGuard
+from podd_cdc.tables import MappedTable
+from podd_cdc.transaction_codes import TransactionCodes
+from protocol.schema import LogicalSchema
+
+
+class QlikArrayCutter:
+    def __init__(
+        self,
+        schema: LogicalSchema,
+        table_of: Callable[[str], MappedTable],
+        starts: dict[str, int],
+        last: Cut | None,
+        bounds: Bounds,
+    ) -> None:
+        """`table_of`: a mapped table by the name its changes' rows give (the decoder's)."""
+        self.schema = schema
+        self.table_of = table_of
+        self.bounds = bounds
+        self.last = last
+        self.keys = list(starts)
+        self._partition = {key: p for p, key in enumerate(self.keys)}
+        spans = [last.spans.get(key) if last is not None else None for key in self.keys]
+        bound = sequence_of_key(last.bound) if last is not None and last.bound else None
+        self.held = QlikHeld([starts[key] for key in self.keys], bound, spans)
+        self.guard = SequenceGuard(
+            "qlik", timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
+        )
+        self.codes = TransactionCodes()
+        self.blocks: dict[int, Block] = {}
+        self._next_block = 0
+        self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
+        self._fed = 0  # records fed so far
+        self.silent: set[str] = set()  # DataWorks' partitions without heartbeats: none here
+
+    # --- what the intake and the runner ask ----------------------------------------------
+    @property
+    def parts(self) -> dict[str, int]:
+        """Each partition's key and its number among the held arrays."""
+        return self._partition
+
+    @property
+    def pending(self) -> int:
+        return self.held.pending
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.held.pending_bytes
+
+    @property
+    def duplicates(self) -> int:
+        return self.held.duplicates
+
+    @property
+    def holds_a_delta(self) -> bool:
+        return self.held.pending >= self.bounds.max_rows
+
+    @property
+    def full(self) -> bool:
+        bounds = self.bounds
+        return self.pending >= bounds.max_pending or self.pending_bytes >= bounds.max_pending_bytes
+
+    def add_partition(self, key: str, offset: int) -> None:
+        if key not in self._partition:
+            self._partition[key] = self.held.add_partition(offset)
+            self.keys.append(key)
+
+    def ahead(self, quiet: set[str]) -> tuple[set[str], Any]:
+        """`Cutter.ahead`: the partitions read further than the one that holds the bound
+        back, and that bound as a sequence key (None while one has read none)."""
+        ahead, lowest = self.held.ahead({self._partition[key] for key in quiet})
+        return {self.keys[p] for p in ahead}, None if lowest is None else sequence_key_of(lowest)
+
+    def oldest_open(self) -> Position | None:
+        """Where the oldest change still held was read (for a bound's error message)."""
+        first = [self._position(p, at) for p, at in self.held.first_held().items()]
+        return min(first, default=None)
+
+    def _position(self, partition: int, offset: int) -> Position:
+        topic, _, number = self.keys[partition].rpartition(":")
+        return Position(topic, int(number), offset)
+
+    # --- feeding --------------------------------------------------------------------------
+    def check(self, at: Position, record: Record, wall: datetime, key: str | None = None) -> None:
+        """`Cutter.check`: `SequenceStop` if the exact decoder's `record` breaks the source's
+        order; call it before `feed`."""
+        part = self._partition[key or partition_key(at.topic, at.partition)]
+        newest = self.held.newest[part]
+        self.guard.check(
+            at,
+            record,
+            wall,
+            last=self.last,
+            newest=None if newest is None else sequence_key_of(newest),
+            held=self._holds,
+        )
+
+    def _holds(self, identity: Any) -> bool:
+        """Whether a change of the exact decoder's `identity` (its sequence key) is held."""
+        return self.held.holds(sequence_of_key(identity[0]))
+
+    def feed(
+        self, at: Position, record: Record, now: float, size: int = 0, key: str | None = None
+    ) -> None:
+        """Hold one record of the exact decoder: a change in a block of its own; any other
+        record only moves reading on."""
+        part = self._partition[key or partition_key(at.topic, at.partition)]
+        if not isinstance(record, Change) or not record.rows:
+            self._fed += 1
+            self.held.read_to(part, at.offset + 1)
+            return
+        block = self._block(ExactBlock(self.table_of(record.rows[0].table), [record]))
+        read = ReadAt(part, at.offset, now, size)
+        self._hold(lambda codes: exact_lines([record], read, block, codes))
+
+    def passed(self, at: Position) -> None:
+        """A message that is no record (sent to the dead-letter topic): reading moved on."""
+        self.held.read_to(self._partition[partition_key(at.topic, at.partition)], at.offset + 1)
+
+    def new_block(self, block: Block) -> int:
+        """Keep `block` (a batch's columns of one table) while changes in it are held; its
+        number, for the lines that point into it."""
+        return self._block(block)
+
+    def feed_lines(self, make: Callable[[TransactionCodes], HeldChanges]) -> Any:
+        """Hold the lines `make` makes of a batch (of one partition, in offset order,
+        checked already), their transaction ids coded by this cutter's codes; returns which
+        were held (the rest are second copies)."""
+        return self._hold(make)
+
+    def _hold(self, make: Callable[[TransactionCodes], HeldChanges]) -> Any:
+        """Hold the lines `make` makes. A code given for them that no change held carries
+        (a second copy's id) is forgotten: copies with ever new ids would otherwise grow
+        the codes without bound."""
+        issued = self.codes.issued
+        lines = make(self.codes)
+        self._fed += len(lines)
+        held = self.held.feed(lines)
+        given = lines.transaction[lines.transaction >= issued]
+        unused = np.setdiff1d(given, lines.transaction[held])
+        if len(unused):
+            self.codes.forget(unused)
+        return held
+
+    def _block(self, block: Block) -> int:
+        number = self._next_block
+        self._next_block += 1
+        self.blocks[number] = block
+        return number
+
+    # --- the cut --------------------------------------------------------------------------
+    def cut(
+        self,
+        delta: int,
+        quiet: set[str],
+        now: float,
+        wall: datetime,
+        *,
+        force: bool = False,
+        by_age: bool = True,
+    ) -> ColumnarDelta | None:
+        """`Cutter.cut`: delta `delta` if one is due, else None."""
+        all_quiet = quiet >= set(self.keys)
+        settled = frozenset(quiet)
+        held = self.held.held()
+        oldest = now
+        if len(held):
+            _, first = np.unique(held.partition, return_index=True)
+            oldest = float(held.arrived[first].min())  # each partition's first, as fed
+        pacing = self._pacing
+        urgent = all_quiet or self.holds_a_delta
+        if not pacing.worth_looking(
+            self._fed, settled, now, oldest, urgent=urgent, force=force, by_age=by_age
+        ):
+            return None
+        look = self.held.look({self._partition[key] for key in quiet}, self.bounds.max_rows)
+        if not pacing.due(
+            self._fed,
+            settled,
+            now,
+            look.count,
+            look.oldest,
+            all_quiet=all_quiet,
+            force=force,
+            by_age=by_age,
+        ):
+            return None
+        made = cut_delta(
+            delta, self.schema, self.held, look, self.blocks, self.keys, self.last, wall
+        )
+        self.last = made.cut
+        taken = made.taken[~made.taken.refresh]
+        pairs = zip(taken.sequence[0].tolist(), taken.sequence[1].tolist(), strict=True)
+        self.guard.remember_taken((sequence_key_of(pair),) for pair in pairs)
+        self.codes.forget(made.taken.transaction)
+        still = set(np.unique(self.held.held().block).tolist())
+        self.blocks = {number: b for number, b in self.blocks.items() if number in still}
+        return made
