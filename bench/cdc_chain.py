@@ -8,10 +8,11 @@ every partition's run over at once). Step 1 reads a fetch as one batch and makes
 table's changes on arrays (`podd_cdc.qlik_batch_changes`). The transaction ids get codes
 (`transaction_codes`), and the order check on arrays says where the exact one would have
 to begin (`qlik_order`; here nowhere, as the messages are in order). Step 2 holds the
-changes (`qlik_held.QlikHeld`) and cuts a delta whenever `MAX_ROWS` are held (today's side
-looks for one every `LOOK_EVERY` messages), and the rest at the end. Step 3 cuts each
-delta (`qlik_cut.cut_delta`: the cut log's record, with its spans and the records digest,
-and the rows, from the blocks of columns its changes point into); step 4 its chunks from
+changes in the Qlik cutter on arrays (`qlik_array_cutter`, on `qlik_held.QlikHeld`) and
+cuts a delta whenever `MAX_ROWS` are held (today's side looks for one every `LOOK_EVERY`
+messages), and the rest at the end. Step 3 cuts each delta (`qlik_cut.cut_delta`: the cut
+log's record, with its spans and the records digest, and the rows, from the blocks of
+columns its changes point into); step 4 its chunks from
 the same records (`record_bodies`, `CHUNK_ROWS` rows each). A change step 1 is not sure
 of stops the bench: none should be here.
 
@@ -23,32 +24,28 @@ Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed, cut, 
 from __future__ import annotations
 
 import argparse
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
 from bench.cdc_columnar import alternating, body_rows, table_changes, tables_of, today_cut
 from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
-from podd_cdc.cutlog import Cut, partition_key
+from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import TableChanges
-from podd_cdc.qlik_cut import cut_delta
 from podd_cdc.qlik_delta_rows import TableBlock
 from podd_cdc.qlik_feed import ReadAt, batch_lines
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
-from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.transaction_codes import TransactionCodes
 from protocol.body_writer import record_bodies
 from protocol.schema import LogicalSchema
 
-_AHEAD = timedelta(seconds=Bounds().max_ahead)
-_LIMITS = order_limits(_WALL, _AHEAD)
-
-
-KEYS = [partition_key("t", p) for p in range(PARTITIONS)]  # the bench's topic's partitions
+KEYS = [partition_key("t", p) for p in range(PARTITIONS)]
+#: A fetch's tables: each one's changes, and the block the cutter keeps them in.
+Tables = list[tuple[TableChanges, int]]  # the bench's topic's partitions
 #: Rows a chunk, as the origin frames them (`OriginOptions.chunk_rows`' default).
 CHUNK_ROWS = 1000
 
@@ -58,70 +55,56 @@ class Chain:
         self.schema = schema
         self.decoder = decoder
         self.max_rows = max_rows
-        self.held = QlikHeld([0] * PARTITIONS)
-        self.codes = TransactionCodes()
-        self.blocks: dict[int, TableBlock] = {}
-        self.next_block = 0
+        bounds = Bounds(max_rows=max_rows)
+        starts = dict.fromkeys(KEYS, 0)
+        self.cutter = QlikArrayCutter(schema, decoder.by_name.__getitem__, starts, None, bounds)
         self.bodies: list[dict[str, list[bytes]]] = []
         self.digests: list[str] = []
         self.changes = 0
-        self.last: Cut | None = None
+
+    @property
+    def held(self) -> QlikHeld:
+        return self.cutter.held
+
+    @property
+    def codes(self) -> TransactionCodes:
+        return self.cutter.codes
 
     def feed(self, runs: list[tuple[int, int, list[bytes]]]) -> None:
         """One fetch: each partition's run of messages (partition, first offset, values),
-        read as one batch, then held a partition at a time."""
+        read as one batch and held by the cutter, each partition's changes in offset order
+        after the order check on arrays."""
         values = [v for _, _, run in runs for v in run]
         partition = np.concatenate([np.full(len(run), p, np.int64) for p, _, run in runs])
         offset = np.concatenate([np.arange(f, f + len(run), dtype=np.int64) for _, f, run in runs])
         batch = read_batch(values)
-        fed = []
-        for table, made in table_changes(batch, self.decoder):
-            block = self.next_block
-            self.next_block += 1
-            self.blocks[block] = TableBlock(table, batch.out, made)
-            fed.append(self._held_changes(partition, offset, batch, made, block))
-        if not fed:
+        tables = [
+            (made, self.cutter.new_block(TableBlock(table, batch.out, made)))
+            for table, made in table_changes(batch, self.decoder)
+        ]
+        if not tables:
             return
-        joined = HeldChanges.joined(fed)
-        for p in np.unique(joined.partition).tolist():
-            mine = np.nonzero(joined.partition == p)[0]
-            self._hold(p, joined[mine[np.argsort(joined.offset[mine])]])
+
+        def lines(codes: TransactionCodes) -> HeldChanges:
+            every = [np.arange(len(made.messages), dtype=np.int64) for made, _ in tables]
+            return HeldChanges.joined(
+                [
+                    batch_lines(batch, made, these, _read(made, partition, offset), block, codes)
+                    for (made, block), these in zip(tables, every, strict=True)
+                ]
+            )
+
+        rest = self.cutter.feed_lines(lines, _WALL)
+        if len(rest):
+            raise ValueError("a change the exact order check would have to judge")
+        self.changes += sum(len(made.messages) for made, _ in tables)
         if self.held.pending >= self.max_rows:
             self.cut(set())
 
-    def _hold(self, partition: int, changes: HeldChanges) -> None:
-        """One partition's changes of a fetch, in offset order: checked, then held."""
-        self.changes += len(changes)
-        judge = first_to_judge(
-            changes.sequence,
-            changes.refresh,
-            np.zeros(len(changes), np.int64),
-            np.zeros(len(changes), np.bool_),
-            self.held.newest[partition],
-            self.held.last_bound,
-            _LIMITS,
-        )
-        if judge != len(changes):
-            raise ValueError("a change the exact order check would have to judge")
-        self.held.feed(changes)
-
-    def _held_changes(
-        self, partition: Any, offset: Any, batch: Any, made: TableChanges, block: int
-    ) -> HeldChanges:
-        count = len(made.messages)
-        read = ReadAt(partition[made.messages], offset[made.messages], np.zeros(count), 1)
-        every = np.arange(count, dtype=np.int64)
-        return batch_lines(batch, made, every, read, block, self.codes)
-
-    def cut(self, quiet: set[int]) -> bool:
-        look = self.held.look(quiet, self.max_rows)
-        if not look.count:
+    def cut(self, quiet: set[str]) -> bool:
+        made = self.cutter.cut(len(self.digests), quiet, 0.0, _WALL, force=True)
+        if made is None:
             return False
-        made = cut_delta(
-            len(self.digests), self.schema, self.held, look, self.blocks, KEYS, self.last, _WALL
-        )
-        self.last = made.cut
-        self.codes.forget(made.taken.transaction)
         self.digests.append(made.cut.digest)
         self.bodies.append(
             {
@@ -134,9 +117,12 @@ class Chain:
                 for name, found in made.records.items()
             }
         )
-        still = set(np.unique(self.held.held().block).tolist())
-        self.blocks = {b: v for b, v in self.blocks.items() if b in still}
         return True
+
+
+def _read(made: TableChanges, partition: Any, offset: Any) -> ReadAt:
+    """Where each of a table's changes was read (arrived at 0, a byte each)."""
+    return ReadAt(partition[made.messages], offset[made.messages], 0.0, 1)
 
 
 def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows: int) -> Chain:
@@ -154,7 +140,7 @@ def chain_path(data: dict[str, Any], decoder: QlikDecoder, batch: int, max_rows:
             if k < len(run)
         ]
         chain.feed(fetch)
-    while chain.held.pending and chain.cut(set(range(PARTITIONS))):
+    while chain.held.pending and chain.cut(set(KEYS)):
         pass
     return chain
 

@@ -28,7 +28,15 @@ from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
 from podd_cdc.qlik_delta_rows import Block
 from podd_cdc.qlik_exact_block import ExactBlock
 from podd_cdc.qlik_feed import ReadAt, exact_lines
-from podd_cdc.qlik_held import HeldChanges, QlikHeld, sequence_key_of, sequence_of_key
+from podd_cdc.qlik_held import (
+    NO_TIME,
+    HeldChanges,
+    QlikHeld,
+    identities,
+    sequence_key_of,
+    sequence_of_key,
+)
+from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.records import Change, Position, Record
 from podd_cdc.sequence_guard import SequenceGuard
 from podd_cdc.tables import MappedTable
@@ -128,8 +136,10 @@ class QlikArrayCutter:
         )
 
     def _holds(self, identity: Any) -> bool:
-        """Whether a change of the exact decoder's `identity` (its sequence key) is held."""
-        return self.held.holds(sequence_of_key(identity[0]))
+        """Whether a change of the exact decoder's `identity` (its sequence key) is held,
+        or was taken by a recent cut (the cuts' memory holds the keys as numbers)."""
+        key = identity[0]
+        return self.held.holds(sequence_of_key(key)) or self.guard.taken(int(key))
 
     def feed(
         self, at: Position, record: Record, now: float, size: int = 0, key: str | None = None
@@ -142,8 +152,9 @@ class QlikArrayCutter:
             self.held.read_to(part, at.offset + 1)
             return
         block = self._block(ExactBlock(self.table_of(record.rows[0].table), [record]))
-        read = ReadAt(part, at.offset, now, size)
-        self._hold(lambda codes: exact_lines([record], read, block, codes))
+        issued = self.codes.issued
+        lines = exact_lines([record], ReadAt(part, at.offset, now, size), block, self.codes)
+        self._forget_unused(lines.transaction, issued, [lines.transaction[self._hold(lines)]])
 
     def passed(self, at: Position) -> None:
         """A message that is no record (sent to the dead-letter topic): reading moved on."""
@@ -154,25 +165,49 @@ class QlikArrayCutter:
         number, for the lines that point into it."""
         return self._block(block)
 
-    def feed_lines(self, make: Callable[[TransactionCodes], HeldChanges]) -> Any:
-        """Hold the lines `make` makes of a batch (of one partition, in offset order,
-        checked already), their transaction ids coded by this cutter's codes; returns which
-        were held (the rest are second copies)."""
-        return self._hold(make)
-
-    def _hold(self, make: Callable[[TransactionCodes], HeldChanges]) -> Any:
-        """Hold the lines `make` makes. A code given for them that no change held carries
-        (a second copy's id) is forgotten: copies with ever new ids would otherwise grow
-        the codes without bound."""
+    def feed_lines(
+        self, make: Callable[[TransactionCodes], HeldChanges], wall: datetime
+    ) -> HeldChanges:
+        """Hold the lines `make` makes of a read batch (of any partitions), their
+        transaction ids coded by this cutter's codes. Each partition's lines, in offset
+        order, are checked on arrays first (`qlik_order.first_to_judge`, at the clock
+        `wall`): from the first one the exact check must judge on, none is held. Those are
+        returned, for the caller to read again by the exact decoder, after the held ones."""
         issued = self.codes.issued
         lines = make(self.codes)
+        limits = order_limits(wall, timedelta(seconds=self.bounds.max_ahead))
+        kept, rest = [], []
+        for part in np.unique(lines.partition).tolist():
+            mine = np.nonzero(lines.partition == part)[0]
+            these = lines[mine[np.argsort(lines.offset[mine], kind="stable")]]
+            judge = first_to_judge(
+                these.sequence,
+                these.refresh,
+                these.source_us,
+                these.source_us != NO_TIME,
+                self.held.newest[part],
+                self.held.last_bound,
+                limits,
+            )
+            fed = these[:judge]
+            kept.append(fed.transaction[self._hold(fed)])
+            rest.append(these[judge:])
+        self._forget_unused(lines.transaction, issued, kept)
+        return HeldChanges.joined(rest) if rest else lines
+
+    def _hold(self, lines: HeldChanges) -> Any:
+        """Hold `lines` (of one partition, in offset order); which were held."""
         self._fed += len(lines)
-        held = self.held.feed(lines)
-        given = lines.transaction[lines.transaction >= issued]
-        unused = np.setdiff1d(given, lines.transaction[held])
+        return self.held.feed(lines)
+
+    def _forget_unused(self, given: Any, issued: int, kept: list[Any]) -> None:
+        """Of the codes `given` to lines fed, those new since `issued` that no change held
+        carries (a second copy's id, a line not fed) are forgotten: copies with ever new
+        ids would otherwise grow the codes without bound."""
+        fresh = given[given >= issued]
+        unused = np.setdiff1d(fresh, np.concatenate(kept) if kept else fresh[:0])
         if len(unused):
             self.codes.forget(unused)
-        return held
 
     def _block(self, block: Block) -> int:
         number = self._next_block
@@ -222,8 +257,7 @@ class QlikArrayCutter:
         )
         self.last = made.cut
         taken = made.taken[~made.taken.refresh]
-        pairs = zip(taken.sequence[0].tolist(), taken.sequence[1].tolist(), strict=True)
-        self.guard.remember_taken((sequence_key_of(pair),) for pair in pairs)
+        self.guard.remember_taken(identities(taken.sequence))  # see `_holds`
         self.codes.forget(made.taken.transaction)
         still = set(np.unique(self.held.held().block).tolist())
         self.blocks = {number: b for number, b in self.blocks.items() if number in still}

@@ -21,10 +21,9 @@ from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.errors import BadInput, SequenceStop
 from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_batch import read_batch
-from podd_cdc.qlik_batch_changes import REFRESH, changes_of
+from podd_cdc.qlik_batch_changes import changes_of
 from podd_cdc.qlik_delta_rows import TableBlock, python_rows_of
 from podd_cdc.qlik_feed import ReadAt, batch_lines
-from podd_cdc.qlik_order import first_to_judge, order_limits
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import rows_records_digest
 from protocol.schema import LogicalSchema
@@ -83,6 +82,7 @@ class Both:
         self.now = 0.0
         self.deltas = 0
         self.stops = 0
+        self.judged = 0  # a batch's changes the exact check judged
 
     def exact(self, partition: int, drawn: list[Any]) -> None:
         if partition >= len(self.offsets):
@@ -114,9 +114,10 @@ class Both:
         self.compare()
 
     def batch(self, partition: int, drawn: list[Any]) -> None:
-        """A run of messages read as one batch: its lines fed at once where the batch is
-        sure of every message and the order check on arrays passes them all; else each
-        message as the exact decoder reads it."""
+        """A run of messages read as one batch, where the batch is sure of every message:
+        its lines fed at once, up to the first the exact order check must judge; from
+        there (or for a batch not sure of every message), each message as the exact
+        decoder reads it."""
         if partition >= len(self.offsets):
             return
         messages = [_message_of(d) for d in drawn]
@@ -124,39 +125,28 @@ class Both:
         made = changes_of(
             batch, self.table, np.nonzero(batch.read)[0], self.decoder.mask_check("s1")
         )
-        first = self.offsets[partition]
-        offsets = first + made.messages
-        read = ReadAt(partition, offsets, self.now + 0.25, [len(m) for m in messages])
-        everything = len(made.messages) == len(messages) and made.sure.all()
-        if everything:
-            refresh = made.operation == REFRESH
-            limits = order_limits(_WALL_CLOCK, timedelta(seconds=self.arrays.bounds.max_ahead))
-            held = self.arrays.held
-            judge = first_to_judge(
-                made.sequence,
-                refresh,
-                made.source_us,
-                made.timed & ~refresh,
-                held.newest[partition],
-                held.last_bound,
-                limits,
-            )
-            everything = judge == len(messages)
-        if not everything:
+        if not (len(made.messages) == len(messages) and made.sure.all()):
             self.exact(partition, drawn)
             return
+        first = self.offsets[partition]
+        read = ReadAt(partition, first + made.messages, self.now + 0.25, list(map(len, messages)))
         block = self.arrays.new_block(TableBlock(self.table, batch.out, made))
         every = np.arange(len(messages), dtype=np.int64)
+        rest = self.arrays.feed_lines(
+            lambda codes: batch_lines(batch, made, every, read, block, codes), _WALL_CLOCK
+        )
+        fed = len(messages) - len(rest)
+        assert rest.offset.tolist() == list(range(first + fed, first + len(messages)))
         key = self.keys[partition]
-        for k, message in enumerate(messages):
+        for k, message in enumerate(messages[:fed]):
             at = Position("t", partition, first + k)
             change = self.decoder.decode("t", message)
             self.cutter.check(at, change, _WALL_CLOCK, key)  # passes, as on arrays
             self.cutter.feed(at, change, self.now + 0.25, len(message), key)
-        self.arrays.feed_lines(lambda codes: batch_lines(batch, made, every, read, block, codes))
-        self.offsets[partition] += len(messages)
+        self.offsets[partition] += fed
         self.now += 0.25
-        self.compare()
+        self.judged += len(rest)
+        self.exact(partition, drawn[fed:])
 
     def metadata(self, partition: int) -> None:
         if partition < len(self.offsets):
@@ -278,3 +268,17 @@ def test_a_batch_fed_after_an_empty_look_is_looked_at() -> None:
     both.batch(1, [_insert(2, 1)])
     both.cut(set(), True, True)
     assert both.deltas == 1
+
+
+def test_a_batchs_late_sequence_is_judged_by_the_exact_check_and_stops_both() -> None:
+    """After a cut, a batch holding a new change below the cut's bound: the changes before
+    it are held from the arrays, it and the rest go to the exact check, which stops on it
+    (held on arrays, it would have been dropped as a copy)."""
+    both = Both(10)
+    both.exact(0, [_insert(5, 0)])
+    both.exact(1, [_insert(6, 1)])
+    both.cut({0, 1}, True, True)
+    assert both.deltas == 1
+    both.batch(1, [_insert(7, 1), _insert(3, 1), _insert(8, 1)])
+    assert (both.judged, both.stops) == (2, 1)
+    assert both.cutter.pending == both.arrays.pending == 2
