@@ -13,6 +13,7 @@ use it, so a rebuilt delta is the delta first sent.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -87,6 +88,11 @@ class Cutter:
         part = self.parts[key or partition_key(at.topic, at.partition)]
         held = self._identities.__contains__
         self.guard.check(at, record, wall, last=self.last, newest=part.last_key, held=held)
+
+    def remember_taken(self, identities: Iterable[Any]) -> None:
+        """Changes of these identities were taken by a cut (a restarted run's last delta,
+        read back): a copy read later is a duplicate (`SequenceGuard.remember_taken`)."""
+        self.guard.remember_taken(identities)
 
     def add_partition(self, key: str, offset: int) -> None:
         """A partition that appeared while the run reads, read from `offset`."""

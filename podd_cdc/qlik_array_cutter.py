@@ -15,17 +15,17 @@ A cut (`cut`) is paced by `podd_cdc.look_pacing` and returns the `ColumnarDelta`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from podd_cdc.cutlog import Cut, partition_key
-from podd_cdc.cutter import Bounds
+from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.look_pacing import LookPacing
 from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
-from podd_cdc.qlik_delta_rows import Block
+from podd_cdc.qlik_delta_rows import Block, TableBlock
 from podd_cdc.qlik_exact_block import ExactBlock
 from podd_cdc.qlik_feed import ReadAt, exact_lines
 from podd_cdc.qlik_held import (
@@ -69,6 +69,9 @@ class QlikArrayCutter:
         self.codes = TransactionCodes()
         self.blocks: dict[int, Block] = {}
         self._next_block = 0
+        self._fresh: list[int] = []  # blocks kept since the last feed
+        #: The batches' text buffers the blocks point into: id → (bytes, blocks using it).
+        self._buffers: dict[int, tuple[int, int]] = {}
         self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
         self._fed = 0  # records fed so far
         self.silent: set[str] = set()  # DataWorks' partitions without heartbeats: none here
@@ -96,9 +99,18 @@ class QlikArrayCutter:
         return self.held.pending >= self.bounds.max_rows
 
     @property
+    def pinned_bytes(self) -> int:
+        """Bytes of the read batches' text kept for the changes held (a batch's whole text
+        stays while one change of it is held)."""
+        return sum(size for size, _ in self._buffers.values())
+
+    @property
     def full(self) -> bool:
+        """Holding as many changes as the bounds allow, or as many bytes: of their source
+        messages, or of the batches kept for them, whichever is more."""
         bounds = self.bounds
-        return self.pending >= bounds.max_pending or self.pending_bytes >= bounds.max_pending_bytes
+        kept = max(self.pending_bytes, self.pinned_bytes)
+        return self.pending >= bounds.max_pending or kept >= bounds.max_pending_bytes
 
     def add_partition(self, key: str, offset: int) -> None:
         if key not in self._partition:
@@ -135,6 +147,11 @@ class QlikArrayCutter:
             held=self._holds,
         )
 
+    def remember_taken(self, identities: Iterable[Any]) -> None:
+        """`Cutter.remember_taken`: the exact decoder's identities of changes a cut took
+        (a restarted run's last delta, read back), kept as numbers (see `_holds`)."""
+        self.guard.remember_taken(int(identity[0]) for identity in identities if identity)
+
     def _holds(self, identity: Any) -> bool:
         """Whether a change of the exact decoder's `identity` (its sequence key) is held,
         or was taken by a recent cut (the cuts' memory holds the keys as numbers)."""
@@ -154,7 +171,9 @@ class QlikArrayCutter:
         block = self._block(ExactBlock(self.table_of(record.rows[0].table), [record]))
         issued = self.codes.issued
         lines = exact_lines([record], ReadAt(part, at.offset, now, size), block, self.codes)
-        self._forget_unused(lines.transaction, issued, [lines.transaction[self._hold(lines)]])
+        kept = lines[self._hold(lines)]
+        self._forget_unused(lines.transaction, issued, [kept.transaction])
+        self._drop_fresh(kept)
 
     def passed(self, at: Position) -> None:
         """A message that is no record (sent to the dead-letter topic): reading moved on."""
@@ -190,9 +209,10 @@ class QlikArrayCutter:
                 limits,
             )
             fed = these[:judge]
-            kept.append(fed.transaction[self._hold(fed)])
+            kept.append(fed[self._hold(fed)])
             rest.append(these[judge:])
-        self._forget_unused(lines.transaction, issued, kept)
+        self._forget_unused(lines.transaction, issued, [k.transaction for k in kept])
+        self._drop_fresh(HeldChanges.joined(kept) if kept else lines[:0])
         return HeldChanges.joined(rest) if rest else lines
 
     def _hold(self, lines: HeldChanges) -> Any:
@@ -213,7 +233,29 @@ class QlikArrayCutter:
         number = self._next_block
         self._next_block += 1
         self.blocks[number] = block
+        self._fresh.append(number)
+        if isinstance(block, TableBlock):
+            size, users = self._buffers.get(id(block.out), (block.out.nbytes, 0))
+            self._buffers[id(block.out)] = (size, users + 1)
         return number
+
+    def _drop_fresh(self, kept: HeldChanges) -> None:
+        """The blocks kept since the last feed that no change `kept` points into are
+        dropped: a batch of second copies, or of changes left to the exact check, pins
+        nothing."""
+        used = set(np.unique(kept.block).tolist())
+        self._drop([number for number in self._fresh if number not in used])
+        self._fresh = []
+
+    def _drop(self, numbers: list[int]) -> None:
+        for number in numbers:
+            block = self.blocks.pop(number, None)
+            if isinstance(block, TableBlock):
+                size, users = self._buffers[id(block.out)]
+                if users > 1:
+                    self._buffers[id(block.out)] = (size, users - 1)
+                else:
+                    del self._buffers[id(block.out)]
 
     # --- the cut --------------------------------------------------------------------------
     def cut(
@@ -260,5 +302,9 @@ class QlikArrayCutter:
         self.guard.remember_taken(identities(taken.sequence))  # see `_holds`
         self.codes.forget(made.taken.transaction)
         still = set(np.unique(self.held.held().block).tolist())
-        self.blocks = {number: b for number, b in self.blocks.items() if number in still}
+        self._drop([number for number in self.blocks if number not in still])
         return made
+
+
+#: Either cutter, as the intake and the runner ask them.
+AnyCutter = Cutter | QlikArrayCutter

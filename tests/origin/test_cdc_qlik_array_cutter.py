@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -194,7 +195,9 @@ class Both:
         for quiet in (set(), {self.keys[0]}):
             assert arrays.ahead(quiet) == cutter.ahead(quiet)
         held_blocks = set(np.unique(arrays.held.held().block).tolist())
-        assert held_blocks <= set(arrays.blocks)
+        assert held_blocks == set(arrays.blocks)  # a block is kept while a change in it is
+        buffers = {id(b.out): b.out.nbytes for b in arrays.blocks.values() if hasattr(b, "out")}
+        assert arrays.pinned_bytes == sum(buffers.values())
         assert len(arrays.codes) <= arrays.pending  # only held transactions keep a code
 
 
@@ -282,3 +285,27 @@ def test_a_batchs_late_sequence_is_judged_by_the_exact_check_and_stops_both() ->
     both.batch(1, [_insert(7, 1), _insert(3, 1), _insert(8, 1)])
     assert (both.judged, both.stops) == (2, 1)
     assert both.cutter.pending == both.arrays.pending == 2
+
+
+def test_the_batches_kept_for_held_changes_count_against_the_bytes_bound() -> None:
+    """A batch's text stays while one change of it is held: the cutter is full once those
+    bytes reach `max_pending_bytes`, though the messages held claim fewer; a batch of
+    second copies keeps nothing."""
+    decoder = _decoder()
+    (table,) = decoder.by_name.values()
+    schema = LogicalSchema(datamart="m", tables=(table.table,))
+    messages = [_message_of(_insert(n, 0, (1, n, False))) for n in range(1, 4)]
+    batch = read_batch(messages)
+    made = changes_of(batch, table, np.nonzero(batch.read)[0], decoder.mask_check("s1"))
+    assert made.sure.all()
+    text = batch.out.nbytes
+    bounds = Bounds(10, max_pending_bytes=text)
+    arrays = QlikArrayCutter(schema, decoder.by_name.__getitem__, {"t:0": 0}, None, bounds)
+    every = np.arange(3, dtype=np.int64)
+    read = ReadAt(0, every, 0.0, 1)  # each message claims one byte
+    for _ in range(2):  # the second time, every change is a copy
+        block = arrays.new_block(TableBlock(table, batch.out, made))
+        arrays.feed_lines(partial(batch_lines, batch, made, every, read, block), _WALL)
+        assert (arrays.pending, arrays.pending_bytes, arrays.pinned_bytes) == (3, 3, text)
+        assert arrays.full
+        assert len(arrays.blocks) == 1
