@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -35,10 +35,10 @@ from origin.errors import NoAnswer, ReplicaRefused
 from origin.sources import SourceDelta
 from podd_runtime.backoff import Backoff
 from protocol.errors import ErrorCode
-from protocol.framing import Chunk, frame_delta
+from protocol.framing import Chunk, frame_bodies, frame_delta
 from protocol.gaps import parse_gaps, says_removed
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState
-from protocol.schema import LogicalSchema
+from protocol.schema import LogicalSchema, Table
 
 log = structlog.get_logger("origin")
 
@@ -188,6 +188,21 @@ class OriginSession:
             resends += 1
             sent += await self.client.send_chunks(again)
             log.info("resent", deltaNum=delta.num, requestId=request_id, chunks=len(again))
+
+    def frame_written(
+        self, delta: SourceDelta, bodies: Callable[[Table], Sequence[tuple[bytes, int]]]
+    ) -> tuple[str, list[Chunk]]:
+        """A new requestId for `delta`, and its chunks, whose bodies (with their row counts)
+        are written already: `bodies(table)`, in chunk order."""
+        request_id = f"{self.schema.datamart}-{delta.num}-{uuid.uuid4()}"
+        chunks = frame_bodies(
+            self.schema,
+            request_id=request_id,
+            delta_num=delta.num,
+            delta_date=delta.date,
+            bodies=bodies,
+        )
+        return request_id, list(chunks)
 
     def frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
         """A new requestId for `delta`, and its chunks."""

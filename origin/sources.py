@@ -39,10 +39,13 @@ class SourceDelta:
     num: int
     date: datetime
     rows_by_table: Mapping[str, Sequence[DeltaRow]]
+    #: Rows framed from records written already (`OriginSession.frame_written`), which
+    #: `rows_by_table` does not hold.
+    written_rows: int = 0
 
     @property
     def rows(self) -> int:
-        return sum(len(r) for r in self.rows_by_table.values())
+        return sum(len(r) for r in self.rows_by_table.values()) + self.written_rows
 
 
 class DeltaSource(Protocol):
