@@ -106,6 +106,7 @@ async def cdc_run(
     dsn: str,
     *,
     peer: bool,
+    columnar: bool = False,
 ) -> dict[str, Any]:
     bootstrap = kafka.bootstrap_servers()
     topic = f"bench-cdc-{fmt}-{uuid.uuid4().hex[:6]}"
@@ -118,10 +119,13 @@ async def cdc_run(
         bounds=Bounds(max_rows=100_000),
         settle=1.0,
         until_idle=2.0,
+        columnar=columnar and fmt == "qlik",
     )
     found = await scan(kafka, bootstrap, options)
     schema = found.schema(f"bench_cdc_{fmt}_{uuid.uuid4().hex[:6]}")
     out: dict[str, Any] = {"source_changes": count, "messages": messages}
+    if options.columnar:
+        out["columnar"] = True
     with running_agent(config, [schema], root / f"agent-{fmt}", kafka.topic_environment()) as agent:
         async with OriginClient(kafka, bootstrap) as client:
             print(f"[{fmt}] the CDC origin cuts and sends", flush=True)
@@ -209,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             args.seed,
                             dsn,
                             peer=fmt == "qlik" and not args.no_peer,
+                            columnar=args.columnar,
                         )
 
             asyncio.run(measure())
@@ -249,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", nargs="+", default=["qlik", "dataworks"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-peer", action="store_true", help="skip the per-row peer")
+    parser.add_argument(
+        "--columnar", action="store_true", help="Qlik: the origin's cutter on arrays"
+    )
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
     parser.add_argument(
         "--record",

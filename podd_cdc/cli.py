@@ -88,6 +88,13 @@ def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
         type=float,
         help="MiB of source messages held at most (1024)",
     )
+    run.add_argument(
+        "--columnar",
+        dest="cdc_columnar",
+        action="store_true",
+        default=None,
+        help="Qlik: hold and cut changes on arrays, read in batches",
+    )
     run.add_argument("--chunk-rows", type=int, help="rows per delta.in chunk (default 1000)")
     run.add_argument("--answer-timeout-seconds", type=float)
     run.add_argument("--state-timeout-seconds", type=float)
@@ -122,6 +129,8 @@ async def _run(settings: CdcSettings) -> int:
         if (stats.dead_lettered)
         else ""
     )
+    if options.columnar:
+        extra += f"; {stats.batched:,} message(s) held from read batches"
     rebuilt = f" ({stats.rebuilt} rebuilt from the cut log)" if stats.rebuilt else ""
     print(
         f"{stats.deltas} delta(s) applied{rebuilt}, {stats.changes:,} changes, "

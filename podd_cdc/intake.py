@@ -22,11 +22,12 @@ import structlog
 from origin.client import OriginClient
 from podd_cdc.catalog import QlikCatalog
 from podd_cdc.cutlog import partition_key
-from podd_cdc.cutter import Cutter
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.errors import AwaitingMetadata, BadInput, SchemaStop, SequenceStop
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_array_cutter import AnyCutter, QlikArrayCutter
+from podd_cdc.qlik_batch_intake import hold_fetch
 from podd_cdc.records import Position, TableSeen
 from podd_cdc.topic_reader import TopicReader
 from protocol.schema import LogicalSchema
@@ -90,7 +91,7 @@ class Intake:
         #: While partitions are held back: the key that holds the bound, and since when.
         self._behind: tuple[Any, float] | None = None
 
-    async def run(self, reader: TopicReader, cutter: Cutter, handoff: Handoff) -> None:
+    async def run(self, reader: TopicReader, cutter: AnyCutter, handoff: Handoff) -> None:
         """Read, decode and feed until cancelled. Back-pressure while the cutter is full, and
         while a cut delta waits to be sent (`delta_waiting`) and the next one's worth of
         changes (`max_rows`) is held: reading further ahead then only grows what the run
@@ -106,9 +107,10 @@ class Intake:
             if runs and self.stats.first_read is None:
                 self.stats.first_read = time.monotonic()
             wall = datetime.now(UTC)
+            held = self._hold_fetch(reader, cutter, runs, wall)
             for key, messages in runs:
                 self.stats.messages += len(messages)
-                await self._read_run(reader, cutter, key, messages, wall)
+                await self._read_run(reader, cutter, key, messages[held.get(key, 0) :], wall)
             self.stats.held_peak = max(self.stats.held_peak, cutter.pending)
             if runs:
                 handoff.fed.set()
@@ -117,7 +119,25 @@ class Intake:
             # changes before its first cut of 100,000).
             await asyncio.sleep(0)
 
-    def _must_wait(self, cutter: Cutter, handoff: Handoff) -> bool:
+    def _hold_fetch(
+        self, reader: TopicReader, cutter: AnyCutter, runs: list[Any], wall: datetime
+    ) -> dict[str, int]:
+        """The Qlik cutter on arrays: each run's first messages held from one read batch of
+        the fetch, where it can (`podd_cdc.qlik_batch_intake`); per partition, how many.
+        The rest are read a message at a time."""
+        if not isinstance(cutter, QlikArrayCutter) or not isinstance(self.decoder, QlikDecoder):
+            return {}
+        started = time.monotonic()
+        open_runs = [(k, ms) for k, ms in runs if k not in self.blocked and not reader.is_paused(k)]
+        held = hold_fetch(self.decoder, cutter, open_runs, started, wall)
+        for key, count in held.items():
+            if count:
+                self.waiting.pop(key, None)
+                self.stats.batched += count
+        self.stats.cut_seconds += time.monotonic() - started  # read and held at once
+        return held
+
+    def _must_wait(self, cutter: AnyCutter, handoff: Handoff) -> bool:
         """Whether reading waits (the cutter is full, or a delta waits to be sent and the
         next one's worth is held). The time it waits does not count as the bound standing
         still (`_held_back`): an agent taking longer than the settle time to apply a delta
@@ -127,7 +147,7 @@ class Intake:
             self._behind = None
         return waits
 
-    def _held_back(self, reader: TopicReader, cutter: Cutter) -> set[str]:
+    def _held_back(self, reader: TopicReader, cutter: AnyCutter) -> set[str]:
         """Once a delta's worth of changes is held, the partitions read ahead of the bound
         wait (`Cutter.ahead`) while the ones behind it are read: the fetcher hands partitions
         out unevenly, and one 300,000-change backlog held 173,000 changes before the bound
@@ -154,7 +174,7 @@ class Intake:
         return ahead
 
     async def _read_run(
-        self, reader: TopicReader, cutter: Cutter, key: str, messages: list[Any], wall: datetime
+        self, reader: TopicReader, cutter: AnyCutter, key: str, messages: list[Any], wall: datetime
     ) -> None:
         """Decode, check and feed one partition's records, in offset order; a message that
         pauses or blocks the partition leaves the rest of the run unread."""
@@ -216,7 +236,9 @@ class Intake:
         for key in list(self.waiting):
             reader.resume(key)  # read the waiting message again, now that a table is known
 
-    async def _bad(self, reader: TopicReader, cutter: Cutter, exc: BadInput, message: Any) -> None:
+    async def _bad(
+        self, reader: TopicReader, cutter: AnyCutter, exc: BadInput, message: Any
+    ) -> None:
         key = partition_key(message.topic, message.partition)
         if self.options.dead_letter_topic is None or isinstance(exc, SchemaStop | SequenceStop):
             reader.pause(key, message.offset)

@@ -22,6 +22,8 @@ class CdcOptions:
     until_idle: float | None = None
     metadata_wait: float = 30.0
     topic_tables: dict[str, str] = field(default_factory=dict)
+    #: Qlik: hold and cut on arrays, fed from read batches (`podd_cdc.qlik_array_cutter`).
+    columnar: bool = False
 
 
 @dataclass
@@ -30,6 +32,7 @@ class CdcStats:
     cutting and sending, so the phases overlap on the clock)."""
 
     messages: int = 0  # read from the source topics
+    batched: int = 0  # ... of which held from read batches (`columnar`)
     deltas: int = 0
     changes: int = 0
     rows: int = 0

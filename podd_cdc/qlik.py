@@ -240,6 +240,14 @@ class QlikDecoder:
             get("transactionLastEvent"),
         )
 
+    def batch_table(self, schema_id: str) -> MappedTable | None:
+        """The table whose data messages of `schema_id` a reader of batches may take, as
+        the fast path may: one described, whose newest description was not refused; else
+        None (the exact path decides such a message)."""
+        if schema_id in self._changed:
+            return None
+        return self.by_schema_id.get(schema_id)
+
     def mask_check(self, schema_id: str) -> Callable[[str, str], None]:
         """Table `schema_id`'s `columnMask` check (mask text, operation), for a reader of
         batches (`podd_cdc.qlik_batch_changes`): the one rule, this decoder's."""

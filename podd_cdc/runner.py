@@ -18,6 +18,7 @@ import gc
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import structlog
@@ -31,15 +32,22 @@ from podd_cdc.errors import AwaitingMetadata, BadInput, CdcError
 from podd_cdc.intake import Handoff, Intake, make_decoder
 from podd_cdc.membership import in_delta, rebuild
 from podd_cdc.options import CdcOptions, CdcStats
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_array_cutter import AnyCutter, QlikArrayCutter
+from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.records import Change, Position, Record
 from podd_cdc.rows import digest_as_recorded
 from podd_cdc.topic_reader import TopicReader, read_spans
+from protocol.body_writer import encode_body, record_bodies
+from protocol.codec import Codec
 from protocol.framing import Chunk
-from protocol.schema import LogicalSchema
+from protocol.schema import LogicalSchema, Table
 
 log = structlog.get_logger("podd_cdc")
 #: The collector's thresholds while the origin runs (see `CdcOrigin.run`).
 GC_THRESHOLDS = (100_000, 50, 100)
+#: The codec of a columnar cut's chunks: the one `OriginSession.frame` writes.
+CHUNK_CODEC: Codec = "deflate"
 #: A progress line while reading, this often.
 PROGRESS_SECONDS = 10.0
 
@@ -133,9 +141,7 @@ class CdcOrigin:
             starts = await self._starts(reader, keys)
             for key, offset in starts.items():
                 reader.seek(key, offset)
-            cutter = Cutter(
-                self.options.fmt, self.schema, starts, self.cutlog.last, self.options.bounds
-            )
+            cutter = self._cutter(starts)
             await self._seed_taken(cutter)
             handoff = Handoff()
             reading = asyncio.create_task(self.intake.run(reader, cutter, handoff))
@@ -147,7 +153,15 @@ class CdcOrigin:
         finally:
             await reader.stop()
 
-    async def _seed_taken(self, cutter: Cutter) -> None:
+    def _cutter(self, starts: dict[str, int]) -> AnyCutter:
+        """The cutter: for Qlik with `columnar`, the one on arrays, fed from read batches."""
+        last, bounds = self.cutlog.last, self.options.bounds
+        decoder = self.intake.decoder
+        if self.options.columnar and isinstance(decoder, QlikDecoder):
+            return QlikArrayCutter(self.schema, decoder.by_name.__getitem__, starts, last, bounds)
+        return Cutter(self.options.fmt, self.schema, starts, last, bounds)
+
+    async def _seed_taken(self, cutter: AnyCutter) -> None:
         """Qlik, after a restart: the changes the last delta took, read back from its
         offsets, so that a copy of one written after its cut counts as a duplicate, as it
         would have in the run that cut it (`podd_cdc.sequence_guard`)."""
@@ -162,7 +176,7 @@ class CdcOrigin:
             for at, r in records
             if isinstance(r, Change) and in_delta("qlik", last, prev, at, r)
         ]
-        cutter.guard.remember_taken(taken)
+        cutter.remember_taken(taken)
         seconds = round(time.monotonic() - started, 3)
         log.info(
             "the last delta's changes read back",
@@ -185,7 +199,7 @@ class CdcOrigin:
     async def _cut_and_send(
         self,
         reader: TopicReader,
-        cutter: Cutter,
+        cutter: AnyCutter,
         reading: asyncio.Task[None],
         number: int,
         handoff: Handoff,
@@ -239,8 +253,8 @@ class CdcOrigin:
                 await asyncio.gather(sending, return_exceptions=True)
 
     def _cut(
-        self, reader: TopicReader, cutter: Cutter, quiet: set[str], number: int, by_age: bool
-    ) -> tuple[tuple[Cut, dict[str, Any]] | None, CdcError | None]:
+        self, reader: TopicReader, cutter: AnyCutter, quiet: set[str], number: int, by_age: bool
+    ) -> tuple[tuple[Cut, Any] | None, CdcError | None]:
         """Delta `number` if one is due, recorded in the cut log; else what stops the run,
         if anything does (bad input with nothing left to cut, or the memory bound). While a
         delta is in flight, or a full delta's worth of messages waits unread (not `by_age`),
@@ -250,9 +264,10 @@ class CdcOrigin:
         stuck = bool(self.intake.blocked) and quiet >= live
         full = cutter.full
         started = time.monotonic()
-        found = cutter.cut(
+        made = cutter.cut(
             number, quiet, started, datetime.now(UTC), force=stuck or full, by_age=by_age
         )
+        found = (made.cut, made) if isinstance(made, ColumnarDelta) else made
         if found is not None:
             self.cutlog.record(found[0])
         self.stats.cut_seconds += time.monotonic() - started
@@ -286,7 +301,7 @@ class CdcOrigin:
             )
         return None, None
 
-    def _idle(self, reader: TopicReader, cutter: Cutter, quiet: set[str]) -> bool:
+    def _idle(self, reader: TopicReader, cutter: AnyCutter, quiet: set[str]) -> bool:
         """Whether `until_idle` has passed with every partition settled (and a progress line
         every `PROGRESS_SECONDS`)."""
         if time.monotonic() - self._progress_at >= PROGRESS_SECONDS:
@@ -305,10 +320,15 @@ class CdcOrigin:
     async def _send(self, cut: Cut, rows: dict[str, Any]) -> None:
         await self._transfer(cut, *self._frame(cut, rows))
 
-    def _frame(self, cut: Cut, rows: dict[str, Any]) -> tuple[SourceDelta, tuple[str, list[Chunk]]]:
-        delta = SourceDelta(cut.delta, cut.date, rows)
+    def _frame(self, cut: Cut, rows: Any) -> tuple[SourceDelta, tuple[str, list[Chunk]]]:
+        """Delta `cut` framed: of its rows, or of the records a columnar cut wrote."""
         started = time.monotonic()
-        framing = self.session.frame(delta)
+        if isinstance(rows, ColumnarDelta):
+            delta = SourceDelta(cut.delta, cut.date, {}, written_rows=cut.rows)
+            framing = self.session.frame_written(delta, partial(_bodies, rows, self.session))
+        else:
+            delta = SourceDelta(cut.delta, cut.date, rows)
+            framing = self.session.frame(delta)
         self.stats.frame_seconds += time.monotonic() - started
         return delta, framing
 
@@ -338,3 +358,13 @@ class CdcOrigin:
             f"delta {cut.delta}: {cut.changes:,} changes -> {cut.rows:,} rows, "
             f"dated {cut.date.isoformat()}, applied in {outcome.seconds:.2f} s{behind}"
         )
+
+
+def _bodies(made: ColumnarDelta, session: OriginSession, table: Table) -> list[tuple[bytes, int]]:
+    """Table `table`'s chunk bodies of a columnar cut, from the records it wrote (one empty
+    body where it has no rows)."""
+    chunk_rows = session.options.chunk_rows
+    found = made.records.get(table.name)
+    if found is None:
+        return [(encode_body(table, [], codec=CHUNK_CODEC), 0)]
+    return record_bodies(table, *found, chunk_rows=chunk_rows, codec=CHUNK_CODEC)

@@ -56,6 +56,8 @@ class CdcSettings(OriginSessionSettings):
     cdc_max_ahead_hours: float = Field(default=24.0, gt=0)
     #: `TOPIC=TABLE` items: the table of a Qlik topic written without the envelope.
     cdc_topic_tables: list[str] = Field(default_factory=list)
+    #: Qlik: hold and cut changes on arrays, read in batches (being proven; off by default).
+    cdc_columnar: bool = False
 
     @field_validator("cdc_start_offsets", "cdc_topic_tables")
     @classmethod
@@ -96,4 +98,5 @@ class CdcSettings(OriginSessionSettings):
             until_idle=self.cdc_until_idle_seconds,
             metadata_wait=self.cdc_metadata_wait_seconds,
             topic_tables=dict(i.split("=", 1) for i in self.cdc_topic_tables),
+            columnar=self.cdc_columnar,
         )

@@ -66,6 +66,7 @@ class CdcReplica:
     state_dir: Path
     topic: str
     tables: tuple[SourceTable, ...] = ()
+    columnar: bool = False  # run with `--columnar` (Qlik: the cutter on arrays)
 
     @property
     def datamart(self) -> str:
@@ -116,6 +117,8 @@ class CdcReplica:
         ]
         for topic in topics or [self.topic]:
             flags += ["--topic", topic]
+        if self.columnar:
+            flags.append("--columnar")
         return [*flags, *extra]
 
     def run(
@@ -157,7 +160,9 @@ def cdc_agent_fixture(qlik: int, dataworks: int) -> object:
     return cdc_agent
 
 
-def replica_for(agent: AgentProcess, fmt: str, tmp_path: Path) -> CdcReplica:
+def replica_for(
+    agent: AgentProcess, fmt: str, tmp_path: Path, *, columnar: bool = False
+) -> CdcReplica:
     prefix = "q_" if fmt == "qlik" else "d_"
     schema = next(
         s for s in agent.schemas if s.datamart.startswith(prefix) and s.datamart not in agent.taken
@@ -165,4 +170,4 @@ def replica_for(agent: AgentProcess, fmt: str, tmp_path: Path) -> CdcReplica:
     agent.taken.append(schema.datamart)
     tables = (*qlik_marketing(), qlik_every_type()) if fmt == "qlik" else dataworks_marketing()
     topic = f"cdc-{uuid.uuid4().hex[:8]}"
-    return CdcReplica(agent, schema, fmt, tmp_path / "state", topic, tables)
+    return CdcReplica(agent, schema, fmt, tmp_path / "state", topic, tables, columnar)

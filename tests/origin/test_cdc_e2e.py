@@ -27,7 +27,7 @@ from tools.cdc_write.tables import dataworks_marketing, qlik_every_type, qlik_ma
 
 pytestmark = pytest.mark.slow
 
-cdc_agent = cdc_agent_fixture(qlik=11, dataworks=3)
+cdc_agent = cdc_agent_fixture(qlik=15, dataworks=3)
 QLIK_TABLES = (*qlik_marketing(), qlik_every_type())
 
 
@@ -70,16 +70,20 @@ def check(
     return len(cuts)
 
 
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_qlik_json_with_duplicates_over_four_snappy_partitions(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
 ) -> None:
-    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    """Also with the cutter on arrays (`--columnar`), fed from read batches."""
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
     db = SourceDatabase(QLIK_TABLES, seed=3)
     landed = replica.write(qlik_topic(db, 250, duplicates=0.05), compression="snappy")
     done = replica.run("--max-delta-rows", "300", "--until-idle", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "delta(s) applied" in done.stdout
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 3
+    if columnar:  # fetches of the size a batch pays off for are read on arrays
+        assert _batched(done.stdout) > 0
     # The final state is the source's: every row it holds, and only those.
     for table in QLIK_TABLES:
         assert len(db.rows[table.name]) > 0
@@ -189,10 +193,11 @@ def _schema_flags(command: list[str]) -> list[str]:
     return kept
 
 
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
 ) -> None:
-    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
     db = SourceDatabase(QLIK_TABLES, seed=8)
     landed = replica.write(qlik_topic(db, 500, duplicates=0.02))
     logged: list[str] = []
@@ -220,13 +225,14 @@ def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 8
 
 
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_a_backlog_is_held_no_further_than_the_next_delta(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
 ) -> None:
     """A backlog many deltas long, of tables already known: the origin holds about the next
     delta's changes, not the backlog (it reads no further while a cut delta waits, and once
     a delta's worth is held it reads only the partitions that hold the bound back)."""
-    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
     db = SourceDatabase(QLIK_TABLES, seed=12)
     writer = QlikWriter(QLIK_TABLES, seed=12)
     first = replica.write([*writer.metadata(), *writer.transactions([db.transaction(3)])])
@@ -243,6 +249,8 @@ def test_a_backlog_is_held_no_further_than_the_next_delta(
     # the four partitions are read unevenly until that much is held.
     assert held <= 2000 + 2 * 4 * PARTITION_RECORDS, f"{held:,} of {changes:,} held"
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 9
+    if columnar:  # a backlog's fetches are full: most of it is read on arrays
+        assert _batched(done.stdout) > len(landed) // 2
 
 
 def test_a_replica_ahead_of_the_cut_log_is_refused_naming_both(
@@ -293,10 +301,11 @@ def test_kill_9_of_the_agent_mid_delta_loses_and_doubles_nothing(
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 5
 
 
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_a_transaction_larger_than_the_delta_bound_is_never_split(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
 ) -> None:
-    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
     db = SourceDatabase(QLIK_TABLES, seed=11)
     writer = QlikWriter(QLIK_TABLES, seed=11)
     big = [db.transaction(db.rng.randint(5, 12)) for _ in range(30)]
@@ -306,3 +315,10 @@ def test_a_transaction_larger_than_the_delta_bound_is_never_split(
     # The bound is reached by any one transaction: each delta is exactly one, never a part.
     assert check(replica, QLIK_TABLES, landed, replica_dsn) == len(big)
     assert [c.changes for c in replica.cuts()] == [len(t.changes) for t in big]
+
+
+def _batched(printed: str) -> int:
+    """How many messages a `--columnar` run says it held from read batches."""
+    found = re.search(r"([\d,]+) message\(s\) held from read batches", printed)
+    assert found is not None, printed[-2000:]
+    return int(found[1].replace(",", ""))

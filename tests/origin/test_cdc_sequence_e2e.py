@@ -11,20 +11,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import cdc_agent_fixture, replica_for
 from tests.origin.test_cdc_e2e import QLIK_TABLES, check, qlik_topic
 from tools.cdc_write.source import SourceDatabase
 
-cdc_agent = cdc_agent_fixture(qlik=2, dataworks=0)
+cdc_agent = cdc_agent_fixture(qlik=4, dataworks=0)
 DAY_MS = 86_400_000
 WHERE = re.compile(r"topic cdc-\w+ partition \d+ offset \d+")
 
 
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_a_sequence_that_goes_backwards_stops_the_run_and_applies_nothing_of_it(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
 ) -> None:
-    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
     db = SourceDatabase(QLIK_TABLES, seed=11)
     landed = replica.write(qlik_topic(db, 150))
     first = replica.run("--max-delta-rows", "200", "--until-idle", "2")
@@ -41,10 +44,11 @@ def test_a_sequence_that_goes_backwards_stops_the_run_and_applies_nothing_of_it(
     assert check(replica, QLIK_TABLES, landed, replica_dsn) == cuts_before
 
 
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_a_transaction_sequenced_far_ahead_stops_before_it_and_what_came_first_applies(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
 ) -> None:
-    replica = replica_for(cdc_agent, "qlik", tmp_path)
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
     db = SourceDatabase(QLIK_TABLES, seed=12)
     landed = replica.write(qlik_topic(db, 60))
     clock = db._clock_ms

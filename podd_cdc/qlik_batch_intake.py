@@ -1,0 +1,112 @@
+"""A fetch of Qlik JSON messages held from arrays (the columnar intake, issue 46): the runs
+of a fetch (one a partition), read as one batch (`qlik_batch.read_batch`), are held by the
+Qlik cutter on arrays (`qlik_array_cutter.feed_lines`), each up to the first message the
+batch is not sure of: a message the kernel does not read (Avro, a table's description, an
+escape it leaves to Python, bad input), of a table not known or whose newest description
+was refused, larger than a value may be, or whose change the batch is not sure of
+(`qlik_batch_changes`). That message and the rest of its run are read as today, one at a
+time by the exact decoder, which names bad input, waits for metadata and stops on schema
+changes; so are the changes the order check on arrays leaves to the exact one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_array_cutter import QlikArrayCutter
+from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
+from podd_cdc.qlik_batch_changes import TableChanges, tables_changes
+from podd_cdc.qlik_delta_rows import TableBlock
+from podd_cdc.qlik_feed import ReadAt, batch_lines
+from podd_cdc.qlik_held import HeldChanges
+from podd_cdc.tables import MappedTable
+from podd_cdc.transaction_codes import TransactionCodes
+from podd_cdc.values import MAX_VALUE_BYTES
+
+#: A fetch of fewer messages is read a message at a time: reading a batch costs about 4 ms
+#: whatever its size (each table's columns, a few dozen array steps each); measured on the
+#: bench's messages, 34 µs a message in fetches of 200, 18 at 500, 14 at 2,000, where one
+#: at a time costs about 25.
+MIN_BATCH = 400
+
+
+def hold_fetch(
+    decoder: QlikDecoder,
+    cutter: QlikArrayCutter,
+    runs: list[tuple[str, list[Any]]],
+    arrived: float,
+    wall: datetime,
+) -> dict[str, int]:
+    """Hold the first messages of each partition's run in a fetch (`runs`: key and messages,
+    in offset order) from arrays, as far as the batch is sure of them and the order check
+    on arrays passes them; per partition, how many were held (the caller reads the rest as
+    today). Nothing is held from a fetch of fewer than `MIN_BATCH` messages."""
+    count = sum(len(messages) for _, messages in runs)
+    if count < MIN_BATCH:
+        return {}
+    values = [message.value or b"" for _, messages in runs for message in messages]
+    offsets = np.fromiter((m.offset for _, ms in runs for m in ms), np.int64, count)
+    partition = np.concatenate([np.full(len(ms), cutter.parts[key], np.int64) for key, ms in runs])
+    batch = read_batch(values)
+    sizes = np.fromiter(map(len, values), np.int64, count)
+    tables = _tables(decoder, batch, sizes)
+    sure = np.zeros(count, np.bool_)
+    for _, made in tables:
+        sure[made.messages[made.sure]] = True
+    for _, made in tables:
+        sure[made.messages[~made.sure]] = False  # a message with a change not sure of
+    first, where, held, start = {}, {}, np.zeros(count, np.bool_), 0
+    for key, messages in runs:  # each run up to its first message not sure of
+        ours = sure[start : start + len(messages)]
+        first[key] = int(np.argmin(ours)) if not ours.all() else len(messages)
+        held[start : start + first[key]] = True
+        where[key] = start
+        start += len(messages)
+    chosen = [
+        (made, np.nonzero(held[made.messages])[0], TableBlock(table, batch.out, made))
+        for table, made in tables
+    ]
+    kept = [(made, these, cutter.new_block(block)) for made, these, block in chosen if len(these)]
+    if not kept:
+        return first
+
+    def lines(codes: TransactionCodes) -> HeldChanges:
+        def read(made: TableChanges, these: Any) -> ReadAt:
+            at = made.messages[these]
+            return ReadAt(partition[at], offsets[at], arrived, sizes[at])
+
+        return HeldChanges.joined(
+            [batch_lines(batch, m, k, read(m, k), block, codes) for m, k, block in kept]
+        )
+
+    judged = cutter.feed_lines(lines, wall)
+    for p, at in zip(judged.partition.tolist(), judged.offset.tolist(), strict=True):
+        key = cutter.keys[p]  # read again from the first message judged
+        read_from = offsets[where[key] : where[key] + first[key]]
+        first[key] = min(first[key], int(np.searchsorted(read_from, at)))
+    return first
+
+
+def _tables(
+    decoder: QlikDecoder, batch: QlikBatch, sizes: Any
+) -> list[tuple[MappedTable, TableChanges]]:
+    """Each known table's changes among the messages the kernel read (no larger than a
+    value may be): grouped by schema id, the exact bytes compared (a hash can be forged)."""
+    read = np.nonzero(batch.read & (sizes <= MAX_VALUE_BYTES))[0]
+    if not len(read):
+        return []
+    starts, ends = (a[read] for a in batch.texts(kernel.M_SCHEMA_ID))
+    first, same = distinct_texts(batch.out, starts, ends)
+    groups = []
+    for group, k in enumerate(first.tolist()):
+        schema_id = batch.out[starts[k] : ends[k]].tobytes().decode()
+        mapped = decoder.batch_table(schema_id)
+        if mapped is not None:
+            groups.append((mapped, read[same == group], decoder.mask_check(schema_id)))
+    made_of = tables_changes(batch, groups)
+    return [(mapped, made) for (mapped, _, _), made in zip(groups, made_of, strict=True)]
