@@ -191,7 +191,12 @@ class Cutter:
         or `force`), else None."""
         all_quiet = quiet >= set(self.parts)
         settled = frozenset(quiet)
-        oldest = min((p.pending[0].arrived for p in self.parts.values() if p.pending), default=now)
+
+        def oldest() -> float:
+            return min(
+                (p.pending[0].arrived for p in self.parts.values() if p.pending), default=now
+            )
+
         urgent = all_quiet or self.holds_a_delta
         pacing = self._pacing
         if not pacing.worth_looking(

@@ -15,6 +15,8 @@ where the caller allows a cut by age), when every partition is quiet, or when fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 #: A look that found a delta not yet due is not repeated until this many records were fed
 #: (at most a tenth of `max_rows`) or this many seconds passed (or a partition settled).
 RELOOK_RECORDS = 5_000
@@ -34,16 +36,17 @@ class LookPacing:
         fed: int,
         quiet: frozenset[str],
         now: float,
-        oldest: float,
+        oldest: Callable[[], float],
         *,
         urgent: bool,
         force: bool,
         by_age: bool,
     ) -> bool:
         """Whether to look, `fed` records fed so far, partitions `quiet` read to their end,
-        the oldest change held arrived at `oldest`; `urgent`: a delta's worth is held or
-        every partition is quiet."""
-        if not (force or urgent) and (not by_age or oldest > now - self.max_age):
+        the oldest change held arrived at `oldest()` (asked only for a look by age that is
+        neither urgent nor forced); `urgent`: a delta's worth is held or every partition is
+        quiet."""
+        if not (force or urgent) and (not by_age or oldest() > now - self.max_age):
             return False  # nothing held is old enough, nor enough of it
         if (fed, quiet) == self._fruitless:
             return False  # nothing read and no partition settled since the last empty look

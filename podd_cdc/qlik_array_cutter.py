@@ -271,11 +271,15 @@ class QlikArrayCutter:
         """`Cutter.cut`: delta `delta` if one is due, else None."""
         all_quiet = quiet >= set(self.keys)
         settled = frozenset(quiet)
-        held = self.held.held()
-        oldest = now
-        if len(held):
+
+        def oldest() -> float:
+            """When each partition's first change held, as fed, arrived: the earliest."""
+            held = self.held.held()
+            if not len(held):
+                return now
             _, first = np.unique(held.partition, return_index=True)
-            oldest = float(held.arrived[first].min())  # each partition's first, as fed
+            return float(held.arrived[first].min())
+
         pacing = self._pacing
         urgent = all_quiet or self.holds_a_delta
         if not pacing.worth_looking(

@@ -17,7 +17,7 @@ def _worth(pacing: LookPacing, fed: int, now: float, **given: object) -> bool:
     options.update(given)
     quiet = options.pop("quiet", NONE_QUIET)
     oldest = options.pop("oldest", 0.0)
-    return pacing.worth_looking(fed, quiet, now, oldest, **options)  # type: ignore[arg-type]
+    return pacing.worth_looking(fed, quiet, now, lambda: oldest, **options)  # type: ignore[arg-type,return-value]
 
 
 def _not_due_look(pacing: LookPacing, fed: int, now: float, by_age: bool = True) -> None:
