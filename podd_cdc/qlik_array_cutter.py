@@ -1,12 +1,13 @@
 """The Qlik cutter on arrays: what `podd_cdc.cutter.Cutter` does for a Qlik run (hold, check
 the source's order, pace the looks, cut), with the changes held on arrays (`QlikHeld`) and
-each delta cut by `qlik_cut.cut_delta`, for the columnar intake (issue 46, not on the
-origin's path yet).
+each delta cut by `qlik_cut.cut_delta`: the cutter of `podd-cdc run --columnar`, fed by the
+columnar intake (`podd_cdc.qlik_batch_intake`).
 
 It is asked what the intake and the runner ask a `Cutter`, by the same partition keys
 (`cutlog.partition_key`). Changes come two ways:
 - a read batch's lines (`feed_lines`), each pointing into a block of columns the caller made
-  (`qlik_feed.batch_lines`), checked on arrays by the caller (`qlik_order.first_to_judge`);
+  (`qlik_feed.batch_lines`), checked on arrays here (`qlik_order.first_to_judge`) up to the
+  first change the exact check must judge;
 - one change of the exact decoder (`check`, then `feed`), checked by the exact rules
   (`SequenceGuard`), as the cutter checks it, and held in a block of its own.
 A cut (`cut`) is paced by `podd_cdc.look_pacing` and returns the `ColumnarDelta`, whose
@@ -171,9 +172,7 @@ class QlikArrayCutter:
         block = self._block(ExactBlock(self.table_of(record.rows[0].table), [record]))
         issued = self.codes.issued
         lines = exact_lines([record], ReadAt(part, at.offset, now, size), block, self.codes)
-        kept = lines[self._hold(lines)]
-        self._forget_unused(lines.transaction, issued, [kept.transaction])
-        self._drop_fresh(kept)
+        self._tidy(lines.transaction, issued, lines[self._hold(lines)])
 
     def passed(self, at: Position) -> None:
         """A message that is no record (sent to the dead-letter topic): reading moved on."""
@@ -211,8 +210,7 @@ class QlikArrayCutter:
             fed = these[:judge]
             kept.append(fed[self._hold(fed)])
             rest.append(these[judge:])
-        self._forget_unused(lines.transaction, issued, [k.transaction for k in kept])
-        self._drop_fresh(HeldChanges.joined(kept) if kept else lines[:0])
+        self._tidy(lines.transaction, issued, HeldChanges.joined(kept) if kept else lines[:0])
         return HeldChanges.joined(rest) if rest else lines
 
     def _hold(self, lines: HeldChanges) -> Any:
@@ -220,14 +218,16 @@ class QlikArrayCutter:
         self._fed += len(lines)
         return self.held.feed(lines)
 
-    def _forget_unused(self, given: Any, issued: int, kept: list[Any]) -> None:
-        """Of the codes `given` to lines fed, those new since `issued` that no change held
-        carries (a second copy's id, a line not fed) are forgotten: copies with ever new
-        ids would otherwise grow the codes without bound."""
+    def _tidy(self, given: Any, issued: int, kept: HeldChanges) -> None:
+        """After a feed that held `kept`: of the codes `given` to its lines, those new since
+        `issued` that no change held carries (a second copy's id, a line not fed) are
+        forgotten, or copies with ever new ids would grow the codes without bound; and the
+        blocks kept since the last feed that no change held points into are dropped."""
         fresh = given[given >= issued]
-        unused = np.setdiff1d(fresh, np.concatenate(kept) if kept else fresh[:0])
+        unused = np.setdiff1d(fresh, kept.transaction)
         if len(unused):
             self.codes.forget(unused)
+        self._drop_fresh(kept)
 
     def _block(self, block: Block) -> int:
         number = self._next_block
