@@ -41,6 +41,7 @@ from podd_cdc.qlik_feed import ReadAt, batch_lines
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.transaction_codes import TransactionCodes
 from protocol.body_writer import record_bodies
+from protocol.framing import CHUNK_CODEC
 from protocol.schema import LogicalSchema
 
 KEYS = [partition_key("t", p) for p in range(PARTITIONS)]
@@ -111,7 +112,7 @@ class Chain:
                 name: [
                     body
                     for body, _ in record_bodies(
-                        made.tables[name].table, *found, chunk_rows=CHUNK_ROWS, codec="deflate"
+                        made.tables[name].table, *found, chunk_rows=CHUNK_ROWS, codec=CHUNK_CODEC
                     )
                 ]
                 for name, found in made.records.items()

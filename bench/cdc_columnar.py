@@ -40,11 +40,11 @@ import fastavro
 import numpy as np
 
 from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
-from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
-from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
-from podd_cdc.qlik_batch_changes import TableChanges, tables_changes
+from podd_cdc.qlik_batch import QlikBatch, read_batch
+from podd_cdc.qlik_batch_changes import TableChanges
+from podd_cdc.qlik_batch_intake import batch_tables
 from podd_cdc.qlik_delta_rows import change_rows
 from podd_cdc.records import Position
 from podd_cdc.rows import rows_records_digest
@@ -55,24 +55,10 @@ from protocol.body_writer import column_bodies
 def table_changes(
     batch: QlikBatch, decoder: QlikDecoder
 ) -> Iterator[tuple[MappedTable, TableChanges]]:
-    """Each table's changes of a read batch (the tables `decoder`'s, by schema id, found by
-    the schema id's bytes). A change step 1 is not sure of stops the bench: none should be
-    here."""
-    read = np.nonzero(batch.read)[0]
-    starts, ends = (a[read] for a in batch.texts(kernel.M_SCHEMA_ID))
-    first, same = distinct_texts(batch.out, starts, ends)
-    if (same < 0).any():
-        raise ValueError("two schema ids share a hash")
-    groups = []
-    for group, k in enumerate(first.tolist()):
-        schema_id = batch.out[starts[k] : ends[k]].tobytes().decode()
-        mapped = decoder.by_schema_id.get(schema_id)
-        if mapped is not None:
-            groups.append((schema_id, mapped, read[same == group]))
-    made_of = tables_changes(
-        batch, [(mapped, messages, decoder.mask_check(sid)) for sid, mapped, messages in groups]
-    )
-    for (_, mapped, _), made in zip(groups, made_of, strict=True):
+    """Each table's changes of a read batch (the origin's grouping,
+    `qlik_batch_intake.batch_tables`). A change step 1 is not sure of stops the bench: none
+    should be here."""
+    for mapped, made in batch_tables(decoder, batch):
         if not made.sure.all():
             raise ValueError(
                 f"{int((~made.sure).sum())} changes of {mapped.table.name} are the exact path's"

@@ -54,7 +54,7 @@ def hold_fetch(
     partition = np.concatenate([np.full(len(ms), cutter.parts[key], np.int64) for key, ms in runs])
     batch = read_batch(values)
     sizes = np.fromiter(map(len, values), np.int64, count)
-    tables = _tables(decoder, batch, sizes)
+    tables = batch_tables(decoder, batch, sizes)
     sure = np.zeros(count, np.bool_)
     for _, made in tables:
         sure[made.messages[made.sure]] = True
@@ -92,12 +92,14 @@ def hold_fetch(
     return first
 
 
-def _tables(
-    decoder: QlikDecoder, batch: QlikBatch, sizes: Any
+def batch_tables(
+    decoder: QlikDecoder, batch: QlikBatch, sizes: Any = None
 ) -> list[tuple[MappedTable, TableChanges]]:
     """Each known table's changes among the messages the kernel read (no larger than a
-    value may be): grouped by schema id, the exact bytes compared (a hash can be forged)."""
-    read = np.nonzero(batch.read & (sizes <= MAX_VALUE_BYTES))[0]
+    value may be, where `sizes` gives the messages' sizes): grouped by schema id, the exact
+    bytes compared (a message whose schema id only shares a hash is in no group)."""
+    read = batch.read if sizes is None else batch.read & (sizes <= MAX_VALUE_BYTES)
+    read = np.nonzero(read)[0]
     if not len(read):
         return []
     starts, ends = (a[read] for a in batch.texts(kernel.M_SCHEMA_ID))

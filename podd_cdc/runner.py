@@ -39,15 +39,12 @@ from podd_cdc.records import Change, Position, Record
 from podd_cdc.rows import digest_as_recorded
 from podd_cdc.topic_reader import TopicReader, read_spans
 from protocol.body_writer import encode_body, record_bodies
-from protocol.codec import Codec
-from protocol.framing import Chunk
+from protocol.framing import CHUNK_CODEC, Chunk
 from protocol.schema import LogicalSchema, Table
 
 log = structlog.get_logger("podd_cdc")
 #: The collector's thresholds while the origin runs (see `CdcOrigin.run`).
 GC_THRESHOLDS = (100_000, 50, 100)
-#: The codec of a columnar cut's chunks: the one `OriginSession.frame` writes.
-CHUNK_CODEC: Codec = "deflate"
 #: A progress line while reading, this often.
 PROGRESS_SECONDS = 10.0
 

@@ -25,6 +25,11 @@ class Chunk:
     rows: int
 
 
+#: The codec of the chunks an origin frames, from rows (`frame_delta`) or from records it
+#: wrote itself (`frame_bodies`).
+CHUNK_CODEC: Codec = "deflate"
+
+
 def frame_delta(
     schema: LogicalSchema,
     *,
@@ -33,7 +38,7 @@ def frame_delta(
     delta_date: datetime,
     rows_by_table: Mapping[str, Sequence[DeltaRow]],
     chunk_rows: int = 1000,
-    codec: Codec = "deflate",
+    codec: Codec = CHUNK_CODEC,
 ) -> Iterator[Chunk]:
     """The chunks of one transfer, stream by stream, in chunk order."""
     if chunk_rows < 1:
