@@ -274,11 +274,8 @@ class QlikArrayCutter:
 
         def oldest() -> float:
             """When each partition's first change held, as fed, arrived: the earliest."""
-            held = self.held.held()
-            if not len(held):
-                return now
-            _, first = np.unique(held.partition, return_index=True)
-            return float(held.arrived[first].min())
+            found = self.held.oldest_arrival()
+            return now if found is None else found
 
         pacing = self._pacing
         urgent = all_quiet or self.holds_a_delta

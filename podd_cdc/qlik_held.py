@@ -155,6 +155,8 @@ class QlikHeld:
         self.newest: list[Sequence | None] = [None] * len(starts)
         self._parts: list[HeldChanges] = []
         self._identities: set[int] = set()
+        #: Per partition that holds a change, when its first change held arrived.
+        self._first_arrival: dict[int, float] = {}
         self.pending = 0
         self.pending_bytes = 0
         self.duplicates = 0
@@ -184,6 +186,8 @@ class QlikHeld:
             self.next_offset[part] = int(changes.offset[-1]) + 1
         kept = changes[held]
         self._parts.append(kept)
+        if len(kept):
+            self._first_arrival.setdefault(part, float(kept.arrived[0]))
         self.pending += len(kept)
         self.pending_bytes += int(kept.size.sum())
         self.duplicates += int(len(held) - len(kept))
@@ -218,6 +222,11 @@ class QlikHeld:
         held = self.held()
         first = self._first_held(held)
         return {int(p): first[int(p)] for p in np.unique(held.partition).tolist()}
+
+    def oldest_arrival(self) -> float | None:
+        """When the first change held of each partition arrived, the earliest (None: none
+        held); `Cutter.cut`'s oldest change, kept as changes are fed and taken."""
+        return min(self._first_arrival.values(), default=None)
 
     def holds(self, sequence: Sequence) -> bool:
         """Whether a change of `sequence` is held (a copy of it would be a duplicate)."""
@@ -282,6 +291,9 @@ class QlikHeld:
         left = np.ones(len(held), np.bool_)
         left[look.lines] = False
         self._parts = [held[left]]
+        parts, first = np.unique(self._parts[0].partition, return_index=True)
+        arrived = self._parts[0].arrived[first]
+        self._first_arrival = dict(zip(parts.tolist(), arrived.tolist(), strict=True))
         cdc, full_load = taken[~taken.refresh], taken[taken.refresh]
         pairs = zip(cdc.sequence[0].tolist(), cdc.sequence[1].tolist(), strict=True)
         self._identities.difference_update(_identity(h, lo) for h, lo in pairs)

@@ -145,6 +145,8 @@ class Both:
         assert (min(first.items()) if first else None) == (
             None if oldest is None else (oldest.partition, oldest.offset)
         )
+        waited = [p.pending[0].arrived for p in self.cutter.parts.values() if p.pending]
+        assert self.held.oldest_arrival() == min(waited, default=None)  # `Cutter.cut`'s oldest
         expected = self.cutter.look(keys)
         look = self.held.look(quiet, self.max_rows)
         held = self.held.held()
