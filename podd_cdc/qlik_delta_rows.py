@@ -91,8 +91,11 @@ def delta_tables(
     rank = _delta_order(taken)
     parts: dict[str, list[DeltaTable]] = {}
     orders: dict[str, list[tuple[Any, Any]]] = {}
-    for block in np.unique(taken.block).tolist():
-        mine = np.nonzero(taken.block == block)[0]
+    by_block = np.argsort(taken.block, kind="stable")  # each block's changes in taken order
+    numbers, starts = np.unique(taken.block[by_block], return_index=True)
+    ends = [*starts[1:].tolist(), len(by_block)]
+    for block, start, end in zip(numbers.tolist(), starts.tolist(), ends, strict=True):
+        mine = by_block[start:end]
         found = blocks[block]
         rows, order = found.rows(taken.line[mine], rank[mine])
         parts.setdefault(found.table.name, []).append(rows)
