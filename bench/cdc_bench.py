@@ -161,6 +161,8 @@ async def cdc_run(
         },
         "held_peak": stats.held_peak,
     }
+    if options.columnar:
+        out["batched"] = stats.batched  # messages held from read batches, not one at a time
     if peer:
         print(f"[{fmt}] the peer follows the same topic row by row", flush=True)
         tables = create_tables(dsn, schema)

@@ -37,7 +37,7 @@ from podd_cdc.qlik_array_cutter import AnyCutter, QlikArrayCutter
 from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.records import Change, Position, Record
 from podd_cdc.rows import digest_as_recorded
-from podd_cdc.topic_reader import TopicReader, read_spans
+from podd_cdc.topic_reader import TopicReader, partition_records, read_spans
 from protocol.body_writer import encode_body, record_bodies
 from protocol.framing import CHUNK_CODEC, Chunk
 from protocol.schema import LogicalSchema, Table
@@ -132,8 +132,10 @@ class CdcOrigin:
 
     # --- 2-3. read, cut, send -----------------------------------------------------------
     async def _live(self, number: int) -> None:
-        reader = TopicReader(self.client.settings, self.client.bootstrap, self.options.settle)
-        keys = await reader.start(self.options.topics)
+        options = self.options
+        batch = partition_records(options.bounds.max_rows, on_arrays=options.columnar)
+        reader = TopicReader(self.client.settings, self.client.bootstrap, options.settle, batch)
+        keys = await reader.start(options.topics)
         try:
             starts = await self._starts(reader, keys)
             for key, offset in starts.items():

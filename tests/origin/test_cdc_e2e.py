@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from podd_cdc.topic_reader import PARTITION_RECORDS
+from podd_cdc.topic_reader import partition_records
 from replica_store.replica_reader import differences
 from tests.agent.conftest import AgentProcess
 from tests.origin.cdc_fixtures import CdcReplica, cdc_agent_fixture, cdc_schema, replica_for
@@ -247,7 +247,9 @@ def test_a_backlog_is_held_no_further_than_the_next_delta(
     assert changes > 15_000
     # The next delta's worth, and up to a batch of each partition on either side of it:
     # the four partitions are read unevenly until that much is held.
-    assert held <= 2000 + 2 * 4 * PARTITION_RECORDS, f"{held:,} of {changes:,} held"
+    assert held <= 2000 + 2 * 4 * partition_records(2000, on_arrays=columnar), (
+        f"{held:,} of {changes:,} held"
+    )
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 9
     if columnar:  # a backlog's fetches are full: most of it is read on arrays
         assert _batched(done.stdout) > len(landed) // 2

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from aiokafka import AIOKafkaProducer, TopicPartition
 
 from podd_cdc.cutlog import partition_key
-from podd_cdc.topic_reader import TopicReader
+from podd_cdc.topic_reader import TopicReader, partition_records
 from podd_kafka.settings import KafkaSettings
 
 
@@ -35,9 +35,11 @@ async def fill(broker: str, topic: str, per_partition: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def reader_from_start(broker: str, topic: str, settle: float) -> AsyncIterator[TopicReader]:
+async def reader_from_start(
+    broker: str, topic: str, settle: float, batch: int = 500
+) -> AsyncIterator[TopicReader]:
     """A started reader of `topic`, every partition at offset 0; stopped on leaving."""
-    reader = TopicReader(KafkaSettings(broker=broker), [broker], settle=settle)
+    reader = TopicReader(KafkaSettings(broker=broker), [broker], settle, batch)
     await reader.start([topic])
     try:
         for tp in reader.partitions:
@@ -121,3 +123,34 @@ def test_partitions_held_back_wait_and_are_read_once_released(broker: str) -> No
     first, rest = asyncio.run(scenario())
     assert sorted(first) == [b"0-0", b"0-1", b"0-2"]
     assert sorted(rest) == sorted(f"{p}-{n}".encode() for p in (1, 2, 3) for n in range(3))
+
+
+def test_a_batch_takes_at_most_its_records_of_a_partition(broker: str) -> None:
+    topic = f"cdc-batch-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> list[list[bytes]]:
+        await fill(broker, topic, 7)
+        runs: list[list[bytes]] = []
+        async with reader_from_start(broker, topic, settle=0.1, batch=3) as reader:
+            deadline = time.monotonic() + 30
+            while sum(map(len, runs)) < 28 and time.monotonic() < deadline:
+                runs += [[m.value for m in run] for _, run in await reader.runs()]
+        return runs
+
+    runs = asyncio.run(scenario())
+    assert sorted(v for run in runs for v in run) == sorted(
+        f"{p}-{n}".encode() for p in range(4) for n in range(7)
+    )
+    assert max(map(len, runs)) == 3
+
+
+def test_a_partitions_batch_on_arrays_is_an_eighth_of_a_delta_within_bounds() -> None:
+    assert partition_records(100_000, on_arrays=False) == 500
+    found = [partition_records(n, on_arrays=True) for n in (60, 4000, 8000, 12_000, 100_000)]
+    assert found == [
+        500,
+        500,
+        1000,
+        1500,
+        2000,
+    ]
