@@ -39,6 +39,10 @@ log = structlog.get_logger("podd_cdc")
 #: than the dead-letter topic does.
 DEAD_LETTER_MAX_BYTES = 1_000_000
 DEAD_LETTER_KEPT_BYTES = 64 << 10
+#: Read batches a fetch gets at most (`Intake._read_fetch`): each costs the same few
+#: dozen array steps per table, so a fetch whose every message is judged exactly costs at
+#: most this many batches more.
+BATCH_ROUNDS = 4
 
 
 def make_decoder(
@@ -106,11 +110,8 @@ class Intake:
             runs = await reader.runs(held_back=self._held_back(reader, cutter))
             if runs and self.stats.first_read is None:
                 self.stats.first_read = time.monotonic()
-            wall = datetime.now(UTC)
-            held = self._hold_fetch(reader, cutter, runs, wall)
-            for key, messages in runs:
-                self.stats.messages += len(messages)
-                await self._read_run(reader, cutter, key, messages[held.get(key, 0) :], wall)
+            self.stats.messages += sum(len(messages) for _, messages in runs)
+            await self._read_fetch(reader, cutter, runs, datetime.now(UTC))
             self.stats.held_peak = max(self.stats.held_peak, cutter.pending)
             if runs:
                 handoff.fed.set()
@@ -119,18 +120,42 @@ class Intake:
             # changes before its first cut of 100,000).
             await asyncio.sleep(0)
 
+    async def _read_fetch(
+        self, reader: TopicReader, cutter: AnyCutter, runs: list[Any], wall: datetime
+    ) -> None:
+        """Feed a fetch's runs. The Qlik cutter on arrays holds each run's first messages
+        from a read batch (`_hold_fetch`); the message it was not sure of is read by the
+        exact decoder (with the messages right after it the kernel did not read), and the
+        rest of the fetch is read as a batch again, up to `BATCH_ROUNDS` batches (table
+        descriptions, read exactly, make the messages after them sure). What is left then
+        is read a message at a time."""
+        for _ in range(BATCH_ROUNDS):
+            held = self._hold_fetch(reader, cutter, runs, wall)
+            if not held:
+                break
+            rest = []
+            for key, messages in runs:
+                first, exactly = held.get(key, (0, len(messages)))
+                left = messages[first:]
+                await self._read_run(reader, cutter, key, left[:exactly], wall)
+                if left[exactly:] and key not in self.blocked and not reader.is_paused(key):
+                    rest.append((key, left[exactly:]))
+            runs = rest
+        for key, messages in runs:
+            await self._read_run(reader, cutter, key, messages, wall)
+
     def _hold_fetch(
         self, reader: TopicReader, cutter: AnyCutter, runs: list[Any], wall: datetime
-    ) -> dict[str, int]:
+    ) -> dict[str, tuple[int, int]]:
         """The Qlik cutter on arrays: each run's first messages held from one read batch of
-        the fetch, where it can (`podd_cdc.qlik_batch_intake`); per partition, how many.
-        The rest are read a message at a time."""
+        the fetch, where it can (`podd_cdc.qlik_batch_intake.hold_fetch`); per partition,
+        how many, and how many after them are for the exact decoder."""
         if not isinstance(cutter, QlikArrayCutter) or not isinstance(self.decoder, QlikDecoder):
             return {}
         started = time.monotonic()
         open_runs = [(k, ms) for k, ms in runs if k not in self.blocked and not reader.is_paused(k)]
         held = hold_fetch(self.decoder, cutter, open_runs, started, wall)
-        for key, count in held.items():
+        for key, (count, _) in held.items():
             if count:
                 self.waiting.pop(key, None)
                 self.stats.batched += count

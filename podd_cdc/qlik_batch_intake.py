@@ -41,11 +41,14 @@ def hold_fetch(
     runs: list[tuple[str, list[Any]]],
     arrived: float,
     wall: datetime,
-) -> dict[str, int]:
+) -> dict[str, tuple[int, int]]:
     """Hold the first messages of each partition's run in a fetch (`runs`: key and messages,
     in offset order) from arrays, as far as the batch is sure of them and the order check
-    on arrays passes them; per partition, how many were held (the caller reads the rest as
-    today). Nothing is held from a fetch of fewer than `MIN_BATCH` messages."""
+    on arrays passes them. Per partition: how many were held, and how many after them are
+    for the exact decoder before a batch may be sure again (the first not held, and the
+    messages right after it the kernel did not read either: a run of table descriptions
+    is read exactly as one). Nothing is held from a fetch of fewer than `MIN_BATCH`
+    messages (an empty answer)."""
     count = sum(len(messages) for _, messages in runs)
     if count < MIN_BATCH:
         return {}
@@ -55,6 +58,7 @@ def hold_fetch(
     batch = read_batch(values)
     sizes = np.fromiter(map(len, values), np.int64, count)
     tables = batch_tables(decoder, batch, sizes)
+    unread = ~(batch.read & (sizes <= MAX_VALUE_BYTES))
     sure = np.zeros(count, np.bool_)
     for _, made in tables:
         sure[made.messages[made.sure]] = True
@@ -73,7 +77,7 @@ def hold_fetch(
     ]
     kept = [(made, these, cutter.new_block(block)) for made, these, block in chosen if len(these)]
     if not kept:
-        return first
+        return _then_exactly(runs, first, where, unread)
 
     def lines(codes: TransactionCodes) -> HeldChanges:
         def read(made: TableChanges, these: Any) -> ReadAt:
@@ -89,7 +93,24 @@ def hold_fetch(
         key = cutter.keys[p]  # read again from the first message judged
         read_from = offsets[where[key] : where[key] + first[key]]
         first[key] = min(first[key], int(np.searchsorted(read_from, at)))
-    return first
+    return _then_exactly(runs, first, where, unread)
+
+
+def _then_exactly(
+    runs: list[tuple[str, list[Any]]], first: dict[str, int], where: dict[str, int], unread: Any
+) -> dict[str, tuple[int, int]]:
+    """Per run, its messages held (`first`) and then those for the exact decoder: the
+    first not held, and the unread ones right after it (`where`: each run's place in the
+    batch)."""
+    found = {}
+    for key, messages in runs:
+        held, at = first[key], where[key]
+        if held == len(messages):
+            found[key] = (held, 0)
+            continue
+        after = unread[at + held + 1 : at + len(messages)]
+        found[key] = (held, 1 + (int(np.argmin(after)) if not after.all() else len(after)))
+    return found
 
 
 def batch_tables(
