@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
@@ -38,7 +38,7 @@ from protocol.errors import ErrorCode
 from protocol.framing import Chunk, frame_bodies, frame_delta
 from protocol.gaps import parse_gaps, says_removed
 from protocol.messages import DeltaInResult, DeltaState, DeltaStatus, ReplicaState
-from protocol.schema import LogicalSchema, Table
+from protocol.schema import LogicalSchema
 
 log = structlog.get_logger("origin")
 
@@ -189,32 +189,25 @@ class OriginSession:
             sent += await self.client.send_chunks(again)
             log.info("resent", deltaNum=delta.num, requestId=request_id, chunks=len(again))
 
-    def frame_written(
-        self, delta: SourceDelta, bodies: Callable[[Table], Sequence[tuple[bytes, int]]]
-    ) -> tuple[str, list[Chunk]]:
-        """A new requestId for `delta`, and its chunks, whose bodies (with their row counts)
-        are written already: `bodies(table)`, in chunk order."""
-        request_id = f"{self.schema.datamart}-{delta.num}-{uuid.uuid4()}"
-        chunks = frame_bodies(
-            self.schema,
-            request_id=request_id,
-            delta_num=delta.num,
-            delta_date=delta.date,
-            bodies=bodies,
-        )
-        return request_id, list(chunks)
-
     def frame(self, delta: SourceDelta) -> tuple[str, list[Chunk]]:
-        """A new requestId for `delta`, and its chunks."""
+        """A new requestId for `delta`, and its chunks: of its bodies written already, or of
+        its rows."""
         request_id = f"{self.schema.datamart}-{delta.num}-{uuid.uuid4()}"
-        chunks = list(
-            frame_delta(
+        if delta.bodies is not None:
+            written = frame_bodies(
                 self.schema,
                 request_id=request_id,
                 delta_num=delta.num,
                 delta_date=delta.date,
-                rows_by_table=delta.rows_by_table,
-                chunk_rows=self.options.chunk_rows,
+                bodies=delta.bodies,
             )
+            return request_id, list(written)
+        chunks = frame_delta(
+            self.schema,
+            request_id=request_id,
+            delta_num=delta.num,
+            delta_date=delta.date,
+            rows_by_table=delta.rows_by_table,
+            chunk_rows=self.options.chunk_rows,
         )
-        return request_id, chunks
+        return request_id, list(chunks)

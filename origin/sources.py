@@ -12,7 +12,7 @@ writes them. `podd-origin record` writes such directories from the workload.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,8 +39,11 @@ class SourceDelta:
     num: int
     date: datetime
     rows_by_table: Mapping[str, Sequence[DeltaRow]]
-    #: Rows framed from records written already (`OriginSession.frame_written`), which
-    #: `rows_by_table` does not hold.
+    #: Or its chunks' bodies, written already (a columnar cut's records): per table, in
+    #: chunk order, each with its row count. Every framing of the delta (a resend that starts
+    #: over, too) frames them (`OriginSession.frame`), not `rows_by_table`.
+    bodies: Callable[[Table], Sequence[tuple[bytes, int]]] | None = None
+    #: ... and how many rows they hold.
     written_rows: int = 0
 
     @property

@@ -133,7 +133,7 @@ class CdcOrigin:
     # --- 2-3. read, cut, send -----------------------------------------------------------
     async def _live(self, number: int) -> None:
         options = self.options
-        batch = partition_records(options.bounds.max_rows, on_arrays=options.columnar)
+        batch = partition_records(options.bounds.max_rows, on_arrays=options.on_arrays)
         reader = TopicReader(self.client.settings, self.client.bootstrap, options.settle, batch)
         keys = await reader.start(options.topics)
         try:
@@ -153,10 +153,11 @@ class CdcOrigin:
             await reader.stop()
 
     def _cutter(self, starts: dict[str, int]) -> AnyCutter:
-        """The cutter: for Qlik with `columnar`, the one on arrays, fed from read batches."""
+        """The cutter: on arrays (`CdcOptions.on_arrays`), fed from read batches; else a
+        change at a time."""
         last, bounds = self.cutlog.last, self.options.bounds
         decoder = self.intake.decoder
-        if self.options.columnar and isinstance(decoder, QlikDecoder):
+        if self.options.on_arrays and isinstance(decoder, QlikDecoder):
             return QlikArrayCutter(self.schema, decoder.by_name.__getitem__, starts, last, bounds)
         return Cutter(self.options.fmt, self.schema, starts, last, bounds)
 
@@ -323,11 +324,11 @@ class CdcOrigin:
         """Delta `cut` framed: of its rows, or of the records a columnar cut wrote."""
         started = time.monotonic()
         if isinstance(rows, ColumnarDelta):
-            delta = SourceDelta(cut.delta, cut.date, {}, written_rows=cut.rows)
-            framing = self.session.frame_written(delta, partial(_bodies, rows, self.session))
+            bodies = partial(_bodies, rows, self.session)
+            delta = SourceDelta(cut.delta, cut.date, {}, bodies, written_rows=cut.rows)
         else:
             delta = SourceDelta(cut.delta, cut.date, rows)
-            framing = self.session.frame(delta)
+        framing = self.session.frame(delta)
         self.stats.frame_seconds += time.monotonic() - started
         return delta, framing
 

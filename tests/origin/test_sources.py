@@ -8,10 +8,18 @@ from pathlib import Path
 import pytest
 
 from origin.errors import OriginError
-from origin.session import chunks_missing
-from origin.sources import START_DATE, DirectorySource, WorkloadSource, save_deltas
+from origin.session import OriginSession, chunks_missing
+from origin.sources import (
+    START_DATE,
+    DirectorySource,
+    SourceDelta,
+    WorkloadSource,
+    save_deltas,
+)
+from protocol.body import decode_body
+from protocol.body_writer import encode_body
 from protocol.framing import frame_delta
-from protocol.schema import LogicalSchema
+from protocol.schema import LogicalSchema, Table
 from protocol.workload import Workload, WorkloadSpec
 
 SPEC = WorkloadSpec(rows_per_delta=90, seed=3)
@@ -82,3 +90,34 @@ def test_gaps_name_the_chunks_to_resend(marketing: LogicalSchema) -> None:
     stream_3 = {(3, c.key.chunk_number) for c in chunks if c.key.stream_number == 3}
     assert names == {(1, 2), (1, 3)} | stream_3
     assert chunks_missing(chunks, ["nothing we can read"]) == []
+
+
+def test_a_delta_of_bodies_written_is_framed_of_them_every_time(marketing: LogicalSchema) -> None:
+    """A columnar cut's delta holds its chunks' bodies, not rows: every framing, a resend
+    that starts over too (removed, LOAD_FAILED), carries them. Before, a resend framed its
+    empty `rows_by_table`: the replica would have applied the delta with no rows."""
+    rows = WorkloadSource(marketing, SPEC).delta(0)
+    assert rows is not None
+    written = dict(rows.rows_by_table)
+
+    def bodies(table: Table) -> list[tuple[bytes, int]]:
+        mine = [(*r.values, r.sys_op) for r in written.get(table.name, ())]
+        return [(encode_body(table, mine), len(mine))]
+
+    delta = SourceDelta(0, rows.date, {}, bodies, written_rows=rows.rows)
+    session = OriginSession(None, marketing)  # type: ignore[arg-type]  # framing asks no broker
+    framings = [session.frame(delta), session.frame(delta)]
+    assert framings[0][0] != framings[1][0]  # a new requestId each time ...
+    for _, chunks in framings:  # ... and the same rows
+        found = {
+            c.key.table_name: [
+                tuple(row.values())
+                for batch in decode_body(marketing.table(c.key.table_name), c.body)
+                for row in batch.to_pylist()
+            ]
+            for c in chunks
+        }
+        assert sum(c.rows for c in chunks) == rows.rows > 0
+        assert found == {
+            t.name: [(*r.values, r.sys_op) for r in written.get(t.name, ())] for t in marketing
+        }
