@@ -106,7 +106,7 @@ async def cdc_run(
     dsn: str,
     *,
     peer: bool,
-    columnar: bool = False,
+    columnar: bool = True,
 ) -> dict[str, Any]:
     bootstrap = kafka.bootstrap_servers()
     topic = f"bench-cdc-{fmt}-{uuid.uuid4().hex[:6]}"
@@ -119,12 +119,12 @@ async def cdc_run(
         bounds=Bounds(max_rows=100_000),
         settle=1.0,
         until_idle=2.0,
-        columnar=columnar and fmt == "qlik",
+        columnar=columnar,
     )
     found = await scan(kafka, bootstrap, options)
     schema = found.schema(f"bench_cdc_{fmt}_{uuid.uuid4().hex[:6]}")
     out: dict[str, Any] = {"source_changes": count, "messages": messages}
-    if options.columnar:
+    if options.on_arrays:
         out["columnar"] = True
     with running_agent(config, [schema], root / f"agent-{fmt}", kafka.topic_environment()) as agent:
         async with OriginClient(kafka, bootstrap) as client:
@@ -161,7 +161,7 @@ async def cdc_run(
         },
         "held_peak": stats.held_peak,
     }
-    if options.columnar:
+    if options.on_arrays:
         out["batched"] = stats.batched  # messages held from read batches, not one at a time
     if peer:
         print(f"[{fmt}] the peer follows the same topic row by row", flush=True)
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             args.seed,
                             dsn,
                             peer=fmt == "qlik" and not args.no_peer,
-                            columnar=args.columnar,
+                            columnar=not args.by_record,
                         )
 
             asyncio.run(measure())
@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-peer", action="store_true", help="skip the per-row peer")
     parser.add_argument(
-        "--columnar", action="store_true", help="Qlik: the origin's cutter on arrays"
+        "--by-record",
+        action="store_true",
+        help="Qlik: the origin's cutter a change at a time (`podd-cdc run --no-columnar`)",
     )
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
     parser.add_argument(

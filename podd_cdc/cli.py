@@ -91,9 +91,10 @@ def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
     run.add_argument(
         "--columnar",
         dest="cdc_columnar",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="Qlik: hold and cut changes on arrays, read in batches",
+        help="Qlik: hold and cut changes on arrays, read in batches (the default); "
+        "--no-columnar: a change at a time",
     )
     run.add_argument("--chunk-rows", type=int, help="rows per delta.in chunk (default 1000)")
     run.add_argument("--answer-timeout-seconds", type=float)
@@ -129,7 +130,7 @@ async def _run(settings: CdcSettings) -> int:
         if (stats.dead_lettered)
         else ""
     )
-    if options.columnar:
+    if options.on_arrays:
         extra += f"; {stats.batched:,} message(s) held from read batches"
     rebuilt = f" ({stats.rebuilt} rebuilt from the cut log)" if stats.rebuilt else ""
     print(

@@ -24,7 +24,7 @@ class CdcOptions:
     topic_tables: dict[str, str] = field(default_factory=dict)
     #: Qlik: hold and cut on arrays, fed from read batches (`podd_cdc.qlik_array_cutter`);
     #: False: a change at a time (`podd_cdc.cutter.Cutter`), as DataWorks always is.
-    columnar: bool = False
+    columnar: bool = True
 
     @property
     def on_arrays(self) -> bool:

@@ -66,7 +66,7 @@ class CdcReplica:
     state_dir: Path
     topic: str
     tables: tuple[SourceTable, ...] = ()
-    columnar: bool = False  # run with `--columnar` (Qlik: the cutter on arrays)
+    columnar: bool = True  # `--columnar`, the default (Qlik: the cutter on arrays), or not
 
     @property
     def datamart(self) -> str:
@@ -117,8 +117,7 @@ class CdcReplica:
         ]
         for topic in topics or [self.topic]:
             flags += ["--topic", topic]
-        if self.columnar:
-            flags.append("--columnar")
+        flags.append("--columnar" if self.columnar else "--no-columnar")
         return [*flags, *extra]
 
     def run(
@@ -161,7 +160,7 @@ def cdc_agent_fixture(qlik: int, dataworks: int) -> object:
 
 
 def replica_for(
-    agent: AgentProcess, fmt: str, tmp_path: Path, *, columnar: bool = False
+    agent: AgentProcess, fmt: str, tmp_path: Path, *, columnar: bool = True
 ) -> CdcReplica:
     prefix = "q_" if fmt == "qlik" else "d_"
     schema = next(

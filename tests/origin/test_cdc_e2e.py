@@ -189,7 +189,8 @@ def _schema_flags(command: list[str]) -> list[str]:
         if item in run_only:
             skip = True
             continue
-        kept.append(item)
+        if item not in ("--columnar", "--no-columnar"):  # run-only, without a value
+            kept.append(item)
     return kept
 
 
