@@ -172,7 +172,7 @@ class QlikArrayCutter:
         block = self._block(ExactBlock(self.table_of(record.rows[0].table), [record]))
         issued = self.codes.issued
         lines = exact_lines([record], ReadAt(part, at.offset, now, size), block, self.codes)
-        self._tidy(lines.transaction, issued, lines[self._hold(lines)])
+        self._tidy(issued, lines[self._hold(lines)])
 
     def passed(self, at: Position) -> None:
         """A message that is no record (sent to the dead-letter topic): reading moved on."""
@@ -210,7 +210,7 @@ class QlikArrayCutter:
             fed = these[:judge]
             kept.append(fed[self._hold(fed)])
             rest.append(these[judge:])
-        self._tidy(lines.transaction, issued, HeldChanges.joined(kept) if kept else lines[:0])
+        self._tidy(issued, HeldChanges.joined(kept) if kept else lines[:0])
         return HeldChanges.joined(rest) if rest else lines
 
     def _hold(self, lines: HeldChanges) -> Any:
@@ -218,12 +218,12 @@ class QlikArrayCutter:
         self._fed += len(lines)
         return self.held.feed(lines)
 
-    def _tidy(self, given: Any, issued: int, kept: HeldChanges) -> None:
-        """After a feed that held `kept`: of the codes `given` to its lines, those new since
-        `issued` that no change held carries (a second copy's id, a line not fed) are
+    def _tidy(self, issued: int, kept: HeldChanges) -> None:
+        """After a feed that held `kept`: the codes issued since `issued` that no change
+        held carries (a second copy's id, a line not fed, a full-load row's id) are
         forgotten, or copies with ever new ids would grow the codes without bound; and the
         blocks kept since the last feed that no change held points into are dropped."""
-        fresh = given[given >= issued]
+        fresh = np.arange(issued, self.codes.issued, dtype=np.int64)
         unused = np.setdiff1d(fresh, kept.transaction)
         if len(unused):
             self.codes.forget(unused)

@@ -22,7 +22,7 @@ from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
 from podd_cdc.qlik_batch_changes import TableChanges, tables_changes
 from podd_cdc.qlik_delta_rows import TableBlock
-from podd_cdc.qlik_feed import ReadAt, batch_lines
+from podd_cdc.qlik_feed import ReadAt, batch_lines, message_codes
 from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.tables import MappedTable
 from podd_cdc.transaction_codes import TransactionCodes
@@ -84,8 +84,10 @@ def hold_fetch(
             at = made.messages[these]
             return ReadAt(partition[at], offsets[at], arrived, sizes[at])
 
+        messages = np.concatenate([m.messages[k] for m, k, _ in kept])
+        coded = message_codes(batch, messages, codes)  # every table's ids looked up at once
         return HeldChanges.joined(
-            [batch_lines(batch, m, k, read(m, k), block, codes) for m, k, block in kept]
+            [batch_lines(batch, m, k, read(m, k), block, codes, coded) for m, k, block in kept]
         )
 
     judged = cutter.feed_lines(lines, wall)

@@ -42,15 +42,21 @@ def batch_lines(
     read: ReadAt,
     block: int,
     codes: TransactionCodes,
+    coded: Any = None,
 ) -> HeldChanges:
     """Lines `lines` of a batch's changes `made` (of one table), each read as `read` says;
-    transaction ids get their codes from `codes`."""
-    starts, ends = (a[made.messages[lines]] for a in batch.texts(kernel.M_TX))
+    transaction ids get their codes from `codes`, or are `coded` already (`message_codes`
+    of the batch's messages, for every table of a fetch at once)."""
     refresh = made.operation[lines] == REFRESH
+    if coded is None:
+        starts, ends = (a[made.messages[lines]] for a in batch.texts(kernel.M_TX))
+        transaction = codes.codes(batch.out, starts, ends, (starts >= 0) & ~refresh)
+    else:
+        transaction = np.where(refresh, -1, coded[made.messages[lines]])
     return _held(
         read,
         (made.sequence[0][lines], made.sequence[1][lines]),
-        codes.codes(batch.out, starts, ends, (starts >= 0) & ~refresh),
+        transaction,
         made.counter[lines],
         made.last_in_transaction[lines],
         refresh,
@@ -58,6 +64,16 @@ def batch_lines(
         block,
         np.asarray(lines, np.int64),
     )
+
+
+def message_codes(batch: QlikBatch, messages: Any, codes: TransactionCodes) -> Any:
+    """The transaction code of each of a batch's messages (-1: none, or not of `messages`),
+    its id looked up in `codes` once for every table (a full-load row's id too: its line
+    takes none, and a code no held line carries is forgotten, `QlikArrayCutter._tidy`)."""
+    starts, ends = (a[messages] for a in batch.texts(kernel.M_TX))
+    coded = np.full(len(batch.heads), -1, np.int64)
+    coded[messages] = codes.codes(batch.out, starts, ends, starts >= 0)
+    return coded
 
 
 def exact_lines(

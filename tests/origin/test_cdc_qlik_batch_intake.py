@@ -4,13 +4,19 @@ sure again (a run of table descriptions is read exactly as one, not a message a 
 
 from __future__ import annotations
 
+import json
 from collections import namedtuple
 from datetime import UTC, datetime
+
+import numpy as np
 
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_array_cutter import QlikArrayCutter
-from podd_cdc.qlik_batch_intake import MIN_BATCH, hold_fetch
+from podd_cdc.qlik_batch import read_batch
+from podd_cdc.qlik_batch_intake import MIN_BATCH, batch_tables, hold_fetch
+from podd_cdc.qlik_feed import ReadAt, batch_lines, message_codes
+from podd_cdc.transaction_codes import TransactionCodes
 from protocol.schema import LogicalSchema
 from tools.cdc_write.qlik_writer import QlikWriter
 from tools.cdc_write.source import SourceDatabase
@@ -69,3 +75,55 @@ def test_a_message_not_sure_of_among_data_is_read_exactly_alone() -> None:
     run = [Message(v, k) for k, v in enumerate(broken)]
     assert hold_fetch(decoder, cutter, [("t:0", run)], 0.0, WALL) == {"t:0": (100, 1)}
     assert hold_fetch(decoder, cutter, [("t:0", run[: MIN_BATCH - 1])], 0.0, WALL) == {}
+
+
+def _refreshes_with_transaction_ids(count: int) -> list[bytes]:
+    """Full-load (REFRESH) rows, each naming a transaction of its own (none should)."""
+    db = SourceDatabase(TABLES, seed=5)
+    writer = QlikWriter(TABLES, partitions=1, seed=5)
+    made = []
+    for k, written in enumerate(writer.refresh(db.transaction(count).changes)):
+        message = json.loads(written.value)
+        message["message"]["headers"]["transactionId"] = f"{k:032X}"
+        made.append(json.dumps(message, ensure_ascii=False).encode())
+    return made
+
+
+def test_a_fetchs_transaction_ids_coded_at_once_are_coded_as_table_by_table() -> None:
+    descriptions, data = _messages()
+    values = [*data, *_refreshes_with_transaction_ids(50)]
+    schema = _schema(descriptions)
+    decoder = QlikDecoder(schema)
+    for value in descriptions:
+        decoder.decode("t", value)
+    batch = read_batch(values)
+    tables = batch_tables(decoder, batch)
+    assert len(tables) > 1
+    every = np.concatenate([made.messages for _, made in tables])
+    read = ReadAt(0, 0, 0.0, 1)
+    at_once, one_by_one = TransactionCodes(), TransactionCodes()
+    coded = message_codes(batch, every, at_once)
+    for _, made in tables:
+        lines = np.arange(len(made.messages))
+        found = batch_lines(batch, made, lines, read, 0, at_once, coded)
+        expected = batch_lines(batch, made, lines, read, 0, one_by_one)
+        assert (found.transaction >= 0).tolist() == (expected.transaction >= 0).tolist()
+        assert (found.transaction[found.refresh] == -1).all()
+        ids = [at_once._ids.get(c) for c in found.transaction.tolist()]  # the same ids
+        assert ids == [one_by_one._ids.get(c) for c in expected.transaction.tolist()]
+
+
+def test_codes_of_full_load_rows_ids_are_forgotten_once_fed() -> None:
+    """A REFRESH row takes no transaction, but its id was looked up with the fetch's: the
+    code is forgotten after the feed, or such rows would grow the codes without bound."""
+    descriptions, _ = _messages()
+    schema = _schema(descriptions)
+    decoder = QlikDecoder(schema)
+    for value in descriptions:
+        decoder.decode("t", value)
+    cutter = _cutter(decoder, schema)
+    refreshes = _refreshes_with_transaction_ids(MIN_BATCH + 50)
+    run = [Message(v, k) for k, v in enumerate(refreshes)]
+    ((held, _),) = hold_fetch(decoder, cutter, [("t:0", run)], 0.0, WALL).values()
+    assert cutter.pending == held > 0
+    assert len(cutter.codes) == 0
