@@ -44,6 +44,14 @@ def _schema(descriptions: list[bytes]) -> LogicalSchema:
     return LogicalSchema(datamart="m", tables=tuple(t.table for t in learner.by_name.values()))
 
 
+def _knowing(schema: LogicalSchema, descriptions: list[bytes]) -> QlikDecoder:
+    """The origin's decoder, once it has read the tables' descriptions."""
+    decoder = QlikDecoder(schema)
+    for value in descriptions:
+        decoder.decode("t", value)
+    return decoder
+
+
 def _cutter(decoder: QlikDecoder, schema: LogicalSchema) -> QlikArrayCutter:
     bounds = Bounds(max_rows=10**6, max_pending=10**6)
     return QlikArrayCutter(schema, decoder.by_name.__getitem__, {"t:0": 0}, None, bounds)
@@ -67,9 +75,7 @@ def test_descriptions_before_a_runs_data_are_read_exactly_together_then_its_data
 def test_a_message_not_sure_of_among_data_is_read_exactly_alone() -> None:
     descriptions, data = _messages()
     schema = _schema(descriptions)
-    decoder = QlikDecoder(schema)
-    for value in descriptions:
-        decoder.decode("t", value)
+    decoder = _knowing(schema, descriptions)
     cutter = _cutter(decoder, schema)
     broken = [*data[:100], b"{not json", *data[100:]]
     run = [Message(v, k) for k, v in enumerate(broken)]
@@ -93,9 +99,7 @@ def test_a_fetchs_transaction_ids_coded_at_once_are_coded_as_table_by_table() ->
     descriptions, data = _messages()
     values = [*data, *_refreshes_with_transaction_ids(50)]
     schema = _schema(descriptions)
-    decoder = QlikDecoder(schema)
-    for value in descriptions:
-        decoder.decode("t", value)
+    decoder = _knowing(schema, descriptions)
     batch = read_batch(values)
     tables = batch_tables(decoder, batch)
     assert len(tables) > 1
@@ -118,9 +122,7 @@ def test_codes_of_full_load_rows_ids_are_forgotten_once_fed() -> None:
     code is forgotten after the feed, or such rows would grow the codes without bound."""
     descriptions, _ = _messages()
     schema = _schema(descriptions)
-    decoder = QlikDecoder(schema)
-    for value in descriptions:
-        decoder.decode("t", value)
+    decoder = _knowing(schema, descriptions)
     cutter = _cutter(decoder, schema)
     refreshes = _refreshes_with_transaction_ids(MIN_BATCH + 50)
     run = [Message(v, k) for k, v in enumerate(refreshes)]
