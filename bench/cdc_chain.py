@@ -37,7 +37,7 @@ from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import TableChanges
 from podd_cdc.qlik_delta_rows import TableBlock
-from podd_cdc.qlik_feed import ReadAt, batch_lines
+from podd_cdc.qlik_feed import ReadAt, batch_lines, message_codes
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.transaction_codes import TransactionCodes
 from protocol.body_writer import record_bodies
@@ -88,9 +88,10 @@ class Chain:
 
         def lines(codes: TransactionCodes) -> HeldChanges:
             every = [np.arange(len(made.messages), dtype=np.int64) for made, _ in tables]
+            coded = message_codes(batch, np.concatenate([m.messages for m, _ in tables]), codes)
             return HeldChanges.joined(
                 [
-                    batch_lines(batch, made, these, _read(made, partition, offset), block, codes)
+                    batch_lines(batch, made, these, _read(made, partition, offset), block, coded)
                     for (made, block), these in zip(tables, every, strict=True)
                 ]
             )

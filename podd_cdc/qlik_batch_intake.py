@@ -87,7 +87,7 @@ def hold_fetch(
         messages = np.concatenate([m.messages[k] for m, k, _ in kept])
         coded = message_codes(batch, messages, codes)  # every table's ids looked up at once
         return HeldChanges.joined(
-            [batch_lines(batch, m, k, read(m, k), block, codes, coded) for m, k, block in kept]
+            [batch_lines(batch, m, k, read(m, k), block, coded) for m, k, block in kept]
         )
 
     judged = cutter.feed_lines(lines, wall)

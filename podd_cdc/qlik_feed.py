@@ -41,22 +41,16 @@ def batch_lines(
     lines: Any,
     read: ReadAt,
     block: int,
-    codes: TransactionCodes,
-    coded: Any = None,
+    coded: Any,
 ) -> HeldChanges:
     """Lines `lines` of a batch's changes `made` (of one table), each read as `read` says;
-    transaction ids get their codes from `codes`, or are `coded` already (`message_codes`
-    of the batch's messages, for every table of a fetch at once)."""
+    its transaction's code is its message's in `coded` (`message_codes`, made once for
+    every table of the batch), none for a full-load row."""
     refresh = made.operation[lines] == REFRESH
-    if coded is None:
-        starts, ends = (a[made.messages[lines]] for a in batch.texts(kernel.M_TX))
-        transaction = codes.codes(batch.out, starts, ends, (starts >= 0) & ~refresh)
-    else:
-        transaction = np.where(refresh, -1, coded[made.messages[lines]])
     return _held(
         read,
         (made.sequence[0][lines], made.sequence[1][lines]),
-        transaction,
+        np.where(refresh, -1, coded[made.messages[lines]]),
         made.counter[lines],
         made.last_in_transaction[lines],
         refresh,

@@ -24,7 +24,7 @@ from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_changes import changes_of
 from podd_cdc.qlik_delta_rows import TableBlock, python_rows_of
-from podd_cdc.qlik_feed import ReadAt, batch_lines
+from podd_cdc.qlik_feed import ReadAt, batch_lines, message_codes
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import rows_records_digest
 from protocol.schema import LogicalSchema
@@ -134,7 +134,10 @@ class Both:
         block = self.arrays.new_block(TableBlock(self.table, batch.out, made))
         every = np.arange(len(messages), dtype=np.int64)
         rest = self.arrays.feed_lines(
-            lambda codes: batch_lines(batch, made, every, read, block, codes), _WALL_CLOCK
+            lambda codes: batch_lines(
+                batch, made, every, read, block, message_codes(batch, made.messages, codes)
+            ),
+            _WALL_CLOCK,
         )
         fed = len(messages) - len(rest)
         assert rest.offset.tolist() == list(range(first + fed, first + len(messages)))
@@ -305,7 +308,15 @@ def test_the_batches_kept_for_held_changes_count_against_the_bytes_bound() -> No
     read = ReadAt(0, every, 0.0, 1)  # each message claims one byte
     for _ in range(2):  # the second time, every change is a copy
         block = arrays.new_block(TableBlock(table, batch.out, made))
-        arrays.feed_lines(partial(batch_lines, batch, made, every, read, block), _WALL)
+        coded = partial(message_codes, batch, made.messages)
+        arrays.feed_lines(partial(_lines, batch, made, every, read, block, coded), _WALL)
         assert (arrays.pending, arrays.pending_bytes, arrays.pinned_bytes) == (3, 3, text)
         assert arrays.full
         assert len(arrays.blocks) == 1
+
+
+def _lines(
+    batch: Any, made: Any, lines: Any, read: ReadAt, block: int, coded: Any, codes: Any
+) -> Any:
+    """`batch_lines` of a batch coded by the cutter's `codes` (`coded(codes)`)."""
+    return batch_lines(batch, made, lines, read, block, coded(codes))

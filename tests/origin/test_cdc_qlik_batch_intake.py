@@ -109,8 +109,9 @@ def test_a_fetchs_transaction_ids_coded_at_once_are_coded_as_table_by_table() ->
     coded = message_codes(batch, every, at_once)
     for _, made in tables:
         lines = np.arange(len(made.messages))
-        found = batch_lines(batch, made, lines, read, 0, at_once, coded)
-        expected = batch_lines(batch, made, lines, read, 0, one_by_one)
+        found = batch_lines(batch, made, lines, read, 0, coded)
+        by_table = message_codes(batch, made.messages, one_by_one)
+        expected = batch_lines(batch, made, lines, read, 0, by_table)
         assert (found.transaction >= 0).tolist() == (expected.transaction >= 0).tolist()
         assert (found.transaction[found.refresh] == -1).all()
         ids = [at_once._ids.get(c) for c in found.transaction.tolist()]  # the same ids

@@ -35,7 +35,7 @@ from podd_cdc.qlik_delta_rows import (
     written,
 )
 from podd_cdc.qlik_exact_block import ExactBlock
-from podd_cdc.qlik_feed import ReadAt, batch_lines, exact_lines
+from podd_cdc.qlik_feed import ReadAt, batch_lines, exact_lines, message_codes
 from podd_cdc.qlik_held import HeldChanges, QlikHeld
 from podd_cdc.records import Change, Position
 from podd_cdc.rows import (
@@ -161,7 +161,8 @@ def _cuts(
         at = np.array(which, np.int64)[made.messages[lines]]
         blocks[2 * number] = TableBlock(table, batch.out, made)
         read_as = ReadAt(np.array(partitions)[at], np.array(offsets)[at], 0.0, 1)
-        sure = batch_lines(batch, made, lines, read_as, 2 * number, codes)
+        coded = message_codes(batch, made.messages[lines], codes)
+        sure = batch_lines(batch, made, lines, read_as, 2 * number, coded)
         rest, exact = [], []
         for m in sorted(set(which) - set(at.tolist())):
             try:
