@@ -25,7 +25,7 @@ log = structlog.get_logger("podd_cdc")
 #: The largest message read (a Kafka fetch of one partition); larger ones cannot be read.
 MAX_MESSAGE_BYTES = 16 << 20
 #: Records taken from one partition per batch (`partition_records`).
-FEWEST_RECORDS, MOST_RECORDS = 500, 2000
+FEWEST_RECORDS, MOST_RECORDS = 500, 8000
 
 
 def partition_records(max_rows: int, *, on_arrays: bool) -> int:
@@ -34,11 +34,13 @@ def partition_records(max_rows: int, *, on_arrays: bool) -> int:
     What the run holds follows it (a batch of each partition on either side of the next
     delta). The Qlik cutter on arrays (`on_arrays`) takes an eighth of a delta, from
     `FEWEST_RECORDS` to `MOST_RECORDS`: each of its batches costs the same few dozen array
-    steps per table, so a larger one is cheaper a message (the 300,000-change bench, two
-    alternating pairs: 42 and 45 µs of CPU a change at 2,000, 51 and 65 at 500). The
-    record path takes `FEWEST_RECORDS`: at 2,000 it was slower (55 and 58 µs against 52
-    and 53; 10-11,000 changes/s end to end against 13,000), its longer batches holding
-    the runner's cuts and sends back."""
+    steps per table, so a larger one is cheaper a message. The 300,000-change bench, in
+    alternating runs: 42 and 45 µs of CPU a change at 2,000 against 51 and 65 at 500; then
+    26.0, 30.2 and 27.6 at 8,000 against 32.1, 34.1 and 30.5 at 2,000 (20,100 changes/s
+    end to end against 17,500, the origin's memory the same); at 12,500, 29.0 and 30.7
+    against 30.4 and 30.0 at 8,000. The record path takes `FEWEST_RECORDS`: at 2,000 it
+    was slower (55 and 58 µs against 52 and 53; 10-11,000 changes/s end to end against
+    13,000), its longer batches holding the runner's cuts and sends back."""
     if not on_arrays:
         return FEWEST_RECORDS
     return min(MOST_RECORDS, max(FEWEST_RECORDS, max_rows // 8))

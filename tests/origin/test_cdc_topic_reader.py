@@ -146,11 +146,7 @@ def test_a_batch_takes_at_most_its_records_of_a_partition(broker: str) -> None:
 
 def test_a_partitions_batch_on_arrays_is_an_eighth_of_a_delta_within_bounds() -> None:
     assert partition_records(100_000, on_arrays=False) == 500
-    found = [partition_records(n, on_arrays=True) for n in (60, 4000, 8000, 12_000, 100_000)]
-    assert found == [
-        500,
-        500,
-        1000,
-        1500,
-        2000,
+    found = [
+        partition_records(n, on_arrays=True) for n in (60, 4000, 8000, 12_000, 64_000, 100_000)
     ]
+    assert found == [500, 500, 1000, 1500, 8000, 8000]
