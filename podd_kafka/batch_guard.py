@@ -15,6 +15,10 @@ skipped, as aiokafka skips an aborted transaction's batch, and `guard.on_poison`
 `PoisonBatch` naming topic, partition and offsets. The records of the batch read before an
 error are delivered as usual.
 
+A consumer made with `value_deserializer=record_runs.RUNS` reads the same batches the same
+way, but is handed a list of records a batch instead of a `ConsumerRecord` a record
+(`podd_kafka.record_runs`).
+
 This works through two names of aiokafka's fetcher module (`MemoryRecords`,
 `PartitionRecords`); `install` refuses an aiokafka without them and a test holds the
 behaviour to the installed aiokafka.
@@ -31,6 +35,7 @@ from typing import Any
 import structlog
 from aiokafka.consumer import fetcher
 
+from podd_kafka.record_runs import RUNS, unpack_runs
 from podd_kafka.settings import KafkaSettings
 from protocol.bounded_codecs import CodecError, check_size
 
@@ -195,6 +200,11 @@ def _make_partition_records() -> type:
             if isinstance(records, _GuardedRecords):
                 records.topic, records.partition = tp.topic, tp.partition
             super().__init__(tp, records, *args, **kwargs)
+
+        def _unpack_records(self) -> Iterator[Any]:
+            if self._value_deserializer is RUNS:
+                return unpack_runs(self)
+            return super()._unpack_records()  # type: ignore[no-any-return]
 
     return GuardedPartitionRecords
 

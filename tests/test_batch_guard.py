@@ -3,7 +3,8 @@
 Batches built by hand (`conformance.forges.raw_batches`) go to a real broker: valid ones in every
 Kafka codec, and broken ones (garbage under a codec's bits, a codec number that is none, a
 wrong CRC, a zstd bomb). A plain aiokafka consumer with the guard installed reads every
-valid record once, in order, and hears of each broken batch by its offsets."""
+valid record once, in order, and hears of each broken batch by its offsets; so does one
+taking its records a batch at a time (`podd_kafka.record_runs`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from conformance.forges import raw_batches as rb
 from podd_kafka import batch_guard
 from podd_kafka.batch_guard import BatchGuard, PoisonBatch
 from podd_kafka.client import ensure_topics
+from podd_kafka.record_runs import RUNS
 from podd_kafka.settings import KafkaSettings
 
 MiB = 2**20
@@ -40,9 +42,15 @@ def batch(tag: str, n: int = 3) -> bytes:
     )
 
 
-async def read_all(bootstrap: list[str], topic: str, expected: int) -> list[bytes]:
+async def read_all(
+    bootstrap: list[str], topic: str, expected: int, runs: bool = False
+) -> list[bytes]:
+    """The keys of `topic`'s records, read by a plain consumer, or one taking record runs."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=50,
+        value_deserializer=RUNS if runs else None,
     )
     await consumer.start()
     tp = TopicPartition(topic, 0)
@@ -52,7 +60,8 @@ async def read_all(bootstrap: list[str], topic: str, expected: int) -> list[byte
     try:
         async with asyncio.timeout(60):
             while len(keys) < expected:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
+                for items in (await consumer.getmany(timeout_ms=500)).values():
+                    records = [r for batch in items for r in batch] if runs else items
                     keys += [r.key for r in records if r.key is not None]
         assert not await consumer.getmany(timeout_ms=1000)  # and nothing after them
     finally:
@@ -60,8 +69,9 @@ async def read_all(bootstrap: list[str], topic: str, expected: int) -> list[byte
     return keys
 
 
+@pytest.mark.parametrize("runs", [False, True], ids=["records", "record-runs"])
 async def test_every_codec_reads_and_every_broken_batch_is_skipped_by_its_offsets(
-    broker: str, guard: list[PoisonBatch]
+    broker: str, guard: list[PoisonBatch], runs: bool
 ) -> None:
     topic = f"guard-{uuid.uuid4().hex[:8]}"
     settings = KafkaSettings(topic_delta_in=topic, delta_in_partitions=1)
@@ -80,7 +90,7 @@ async def test_every_codec_reads_and_every_broken_batch_is_skipped_by_its_offset
     for raw in sent:
         await rb.send_raw(bootstrap, topic, 0, raw)
 
-    keys = await read_all(bootstrap, topic, 15)
+    keys = await read_all(bootstrap, topic, 15, runs)
 
     good = ["gzip", "snappy", "lz4", "zstd", "plain"]
     assert keys == [f"{tag}-k{i}".encode() for tag in good for i in range(3)]
