@@ -43,7 +43,7 @@ async def read_topic_reader(bootstrap: str, topic: str, total: int, batch: int) 
         read = 0
         while read < total:
             for _, messages in await reader.runs():
-                read += sum(1 for m in messages if m.value is not None)
+                read += sum(value is not None for value in messages.values())
         return read
     finally:
         await reader.stop()

@@ -30,7 +30,11 @@ from podd_cdc.qlik_array_cutter import AnyCutter, QlikArrayCutter
 from podd_cdc.qlik_batch_intake import hold_fetch
 from podd_cdc.records import Position, TableSeen
 from podd_cdc.topic_reader import TopicReader
+from podd_kafka.record_runs import RecordRun
 from protocol.schema import LogicalSchema
+
+#: A fetch: each partition's key and run of records.
+Runs = list[tuple[str, RecordRun]]
 
 log = structlog.get_logger("podd_cdc")
 
@@ -121,7 +125,7 @@ class Intake:
             await asyncio.sleep(0)
 
     async def _read_fetch(
-        self, reader: TopicReader, cutter: AnyCutter, runs: list[Any], wall: datetime
+        self, reader: TopicReader, cutter: AnyCutter, runs: Runs, wall: datetime
     ) -> None:
         """Feed a fetch's runs. The Qlik cutter on arrays holds each run's first messages
         from a read batch (`_hold_fetch`); the message it was not sure of is read by the
@@ -145,7 +149,7 @@ class Intake:
             await self._read_run(reader, cutter, key, messages, wall)
 
     def _hold_fetch(
-        self, reader: TopicReader, cutter: AnyCutter, runs: list[Any], wall: datetime
+        self, reader: TopicReader, cutter: AnyCutter, runs: Runs, wall: datetime
     ) -> dict[str, tuple[int, int]]:
         """The Qlik cutter on arrays: each run's first messages held from one read batch of
         the fetch, where it can (`podd_cdc.qlik_batch_intake.hold_fetch`); per partition,
@@ -199,18 +203,19 @@ class Intake:
         return ahead
 
     async def _read_run(
-        self, reader: TopicReader, cutter: AnyCutter, key: str, messages: list[Any], wall: datetime
+        self, reader: TopicReader, cutter: AnyCutter, key: str, messages: RecordRun, wall: datetime
     ) -> None:
         """Decode, check and feed one partition's records, in offset order; a message that
         pauses or blocks the partition leaves the rest of the run unread."""
         parse = feed = 0.0
         started = time.monotonic()
-        for message in messages:
+        topic, partition = messages.topic, messages.partition
+        for k, message in enumerate(messages.records):  # a ConsumerRecord only where needed
             if key in self.blocked or reader.is_paused(key):
                 break  # read again from the pausing message on resume
-            at = Position(message.topic, message.partition, message.offset)
+            at = Position(topic, partition, message.offset)
             try:
-                record = self.decoder.decode(message.topic, message.value)
+                record = self.decoder.decode(topic, message.value)
                 cutter.check(at, record, wall, key)
             except AwaitingMetadata as exc:
                 if (key, message.offset) in self._expired:
@@ -220,13 +225,13 @@ class Intake:
                         f"a data message whose table's metadata ({exc.key}) "
                         f"did not arrive within {self.options.metadata_wait:g} s",
                     )
-                    await self._bad(reader, cutter, late, message)
+                    await self._bad(reader, cutter, late, messages[k])
                 else:
                     self._await_metadata(reader, key, message.offset)
                 started = time.monotonic()
                 continue
             except BadInput as exc:
-                await self._bad(reader, cutter, exc.located(at), message)
+                await self._bad(reader, cutter, exc.located(at), messages[k])
                 started = time.monotonic()
                 continue
             decoded = time.monotonic()

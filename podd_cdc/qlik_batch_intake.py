@@ -12,6 +12,7 @@ changes; so are the changes the order check on arrays leaves to the exact one.
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.tables import MappedTable
 from podd_cdc.transaction_codes import TransactionCodes
 from podd_cdc.values import MAX_VALUE_BYTES
+from podd_kafka.record_runs import RecordRun
 
 #: A fetch of fewer messages is read a message at a time: reading a batch costs about 4 ms
 #: whatever its size (each table's columns, a few dozen array steps each); measured on the
@@ -38,7 +40,7 @@ MIN_BATCH = 400
 def hold_fetch(
     decoder: QlikDecoder,
     cutter: QlikArrayCutter,
-    runs: list[tuple[str, list[Any]]],
+    runs: list[tuple[str, RecordRun]],
     arrived: float,
     wall: datetime,
 ) -> dict[str, tuple[int, int]]:
@@ -52,8 +54,8 @@ def hold_fetch(
     count = sum(len(messages) for _, messages in runs)
     if count < MIN_BATCH:
         return {}
-    values = [message.value or b"" for _, messages in runs for message in messages]
-    offsets = np.fromiter((m.offset for _, ms in runs for m in ms), np.int64, count)
+    values = [value or b"" for _, run in runs for value in run.values()]
+    offsets = np.fromiter(chain.from_iterable(run.offsets() for _, run in runs), np.int64, count)
     partition = np.concatenate([np.full(len(ms), cutter.parts[key], np.int64) for key, ms in runs])
     batch = read_batch(values)
     sizes = np.fromiter(map(len, values), np.int64, count)
@@ -99,7 +101,7 @@ def hold_fetch(
 
 
 def _then_exactly(
-    runs: list[tuple[str, list[Any]]], first: dict[str, int], where: dict[str, int], unread: Any
+    runs: list[tuple[str, RecordRun]], first: dict[str, int], where: dict[str, int], unread: Any
 ) -> dict[str, tuple[int, int]]:
     """Per run, its messages held (`first`) and then those for the exact decoder: the
     first not held, and the unread ones right after it (`where`: each run's place in the

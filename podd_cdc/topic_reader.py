@@ -19,6 +19,7 @@ from podd_cdc.cutlog import Span, partition_key, split_key
 from podd_cdc.errors import CdcError
 from podd_kafka.batch_guard import guard_batches
 from podd_kafka.client import aiokafka_options
+from podd_kafka.record_runs import RUNS, RecordRun
 from podd_kafka.settings import KafkaSettings
 
 log = structlog.get_logger("podd_cdc")
@@ -50,7 +51,11 @@ def partition_records(max_rows: int, *, on_arrays: bool) -> int:
 PARTITION_LOOK_SECONDS = 10.0
 
 
-def consumer(settings: KafkaSettings, bootstrap: list[str]) -> AIOKafkaConsumer:
+def consumer(
+    settings: KafkaSettings, bootstrap: list[str], *, runs: bool = False
+) -> AIOKafkaConsumer:
+    """A consumer of the source topics; `runs`: one that hands out its records a record batch
+    at a time (`podd_kafka.record_runs`)."""
     guard_batches(settings)
     return AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -59,6 +64,7 @@ def consumer(settings: KafkaSettings, bootstrap: list[str]) -> AIOKafkaConsumer:
         auto_offset_reset="none",
         max_partition_fetch_bytes=MAX_MESSAGE_BYTES,
         fetch_max_wait_ms=settings.fetch_max_wait_ms,
+        value_deserializer=RUNS if runs else None,
         **aiokafka_options(settings),
     )
 
@@ -93,13 +99,18 @@ class TopicReader:
         """`batch_records`: records taken from one partition per batch (`runs`)."""
         self.settle = settle
         self.batch_records = batch_records
-        self.reader = consumer(settings, bootstrap)
+        self.reader = consumer(settings, bootstrap, runs=True)
         self.partitions: list[TopicPartition] = []
         self.position: dict[str, int] = {}
         self._topics: list[str] = []
         self._looked = time.monotonic()
         self._last_seen: dict[str, float] = {}
         self._paused: set[str] = set()
+        #: Records fetched past a partition's last run, handed out first by the next one;
+        #: dropped wherever the partition's position is set again.
+        self._carried: dict[TopicPartition, list[Any]] = {}
+        #: The most records a record batch of the partition held, the last time it was read.
+        self._longest: dict[TopicPartition, int] = {}
 
     async def start(self, topics: list[str]) -> list[str]:
         await self.reader.start()
@@ -132,6 +143,7 @@ class TopicReader:
         first = await self.reader.beginning_offsets(new)
         self.partitions += new
         self.reader.assign(self.partitions)  # a new assignment: positions and pauses anew
+        self._carried.clear()
         now = time.monotonic()
         for tp in new:
             key = partition_key(tp.topic, tp.partition)
@@ -157,8 +169,9 @@ class TopicReader:
         return {partition_key(tp.topic, tp.partition): int(found[tp]) for tp in tps}
 
     def seek(self, key: str, offset: int) -> None:
-        topic, partition = split_key(key)
-        self.reader.seek(TopicPartition(topic, partition), offset)
+        tp = TopicPartition(*split_key(key))
+        self.reader.seek(tp, offset)
+        self._carried.pop(tp, None)
         self.position[key] = offset
 
     async def batch(self, timeout_ms: int = 100) -> list[ConsumerRecord[Any, Any]]:
@@ -167,7 +180,7 @@ class TopicReader:
 
     async def runs(
         self, timeout_ms: int = 100, held_back: Collection[str] = ()
-    ) -> list[tuple[str, list[ConsumerRecord[Any, Any]]]]:
+    ) -> list[tuple[str, RecordRun]]:
         """The next records, by partition (its key, its records in offset order), up to
         `batch_records` from each; none from the partitions `held_back` (their fetched
         records wait in the consumer's buffer, one fetch each). aiokafka hands out a fetch
@@ -177,30 +190,51 @@ class TopicReader:
         readable = [
             tp for tp in self.partitions if partition_key(tp.topic, tp.partition) not in held_back
         ] or self.partitions
-        found: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
+        found: dict[TopicPartition, list[Any]] = {}
         for tp in readable:
             if partition_key(tp.topic, tp.partition) not in self._paused:
-                found |= await self.reader.getmany(tp, timeout_ms=0, max_records=self.batch_records)
+                found[tp] = await self._take(tp)
         if not any(found.values()):
-            found = await self.reader.getmany(
-                *readable, timeout_ms=timeout_ms, max_records=self.batch_records
-            )
+            waited = await self.reader.getmany(*readable, timeout_ms=timeout_ms, max_records=1)
+            found = {tp: [r for batch in batches for r in batch] for tp, batches in waited.items()}
         now = time.monotonic()
         runs = []
-        for tp, items in found.items():
+        for tp, fetched in found.items():
             key = partition_key(tp.topic, tp.partition)
             if key in self._paused:
                 continue  # fetched before the pause took effect: read again on resume
+            if len(fetched) > self.batch_records:
+                self._carried[tp] = fetched[self.batch_records :]
+            items = fetched[: self.batch_records]
             if items:
                 self._last_seen[key] = now
                 self.position[key] = items[-1].offset + 1
-                runs.append((key, items))
+                runs.append((key, RecordRun(tp.topic, tp.partition, items)))
         return runs
+
+    async def _take(self, tp: TopicPartition) -> list[Any]:
+        """Up to `batch_records` records of `tp` fetched already (and a record batch's more,
+        which `runs` carries to the next run): what was carried, then as many record batches
+        as the last ones' size says fit, until the run is full or the fetch is used up."""
+        taken: list[Any] = self._carried.pop(tp, [])
+        while len(taken) < self.batch_records:
+            left = self.batch_records - len(taken)
+            wanted = max(1, left // self._longest.get(tp, self.batch_records))
+            batches = (await self.reader.getmany(tp, timeout_ms=0, max_records=wanted)).get(tp)
+            if not batches:
+                break
+            self._longest[tp] = max(map(len, batches))
+            for batch in batches:
+                taken += batch
+            if len(batches) < wanted:
+                break  # the fetch is used up
+        return taken
 
     def pause(self, key: str, at: int) -> None:
         """Stop reading `key`; on resume it is read again from `at`."""
-        topic, partition = split_key(key)
-        self.reader.pause(TopicPartition(topic, partition))
+        tp = TopicPartition(*split_key(key))
+        self.reader.pause(tp)
+        self._carried.pop(tp, None)
         self._paused.add(key)
         self.position[key] = at
 

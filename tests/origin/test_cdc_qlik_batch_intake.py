@@ -17,6 +17,7 @@ from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_batch_intake import MIN_BATCH, batch_tables, hold_fetch
 from podd_cdc.qlik_feed import ReadAt, batch_lines, message_codes
 from podd_cdc.transaction_codes import TransactionCodes
+from podd_kafka.record_runs import RecordRun
 from protocol.schema import LogicalSchema
 from tools.cdc_write.qlik_writer import QlikWriter
 from tools.cdc_write.source import SourceDatabase
@@ -62,7 +63,7 @@ def test_descriptions_before_a_runs_data_are_read_exactly_together_then_its_data
     schema = _schema(descriptions)
     decoder = QlikDecoder(schema)
     cutter = _cutter(decoder, schema)
-    run = [Message(v, k) for k, v in enumerate([*descriptions, *data])]
+    run = RecordRun("t", 0, [Message(v, k) for k, v in enumerate([*descriptions, *data])])
 
     assert hold_fetch(decoder, cutter, [("t:0", run)], 0.0, WALL) == {"t:0": (0, len(descriptions))}
     for value in descriptions:  # what the intake's exact reading does with them
@@ -78,7 +79,7 @@ def test_a_message_not_sure_of_among_data_is_read_exactly_alone() -> None:
     decoder = _knowing(schema, descriptions)
     cutter = _cutter(decoder, schema)
     broken = [*data[:100], b"{not json", *data[100:]]
-    run = [Message(v, k) for k, v in enumerate(broken)]
+    run = RecordRun("t", 0, [Message(v, k) for k, v in enumerate(broken)])
     assert hold_fetch(decoder, cutter, [("t:0", run)], 0.0, WALL) == {"t:0": (100, 1)}
     assert hold_fetch(decoder, cutter, [("t:0", run[: MIN_BATCH - 1])], 0.0, WALL) == {}
 
@@ -126,7 +127,7 @@ def test_codes_of_full_load_rows_ids_are_forgotten_once_fed() -> None:
     decoder = _knowing(schema, descriptions)
     cutter = _cutter(decoder, schema)
     refreshes = _refreshes_with_transaction_ids(MIN_BATCH + 50)
-    run = [Message(v, k) for k, v in enumerate(refreshes)]
+    run = RecordRun("t", 0, [Message(v, k) for k, v in enumerate(refreshes)])
     ((held, _),) = hold_fetch(decoder, cutter, [("t:0", run)], 0.0, WALL).values()
     assert cutter.pending == held > 0
     assert len(cutter.codes) == 0

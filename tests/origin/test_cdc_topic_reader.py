@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 
@@ -142,6 +142,58 @@ def test_a_batch_takes_at_most_its_records_of_a_partition(broker: str) -> None:
         f"{p}-{n}".encode() for p in range(4) for n in range(7)
     )
     assert max(map(len, runs)) == 3
+
+
+async def fill_batched(broker: str, topic: str, per_partition: int) -> None:
+    """Each partition's messages sent together: record batches of many records."""
+    producer = AIOKafkaProducer(bootstrap_servers=broker, linger_ms=50)
+    await producer.start()
+    try:
+        sent = [
+            await producer.send(topic, f"{p}-{n}".encode(), partition=p)
+            for p in range(4)
+            for n in range(per_partition)
+        ]
+        await producer.flush()
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+def test_runs_split_record_batches_and_hand_out_the_rest_next_in_order(broker: str) -> None:
+    """A run smaller than a record batch: the rest of the batch comes in the next runs, in
+    order, each record once; a seek drops what was carried, so reading starts where it
+    says (partition 0 is read from inside a batch, partition 1 sought back)."""
+    topic = f"cdc-carry-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[dict[int, list[int]], list[int], int]:
+        await fill_batched(broker, topic, 40)
+        offsets: dict[int, list[int]] = {p: [] for p in range(4)}
+        runs: list[int] = []
+
+        async def read_until(enough: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 30
+            while not enough() and time.monotonic() < deadline:
+                for key, run in await reader.runs():
+                    offsets[int(key.rsplit(":", 1)[1])] += run.offsets()
+                    runs.append(len(run))
+
+        async with reader_from_start(broker, topic, settle=0.1, batch=7) as reader:
+            reader.seek(f"{topic}:0", 5)
+            await read_until(lambda: len(offsets[1]) >= 14)
+            reader.seek(f"{topic}:1", 3)
+            again = len(offsets[1])
+            await read_until(lambda: sum(map(len, offsets.values())) >= 35 + 80 + again + 37)
+        return offsets, offsets[1][again:], max(runs)
+
+    offsets, after_seek, longest = asyncio.run(scenario())
+    assert longest == 7
+    assert offsets[0] == list(range(5, 40))
+    assert offsets[2] == offsets[3] == list(range(40))
+    assert after_seek == list(range(3, 40))
+    assert offsets[1][: len(offsets[1]) - len(after_seek)] == list(
+        range(len(offsets[1]) - len(after_seek))
+    )
 
 
 def test_a_partitions_batch_on_arrays_is_an_eighth_of_a_delta_within_bounds() -> None:
