@@ -8,21 +8,19 @@ taking its records a batch at a time (`podd_kafka.record_runs`)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer import fetcher
 
 from conformance.forges import raw_batches as rb
 from podd_kafka import batch_guard
 from podd_kafka.batch_guard import BatchGuard, PoisonBatch
 from podd_kafka.client import ensure_topics
-from podd_kafka.record_runs import RUNS
 from podd_kafka.settings import KafkaSettings
+from tests.partition_reading import read_partition
 
 MiB = 2**20
 
@@ -40,33 +38,6 @@ def batch(tag: str, n: int = 3) -> bytes:
     return rb.record_batch(
         [(f"{tag}-k{i}".encode(), f"{tag}-v{i}".encode() * 20) for i in range(n)]
     )
-
-
-async def read_all(
-    bootstrap: list[str], topic: str, expected: int, runs: bool = False
-) -> list[bytes]:
-    """The keys of `topic`'s records, read by a plain consumer, or one taking record runs."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=50,
-        value_deserializer=RUNS if runs else None,
-    )
-    await consumer.start()
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    await consumer.seek_to_beginning(tp)
-    keys: list[bytes] = []
-    try:
-        async with asyncio.timeout(60):
-            while len(keys) < expected:
-                for items in (await consumer.getmany(timeout_ms=500)).values():
-                    records = [r for batch in items for r in batch] if runs else items
-                    keys += [r.key for r in records if r.key is not None]
-        assert not await consumer.getmany(timeout_ms=1000)  # and nothing after them
-    finally:
-        await consumer.stop()
-    return keys
 
 
 @pytest.mark.parametrize("runs", [False, True], ids=["records", "record-runs"])
@@ -90,7 +61,8 @@ async def test_every_codec_reads_and_every_broken_batch_is_skipped_by_its_offset
     for raw in sent:
         await rb.send_raw(bootstrap, topic, 0, raw)
 
-    keys = await read_all(bootstrap, topic, 15, runs)
+    records, _ = await read_partition(bootstrap, topic, 0, 15, runs)
+    keys = [r.key for r in records]
 
     good = ["gzip", "snappy", "lz4", "zstd", "plain"]
     assert keys == [f"{tag}-k{i}".encode() for tag in good for i in range(3)]

@@ -8,10 +8,11 @@ import asyncio
 import uuid
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from podd_kafka.batch_guard import BatchGuard, install
-from podd_kafka.record_runs import RUNS, RecordRun
+from podd_kafka.record_runs import RecordRun
+from tests.partition_reading import read_partition
 
 PER_PARTITION = 60
 
@@ -38,42 +39,14 @@ async def _fill(broker: str, topic: str) -> None:
         await producer.stop()
 
 
-async def _read(broker: str, topic: str, start: int, runs: bool) -> tuple[list[Any], int]:
-    """Partition 0's records from `start`, as `ConsumerRecord`s, and how many items the
-    consumer's `getmany` gave."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=broker,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=50,
-        value_deserializer=RUNS if runs else None,
-    )
-    await consumer.start()
-    tp = TopicPartition(topic, 0)
-    consumer.assign([tp])
-    consumer.seek(tp, start)
-    found: list[Any] = []
-    items = 0
-    try:
-        async with asyncio.timeout(60):
-            while len(found) < PER_PARTITION - start:
-                got = (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
-                items += len(got)
-                if runs:
-                    got = [made for batch in got for made in RecordRun(topic, 0, batch)]
-                found += got
-    finally:
-        await consumer.stop()
-    return found, items
-
-
 def test_record_runs_give_aiokafkas_records_from_inside_a_batch(broker: str) -> None:
     install(BatchGuard())
     topic = f"runs-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> tuple[list[Any], list[Any], int]:
         await _fill(broker, topic)
-        plain, _ = await _read(broker, topic, 7, runs=False)
-        taken, items = await _read(broker, topic, 7, runs=True)
+        plain, _ = await read_partition(broker, topic, 7, PER_PARTITION - 7)
+        taken, items = await read_partition(broker, topic, 7, PER_PARTITION - 7, runs=True)
         return plain, taken, items
 
     plain, taken, items = asyncio.run(scenario())
