@@ -194,9 +194,11 @@ class TopicReader:
         for tp in readable:
             if partition_key(tp.topic, tp.partition) not in self._paused:
                 found[tp] = await self._take(tp)
-        if not any(found.values()):
+        if not any(found.values()):  # wait for a record batch, then take a run after it
             waited = await self.reader.getmany(*readable, timeout_ms=timeout_ms, max_records=1)
-            found = {tp: [r for batch in batches for r in batch] for tp, batches in waited.items()}
+            for tp, batches in waited.items():
+                self._carried[tp] = [record for batch in batches for record in batch]
+                found[tp] = await self._take(tp)
         now = time.monotonic()
         runs = []
         for tp, fetched in found.items():
