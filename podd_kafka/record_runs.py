@@ -5,18 +5,19 @@ aiokafka makes a `ConsumerRecord` (eleven fields) of every record a consumer rea
 Python generator, which costs about twice what reading the batch costs: 3.2 µs a message
 against 1.0 for the batch's own records (a 558-byte message, 8,000 of them). A reader that
 takes a partition's values and offsets in bulk (the CDC origin's batch read) needs none of
-them. A consumer made with `value_deserializer=RUNS` gets, from `getmany`, one item per
-record batch: the list of that batch's records as the batch decoder made them (they have
-`offset`, `timestamp`, `timestamp_type`, `key`, `value`, `headers`), read through the batch
-guard as every batch is (`podd_kafka.batch_guard`), control batches and the records before
-the fetch offset left out as aiokafka leaves them out. `getmany`'s `max_records` then counts
-batches. `RecordRun` holds such records of one partition and is a sequence of
-`ConsumerRecord`s, each made when it is taken.
+them. A consumer made with `value_deserializer=RUNS` gets from `getmany` one item per
+record batch, or per `MOST_IN_A_LIST` of its records: a list of the records as the batch
+decoder made them (they have `offset`, `timestamp`, `timestamp_type`, `key`, `value`,
+`headers`), read through the batch guard as every batch is (`podd_kafka.batch_guard`),
+control batches and the records before the fetch offset left out as aiokafka leaves them
+out. `getmany`'s `max_records` then counts lists. `RecordRun` holds such records of one
+partition and is a sequence of `ConsumerRecord`s, each made when it is taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any, overload
 
 from aiokafka import ConsumerRecord
@@ -36,12 +37,19 @@ class _Runs:
 RUNS = _Runs()
 
 
+#: The most records in one list: a record batch of more comes as several lists, so that a
+#: batch of many small records (a compressed one may inflate to `max_batch_decoded_mib`)
+#: never has them all made at once.
+MOST_IN_A_LIST = 2000
+
+
 def unpack_runs(partition_records: Any) -> Iterator[list[Any]]:
     """What `PartitionRecords._unpack_records` yields for a `RUNS` consumer: each record
-    batch's records at or past the fetch offset, a list a batch (none for a control batch or
-    a batch with none of them), `next_fetch_offset` moved past each batch as aiokafka moves
-    it. A read-committed consumer has no such mode (aborted transactions are left out
-    record by record there)."""
+    batch's records at or past the fetch offset, in lists of at most `MOST_IN_A_LIST` (none
+    for a control batch or a batch with none of them), `next_fetch_offset` moved past each
+    list as aiokafka moves it past each record, and past the batch at its end. A
+    read-committed consumer has no such mode (aborted transactions are left out record by
+    record there)."""
     if partition_records._isolation_level != 0:
         raise ValueError("a consumer reading record runs must read uncommitted records")
     records = partition_records._records
@@ -52,13 +60,17 @@ def unpack_runs(partition_records: Any) -> Iterator[list[Any]]:
         if batch.is_control_batch:
             partition_records.next_fetch_offset = batch.next_offset
             continue
-        found = list(batch)
-        start = partition_records.next_fetch_offset
-        if found and found[0].offset < start:  # a fetch from inside the batch
-            found = [record for record in found if record.offset >= start]
+        start, records_of = partition_records.next_fetch_offset, iter(batch)
+        while found := list(islice(records_of, MOST_IN_A_LIST)):
+            last = len(found) < MOST_IN_A_LIST
+            partition_records.next_fetch_offset = (
+                batch.next_offset if last else found[-1].offset + 1
+            )
+            if found[0].offset < start:  # a fetch from inside the batch
+                found = [record for record in found if record.offset >= start]
+            if found:
+                yield found
         partition_records.next_fetch_offset = batch.next_offset
-        if found:
-            yield found
 
 
 class RecordRun(Sequence[ConsumerRecord[Any, Any]]):

@@ -1,6 +1,7 @@
 """Records taken a record batch at a time (`podd_kafka.record_runs`) on the real broker: the
 same records, with the same fields, as aiokafka's own consumer gives, from a fetch offset
-inside a compressed batch; the batches' lists are what `max_records` counts."""
+inside a compressed batch; the batches' lists, of a bounded length, are what `max_records`
+counts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from conformance.forges import raw_batches as rb
 from podd_kafka.batch_guard import BatchGuard, install
-from podd_kafka.record_runs import RecordRun
+from podd_kafka.client import ensure_topics
+from podd_kafka.record_runs import MOST_IN_A_LIST, RecordRun
+from podd_kafka.settings import KafkaSettings
 from tests.partition_reading import read_partition
 
 PER_PARTITION = 60
@@ -79,3 +83,31 @@ def test_a_record_run_slices_and_hands_out_values_and_offsets() -> None:
     )
     assert [m.serialized_value_size for m in run] == [1, -1, 3]
     assert not run[3:]
+
+
+def test_a_record_batch_of_many_records_comes_in_bounded_lists(broker: str) -> None:
+    """A batch of more records than a list holds: several lists, every record once, in
+    order, from the start or from inside the batch (a hostile batch of many small records
+    never has them all made at once)."""
+    install(BatchGuard())
+    topic = f"runs-many-{uuid.uuid4().hex[:8]}"
+    count = 2 * MOST_IN_A_LIST + 500
+    settings = KafkaSettings(topic_delta_in=topic, delta_in_partitions=1)
+    bootstrap = settings.bootstrap_servers(broker)
+
+    async def scenario() -> tuple[list[Any], int, list[Any], int]:
+        await ensure_topics(settings, bootstrap)
+        records = [(f"{n}".encode(), b"v") for n in range(count)]
+        await rb.send_raw(bootstrap, topic, 0, rb.compressed(rb.record_batch(records), "lz4"))
+        whole, lists = await read_partition(bootstrap, topic, 0, count, runs=True)
+        inside, lists_inside = await read_partition(
+            bootstrap, topic, MOST_IN_A_LIST + 100, count - MOST_IN_A_LIST - 100, runs=True
+        )
+        return whole, lists, inside, lists_inside
+
+    whole, lists, inside, lists_inside = asyncio.run(scenario())
+    assert [r.key for r in whole] == [f"{n}".encode() for n in range(count)]
+    assert [r.offset for r in whole] == list(range(count))
+    assert lists == 3
+    assert [r.offset for r in inside] == list(range(MOST_IN_A_LIST + 100, count))
+    assert lists_inside == 2
