@@ -20,7 +20,7 @@ from podd_kafka import batch_guard
 from podd_kafka.batch_guard import BatchGuard, PoisonBatch
 from podd_kafka.client import ensure_topics
 from podd_kafka.settings import KafkaSettings
-from tests.partition_reading import read_partition
+from tests.batched_io import read_partition
 
 MiB = 2**20
 

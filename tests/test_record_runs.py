@@ -9,38 +9,28 @@ import asyncio
 import uuid
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-
 from conformance.forges import raw_batches as rb
 from podd_kafka.batch_guard import BatchGuard, install
 from podd_kafka.client import ensure_topics
 from podd_kafka.record_runs import MOST_IN_A_LIST, RecordRun
 from podd_kafka.settings import KafkaSettings
-from tests.partition_reading import read_partition
+from tests.batched_io import read_partition, send_together
 
 PER_PARTITION = 60
 
 
-async def _fill(broker: str, topic: str) -> None:
-    """Each partition's records sent together, so that a record batch holds many of them."""
-    producer = AIOKafkaProducer(bootstrap_servers=broker, compression_type="gzip", linger_ms=50)
-    await producer.start()
-    try:
-        sent = [
-            await producer.send(
-                topic,
-                f"value-{p}-{n}".encode() * (n % 3),  # every third value empty
-                key=None if n % 4 == 0 else f"key-{n}".encode(),
-                partition=p,
-                headers=[("h", f"{n}".encode())] if n % 2 else [],
-            )
-            for p in range(2)
-            for n in range(PER_PARTITION)
-        ]
-        await producer.flush()
-        await asyncio.gather(*sent)
-    finally:
-        await producer.stop()
+def _messages() -> list[dict[str, Any]]:
+    """Two partitions' messages: null keys, empty values, headers on some."""
+    return [
+        {
+            "value": f"value-{p}-{n}".encode() * (n % 3),  # every third value empty
+            "key": None if n % 4 == 0 else f"key-{n}".encode(),
+            "partition": p,
+            "headers": [("h", f"{n}".encode())] if n % 2 else [],
+        }
+        for p in range(2)
+        for n in range(PER_PARTITION)
+    ]
 
 
 def test_record_runs_give_aiokafkas_records_from_inside_a_batch(broker: str) -> None:
@@ -48,7 +38,7 @@ def test_record_runs_give_aiokafkas_records_from_inside_a_batch(broker: str) -> 
     topic = f"runs-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> tuple[list[Any], list[Any], int]:
-        await _fill(broker, topic)
+        await send_together(broker, topic, _messages(), compression="gzip")
         plain, _ = await read_partition(broker, topic, 7, PER_PARTITION - 7)
         taken, items = await read_partition(broker, topic, 7, PER_PARTITION - 7, runs=True)
         return plain, taken, items

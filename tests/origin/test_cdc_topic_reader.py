@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from podd_cdc.cutlog import partition_key
 from podd_cdc.topic_reader import TopicReader, partition_records
 from podd_kafka.settings import KafkaSettings
+from tests.batched_io import send_together
 
 
 async def fill(broker: str, topic: str, per_partition: int) -> None:
@@ -144,30 +145,17 @@ def test_a_batch_takes_at_most_its_records_of_a_partition(broker: str) -> None:
     assert max(map(len, runs)) == 3
 
 
-async def fill_batched(broker: str, topic: str, per_partition: int) -> None:
-    """Each partition's messages sent together: record batches of many records."""
-    producer = AIOKafkaProducer(bootstrap_servers=broker, linger_ms=50)
-    await producer.start()
-    try:
-        sent = [
-            await producer.send(topic, f"{p}-{n}".encode(), partition=p)
-            for p in range(4)
-            for n in range(per_partition)
-        ]
-        await producer.flush()
-        await asyncio.gather(*sent)
-    finally:
-        await producer.stop()
-
-
 def test_runs_split_record_batches_and_hand_out_the_rest_next_in_order(broker: str) -> None:
     """A run smaller than a record batch: the rest of the batch comes in the next runs, in
     order, each record once; a seek drops what was carried, so reading starts where it
     says (partition 0 is read from inside a batch, partition 1 sought back)."""
     topic = f"cdc-carry-{uuid.uuid4().hex[:8]}"
 
-    async def scenario() -> tuple[dict[int, list[int]], list[int], int]:
-        await fill_batched(broker, topic, 40)
+    async def scenario() -> tuple[dict[int, list[int]], int, int]:
+        messages = [
+            {"value": f"{p}-{n}".encode(), "partition": p} for p in range(4) for n in range(40)
+        ]
+        await send_together(broker, topic, messages)
         offsets: dict[int, list[int]] = {p: [] for p in range(4)}
         runs: list[int] = []
 
@@ -184,16 +172,14 @@ def test_runs_split_record_batches_and_hand_out_the_rest_next_in_order(broker: s
             reader.seek(f"{topic}:1", 3)
             again = len(offsets[1])
             await read_until(lambda: sum(map(len, offsets.values())) >= 35 + 80 + again + 37)
-        return offsets, offsets[1][again:], max(runs)
+        return offsets, again, max(runs)
 
-    offsets, after_seek, longest = asyncio.run(scenario())
+    offsets, again, longest = asyncio.run(scenario())
     assert longest == 7
     assert offsets[0] == list(range(5, 40))
     assert offsets[2] == offsets[3] == list(range(40))
-    assert after_seek == list(range(3, 40))
-    assert offsets[1][: len(offsets[1]) - len(after_seek)] == list(
-        range(len(offsets[1]) - len(after_seek))
-    )
+    assert offsets[1][again:] == list(range(3, 40))
+    assert offsets[1][:again] == list(range(again))
 
 
 def test_a_partitions_batch_on_arrays_is_an_eighth_of_a_delta_within_bounds() -> None:

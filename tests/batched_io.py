@@ -1,14 +1,33 @@
-"""Reading partition 0 of a topic on the real broker, as aiokafka's consumer reads it or
-taking its records a record batch at a time (`podd_kafka.record_runs`)."""
+"""Messages written together on the real broker, so that a record batch holds many of them,
+and partition 0 read back, as aiokafka's consumer reads it or taking its records a record
+batch at a time (`podd_kafka.record_runs`)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from podd_kafka.record_runs import RUNS, RecordRun
+
+
+async def send_together(
+    broker: str, topic: str, messages: Iterable[dict[str, Any]], compression: str | None = None
+) -> None:
+    """Send every message (`AIOKafkaProducer.send`'s keyword arguments) before waiting for
+    any, so that each partition's come in record batches of many records."""
+    producer = AIOKafkaProducer(
+        bootstrap_servers=broker, compression_type=compression, linger_ms=50
+    )
+    await producer.start()
+    try:
+        sent = [await producer.send(topic, **message) for message in messages]
+        await producer.flush()
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
 
 
 async def read_partition(
