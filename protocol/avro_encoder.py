@@ -4,7 +4,7 @@ fastavro's writer builds a dict per row and resolves each `["null", T]` union by
 value, which held the origins to about 13 µs a row (measured on the CDC bench's rows; framing
 was a fifth of the CDC origin's time). Here a chunk's columns go to Arrow arrays (C), and a
 numba kernel (compiled once, cached on disk) writes the records from their buffers: about
-4 µs a row with deflate, most of it Arrow's conversion and zlib.
+4 µs a row with deflate, most of it Arrow's conversion and the compression.
 
 It takes only plain values (`None` or the column's own Python type: bool, int, float, str,
 date, time, datetime); `fast_body` returns None for anything else, and the caller writes that
@@ -63,8 +63,8 @@ _PLAIN_TYPES: dict[TypeKind, type] = {
     TypeKind.TIMESTAMP: datetime,
 }
 _NONE = type(None)
-#: zlib level of `deflate` bodies: level 1 compresses a CDC chunk at about three times the
-#: speed of the default 6, for a body about a tenth larger.
+#: Level of `deflate` bodies: level 1 compresses a CDC chunk at about three times the speed
+#: of zlib's default 6, for a body about a tenth larger.
 DEFLATE_LEVEL = 1
 #: A block closes once it holds this many bytes (fastavro's `sync_interval`).
 BLOCK_BYTES = 16_000
@@ -237,8 +237,10 @@ def _bytes(data: bytes) -> bytes:
 
 
 def _deflate(block: bytes) -> bytes:
-    packer = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15)
-    return packer.compress(block) + packer.flush()
+    """Avro's deflate: raw RFC 1951, no zlib header. cramjam's (Rust) deflate wrote the CDC
+    bench's chunk blocks (12 KB) at 0.68 µs a change against zlib's 1.75, at the same level,
+    in blocks 2% larger; any inflater reads them."""
+    return bytes(cramjam.deflate.compress(block, level=DEFLATE_LEVEL))
 
 
 def _snappy(block: bytes) -> bytes:  # Avro's snappy: raw snappy, then the CRC32 of the input
