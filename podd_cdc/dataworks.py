@@ -21,7 +21,6 @@ from podd_cdc.json_fast import (
     plain_message,
     row_reader,
 )
-from podd_cdc.recent import Recent
 from podd_cdc.records import Change, Heartbeat, Record, RowChange, Skipped
 from podd_cdc.tables import (
     DATAWORKS_ROW_ID,
@@ -32,7 +31,7 @@ from podd_cdc.tables import (
     map_table,
     replica_name,
 )
-from podd_cdc.values import dataworks_column, millis_time
+from podd_cdc.values import dataworks_column
 from protocol.schema import LogicalSchema
 
 ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
@@ -69,10 +68,11 @@ def _whole(value: Any, what: str) -> int:
 
 
 def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) -> Change:
+    """A DataWorks change: its eventTime (ms) is its cut key, and no `source_time` is made of
+    it (a datetime a change cost 1 µs): the delta's date is the watermark, and the sequence
+    check bounds the eventTime itself."""
     half = 0 if op == "UPDATE_BEFOR" else 1
-    return Change(
-        rows, millis, (sequence, half), (sequence, op), _change_time(millis), None, None, True
-    )
+    return Change(rows, millis, (sequence, half), (sequence, op), None, None, None, True)
 
 
 def event_time(payload: dict[str, Any]) -> int:
@@ -86,9 +86,6 @@ def event_time(payload: dict[str, Any]) -> int:
 #: The last millisecond a time can hold (9999-12-31T23:59:59.999); a later eventTime
 #: made `millis_time` raise OverflowError, which no bad-input path caught.
 MAX_EVENT_MILLIS = 253_402_300_799_999
-
-
-_change_time = Recent(millis_time)  # a transaction's changes share their eventTime
 
 
 class DataWorksDecoder:

@@ -1,7 +1,9 @@
 """The shapes of a DataWorks row message, for the fast path (`podd_cdc.json_fast`). Every
 field is optional and unchecked here: the decoder checks them as the exact path does. The
-`schema` stays raw: its bytes name the mapped table once it has been seen (`KnownSchemas`,
-bounded in count and bytes)."""
+structs live for one message and hold only values decoded from JSON (no reference cycle can
+form), so the cyclic collector does not track them (`gc=False`). The `schema` stays raw: its
+bytes name the mapped table once it has been seen (`KnownSchemas`, bounded in count and
+bytes)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,15 @@ from podd_cdc.json_fast import NULL
 T = TypeVar("T")
 
 
-class Stamps(msgspec.Struct):
+class Stamps(msgspec.Struct, gc=False):
     eventTime: Any = None
 
 
-class Image(msgspec.Struct):
+class Image(msgspec.Struct, gc=False):
     dataColumn: msgspec.Raw = NULL
 
 
-class Payload(msgspec.Struct):
+class Payload(msgspec.Struct, gc=False):
     op: str | None = None  # another JSON type takes the exact path, which refuses it
     sequenceId: Any = None
     timestamp: Stamps | None = None
@@ -30,7 +32,7 @@ class Payload(msgspec.Struct):
     after: Image | None = None
 
 
-class Message(msgspec.Struct):
+class Message(msgspec.Struct, gc=False):
     schema: msgspec.Raw = NULL
     payload: Payload | None = None
 

@@ -79,7 +79,9 @@ def _field_type(column: SourceColumn) -> tuple[Any, bool]:
 
 class RowReader:
     """Reads one table's rows: every column (`whole`), or the key columns with the rest
-    optional (`keyed`, a deleted row)."""
+    optional (`keyed`, a deleted row). Its structs live for one message and hold only values
+    decoded from JSON, which cannot form a reference cycle: they stay out of the cyclic
+    collector's sight (`gc=False`), as the records a run holds do (`podd_cdc.records`)."""
 
     def __init__(self, name: str, sources: Sequence[tuple[str, SourceColumn]], key: set[str]):
         rename = {f"c{i}": source for i, (source, _) in enumerate(sources)}
@@ -90,10 +92,12 @@ class RowReader:
             for i, (t, _) in enumerate(typed)
         ]
         self._whole = msgspec.json.Decoder(
-            msgspec.defstruct(f"{name}_row", whole, rename=rename, forbid_unknown_fields=True)
+            msgspec.defstruct(
+                f"{name}_row", whole, rename=rename, forbid_unknown_fields=True, gc=False
+            )
         )
         self._keyed = msgspec.json.Decoder(
-            msgspec.defstruct(f"{name}_key", keyed_fields, rename=rename, kw_only=True)
+            msgspec.defstruct(f"{name}_key", keyed_fields, rename=rename, kw_only=True, gc=False)
         )
         # A row read inside its whole message (`podd_cdc.qlik_fast`): the key columns
         # required, the others UNSET when absent, no column unknown.
@@ -102,7 +106,12 @@ class RowReader:
             for i, (t, _) in enumerate(typed)
         ]
         self.row_type = msgspec.defstruct(
-            f"{name}_in_message", either, rename=rename, kw_only=True, forbid_unknown_fields=True
+            f"{name}_in_message",
+            either,
+            rename=rename,
+            kw_only=True,
+            forbid_unknown_fields=True,
+            gc=False,
         )
         converters: list[tuple[int, Callable[[Any], Any]]] = []
         texts: list[int] = []

@@ -47,6 +47,8 @@ class Change(msgspec.Struct, gc=False):
     `REFRESH` row), DataWorks' `eventTime` in ms. `order` sorts the changes of one delta
     (the source's sequence; a tuple of one length per format, since the delta's rows sort
     by it spread flat, `podd_cdc.rows`). `identity` is the same for a change written twice.
+    `source_time`: Qlik's `timestamp` (a delta's date is its changes' latest); DataWorks
+    changes carry none, their `cut_key` is the time.
     """
 
     rows: tuple[RowChange, ...]
