@@ -8,6 +8,7 @@ import struct
 import time
 import zlib
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 import cramjam
 import fastavro
@@ -56,7 +57,7 @@ def test_another_reader_reads_the_codecs_every_reader_must(sales: Table, codec: 
     """The protocol's two codecs, as our writer packs them (deflate by cramjam, raw RFC
     1951), read by fastavro (zlib inflating) as the same rows."""
     body = encode_body(sales, rows(5000), codec=codec)  # type: ignore[arg-type]
-    read = [tuple(r.values()) for r in fastavro.reader(io.BytesIO(body))]
+    read = [tuple(cast(dict[str, Any], r).values()) for r in fastavro.reader(io.BytesIO(body))]
     naive = [
         tuple(v.replace(tzinfo=None) if isinstance(v, datetime) else v for v in r) for r in read
     ]
