@@ -28,7 +28,6 @@ every 2,000 messages, frame.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import time
@@ -40,6 +39,7 @@ import fastavro
 import numpy as np
 
 from bench.cdc_instructions import _WALL, PARTITIONS, _decoder, origin_path, prepared
+from bench.run_args import in_process_args
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import QlikBatch, read_batch
@@ -185,11 +185,7 @@ def alternating(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cdc_columnar", description=__doc__)
-    parser.add_argument("--changes", type=int, default=30_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args(argv)
+    args = in_process_args("python -m bench.cdc_columnar", __doc__ or "", argv)
     found = measure(args.changes, args.repeats)
     if args.json:
         print(json.dumps(found, indent=1))

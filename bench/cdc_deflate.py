@@ -13,7 +13,6 @@ source change, and the packed bytes over the raw ones.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import zlib
@@ -24,6 +23,7 @@ import cramjam
 
 from bench.cdc_columnar import table_bodies, tables_of
 from bench.cdc_instructions import prepared
+from bench.run_args import in_process_args
 from podd_cdc.qlik_batch import read_batch
 from protocol import avro_encoder
 from protocol.avro_encoder import DEFLATE_LEVEL
@@ -101,11 +101,7 @@ def measure(changes: int, repeats: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.cdc_deflate", description=__doc__)
-    parser.add_argument("--changes", type=int, default=30_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args(argv)
+    args = in_process_args("python -m bench.cdc_deflate", __doc__ or "", argv)
     found = measure(args.changes, args.repeats)
     if args.json:
         print(json.dumps(found, indent=1))

@@ -71,3 +71,13 @@ def build_parser(description: str) -> argparse.ArgumentParser:
         help="a tiny run (a 20,000-row delta, 3 latency deltas) to check that it works",
     )
     return parser
+
+
+def in_process_args(prog: str, description: str, argv: list[str] | None) -> argparse.Namespace:
+    """The flags of an in-process bench that repeats a step on `bench.cdc_bench`'s messages:
+    `--changes`, `--repeats` (alternating runs) and `--json`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--changes", type=int, default=30_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    return parser.parse_args(argv)
