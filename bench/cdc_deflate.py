@@ -19,8 +19,6 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-import cramjam
-
 from bench.cdc_columnar import table_bodies, tables_of
 from bench.cdc_instructions import prepared
 from bench.run_args import in_process_args
@@ -37,11 +35,11 @@ def _zlib(block: bytes) -> bytes:
     return packer.compress(block) + packer.flush()
 
 
-def _cramjam(block: bytes) -> bytes:
-    return bytes(cramjam.deflate.compress(block, level=DEFLATE_LEVEL))
-
-
-PACKERS: dict[str, Callable[[bytes], bytes]] = {"zlib": _zlib, "cramjam": _cramjam}
+#: zlib as the writer packed before; cramjam is the body writer's own packer, taken from it.
+PACKERS: dict[str, Callable[[bytes], bytes]] = {
+    "zlib": _zlib,
+    "cramjam": avro_encoder.BLOCK_PACKERS["deflate"],
+}
 
 try:
     from isal import isal_zlib  # type: ignore[import-not-found,unused-ignore]

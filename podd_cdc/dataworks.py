@@ -69,8 +69,8 @@ def _whole(value: Any, what: str) -> int:
 
 def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) -> Change:
     """A DataWorks change: its eventTime (ms) is its cut key, and no `source_time` is made of
-    it (a datetime a change cost 1 µs): the delta's date is the watermark, and the sequence
-    check bounds the eventTime itself."""
+    it (with its cache, 0.35 µs a message on the bench's): the delta's date is the
+    watermark, and the sequence check bounds the eventTime itself."""
     half = 0 if op == "UPDATE_BEFOR" else 1
     return Change(rows, millis, (sequence, half), (sequence, op), None, None, None, True)
 
