@@ -213,11 +213,17 @@ def table_kinds(table: Table) -> Any:
 def records_of(
     kinds: Any, nullable: Any, values: Any, lengths: Any, valid: Any, strings: Any
 ) -> tuple[Any, Any]:
-    """The records of columns in `encode_records`' layout, and where each ends."""
+    """The records of columns in `encode_records`' layout, and where each ends. The columns
+    go to the kernel column-major whoever made them (a columnar cut's are, rows from Python
+    are not, and a copy of either may be either): the kernel is compiled for one layout
+    and not a signature for each mix (`podd_cdc.warm_up` compiles that one), and it finds
+    a record's fields side by side, as it writes a record at a time."""
     count = values.shape[1]
     out = np.empty(count * values.shape[0] * 11 + int(lengths.sum()), np.uint8)
     ends = np.empty(count, np.int64)
-    encode_records(kinds, nullable, values, lengths, valid.astype(np.uint8), strings, out, ends)
+    values, lengths = np.asfortranarray(values), np.asfortranarray(lengths)
+    valid = np.asfortranarray(valid, dtype=np.uint8)
+    encode_records(kinds, nullable, values, lengths, valid, strings, out, ends)
     return out, ends
 
 
