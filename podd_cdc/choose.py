@@ -102,12 +102,21 @@ class EventTimes:
     arrived, and the watermarks the topic passed since the last cut."""
 
     def __init__(self) -> None:
-        self._held: dict[Any, tuple[int, float]] = {}
+        self._held: dict[Any, int] = {}  # how many changes of each eventTime
+        self._first: dict[Any, float] = {}  # when the first of them arrived
         self._watermarks: list[int] = []
 
     def add(self, event_time: Any, now: float) -> None:
-        count, first = self._held.get(event_time, (0, math.inf))
-        self._held[event_time] = (count + 1, min(first, now))
+        """One change more of `event_time`, arrived at `now` (called once a change: two
+        dicts of plain values, not a tuple made and compared each time)."""
+        count = self._held.get(event_time)
+        if count is None:
+            self._held[event_time] = 1
+            self._first[event_time] = now
+            return
+        self._held[event_time] = count + 1
+        if now < self._first[event_time]:  # noqa: PLR1730 - a store only when earlier
+            self._first[event_time] = now
 
     def note_watermark(self, parts: dict[str, PartitionState], silent: set[str]) -> None:
         """The topic's watermark, once every partition has a heartbeat or is known to carry
@@ -124,9 +133,8 @@ class EventTimes:
         if not self._watermarks:
             return Choice.NONE
         watermark = self._watermarks[-1]
-        held = sorted(self._held.items())
-        keys = [k for k, _ in held]
-        totals = list(accumulate(n for _, (n, _) in held))
+        keys = sorted(self._held)
+        totals = list(accumulate(map(self._held.__getitem__, keys)))
         for mark in self._watermarks:
             at = bisect.bisect_right(keys, mark)
             if at and totals[at - 1] >= max_rows:
@@ -135,7 +143,7 @@ class EventTimes:
         below = bisect.bisect_right(keys, watermark)
         return Choice(
             totals[below - 1] if below else 0,
-            min((first for _, (_, first) in held[:below]), default=math.inf),
+            min(map(self._first.__getitem__, keys[:below]), default=math.inf),
             watermark,
             lambda: [i for p in parts.values() for i in p.pending if i.change.cut_key <= watermark],
         )
@@ -144,5 +152,5 @@ class EventTimes:
         """A delta took every change at or below `bound`: its eventTimes are dropped whole,
         not counted down change by change, and so are the watermarks it passed."""
         for event_time in [t for t in self._held if t <= bound]:
-            del self._held[event_time]
+            del self._held[event_time], self._first[event_time]
         self._watermarks = [w for w in self._watermarks if w > bound]
