@@ -10,11 +10,14 @@
                  [--topic-table TOPIC=TABLE ...] [--chunk-rows 1000]
     podd-cdc schema --format qlik|dataworks --topic T ... --datamart NAME
                     --broker kafka://HOST:PORT
+    podd-cdc warm-up
 
 `run` cuts the topics into deltas by docs/contracts/CDC.md and drives the replica agent serving
 `--schema` (the DDL `schema` prints). Exit status: 0 done (with `--until-idle`), 1 the replica
 refused a delta, 2 unusable settings, state or broker, 3 bad input or a schema change in the
 source topic (named by topic, partition and offset; every delta before it is applied).
+`warm-up` compiles the origin's kernels into numba's cache (`podd_cdc.warm_up`), so a
+first run does not: run it where the origin is installed, as the user that runs it.
 `podd-cdc run|schema`, its old name, still works for one release.
 """
 
@@ -32,6 +35,7 @@ from origin.errors import OriginError
 from podd_cdc.runner import CdcOrigin
 from podd_cdc.schema_scan import scan
 from podd_cdc.settings import CdcSettings
+from podd_cdc.warm_up import warm_up
 from podd_runtime.exit_codes import run_command
 from protocol.console import log_to_stderr
 from protocol.exit_codes import ExitCode
@@ -42,6 +46,7 @@ def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
     actions = parser.add_subparsers(dest="cdc_command", required=True)
     run = actions.add_parser("run", help="cut CDC topics into deltas and drive a replica")
     schema = actions.add_parser("schema", help="print the replica's DDL derived from the topic")
+    actions.add_parser("warm-up", help="compile the origin's kernels into numba's cache")
     for command in (run, schema):
         command.add_argument("--format", dest="cdc_format", choices=("qlik", "dataworks"))
         command.add_argument(
@@ -163,7 +168,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "podd-cdc") -> int:
     return run_command(prog, lambda: _main(args))
 
 
+def _warm_up() -> int:
+    print(warm_up())
+    return ExitCode.OK
+
+
 def _main(args: argparse.Namespace) -> int:
+    if args.cdc_command == "warm-up":
+        return _warm_up()
     try:
         settings = _settings(args)
         if args.cdc_command == "schema":

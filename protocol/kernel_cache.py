@@ -6,6 +6,7 @@ machine code, so after that other module changes (an upgrade in place, a checkou
 code would still be loaded. `drop_if_sources_changed` records a fingerprint of all of an
 entry point's sources beside its cache, and empties the cache's index when it differs.
 Call it at import, before the entry point's first call, which is when numba loads a cache.
+`warmed_up` counts what numba compiled and loaded, for the warm-up commands.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from numba.core.dispatcher import Dispatcher
 
 
 def fingerprint(sources: Sequence[str | Path]) -> str:
@@ -55,3 +61,41 @@ def drop_if_sources_changed(entries: Sequence[Any], sources: Sequence[str | Path
             os.replace(temporary, marker)
             emptied += 1
     return emptied
+
+
+@dataclass(frozen=True)
+class WarmedUp:
+    """What a warm-up (`podd-cdc warm-up`, `replica-agent warm-up`) had numba do."""
+
+    compiled: int  # kernel signatures compiled (not found in the cache)
+    loaded: int  # kernel signatures loaded from the cache
+    cpu_seconds: float
+    cache_dirs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        where = ", ".join(self.cache_dirs) or "nothing"
+        return (
+            f"{self.compiled} kernel signature(s) compiled, {self.loaded} loaded from the "
+            f"cache, in {self.cpu_seconds:.1f} CPU s; cached in {where}"
+        )
+
+
+def warmed_up(packages: tuple[str, ...], started: float) -> WarmedUp:
+    """What numba did for the kernels of the modules of `packages` (name prefixes, such as
+    "protocol.") imported so far, since `started` (`time.process_time()`)."""
+    compiled = loaded = 0
+    dirs: set[str] = set()
+    seen: set[int] = set()
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(packages):
+            continue
+        for kernel in vars(module).values():
+            if not isinstance(kernel, Dispatcher) or id(kernel) in seen:
+                continue
+            seen.add(id(kernel))
+            stats = kernel.stats
+            compiled += sum(stats.cache_misses.values())
+            loaded += sum(stats.cache_hits.values())
+            if stats.cache_misses or stats.cache_hits:
+                dirs.add(str(stats.cache_path))
+    return WarmedUp(compiled, loaded, time.process_time() - started, tuple(sorted(dirs)))

@@ -5,12 +5,15 @@
                       [--store postgresql|clickhouse]
                       [--data-dir DIR] [--metrics-port PORT] [--incomplete-timeout SECONDS]
     replica-agent status [--data-dir DIR] [--replica DSN] [--json]
+    replica-agent warm-up
 
 Every flag is also an environment variable: PODD_DATAMART, PODD_SCHEMA, PODD_BROKER,
 PODD_REPLICA_DSN, PODD_DATA_DIR, ... (see `replica_agent/settings.py`). Without a broker the
 agent starts the embedded Tansu broker; without a replica DSN, the embedded PostgreSQL.
 `status` reads what survives the agent: the replica's registry, the staging directory and
-the agent's status file, so it works whether or not the agent runs.
+the agent's status file, so it works whether or not the agent runs. `warm-up` compiles the
+loader's kernels into numba's cache (`spark_loader.warm_up`), so a first delta does not:
+run it where the agent is installed, as the user that runs it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from replica_agent.runner import STATUS_FILE, main_run
 from replica_agent.settings import AgentSettings
 from replica_store.kind import StoreKind
 from spark_loader.replica_choice import open_store
+from spark_loader.warm_up import warm_up_loader
 
 #: flag → settings field, for the flags that map one to one.
 _FLAGS = {
@@ -147,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="print the replica's state")
     status.add_argument("--datamart", action="append")
     status.add_argument("--json", action="store_true")
+    commands.add_parser("warm-up", help="compile the loader's kernels into numba's cache")
     for command in (run, status):
         command.add_argument(
             "--replica",
@@ -165,6 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.command == "warm-up":
+        print(warm_up_loader())
+        return 0
     settings = settings_from(args)
     if args.command == "run":
         return main_run(settings)

@@ -1,0 +1,120 @@
+"""`podd-cdc warm-up`: the origin's compiled steps built into numba's cache before a first run.
+
+The columnar Qlik path and the body writer are numba kernels, compiled at their first call
+and cached: next to the package where it can be written, else under `NUMBA_CACHE_DIR` or the
+user's cache directory (`~/.cache/numba`). A first run in a fresh install or container
+compiles them inside its first delta: about 31 CPU s for the Qlik path, 5 for the body
+writer alone (docs/operator/deploying.md). The warm-up runs the origin's own steps, in
+process, without Kafka or a replica, over made-up messages (`podd_cdc.warm_up_messages`):
+Qlik held from a read batch and message by message, cut on arrays and framed from its
+records; Qlik and DataWorks cut a change at a time and framed from rows. So every kernel
+meets the argument types a run gives it, and a later run loads them (about 0.8 CPU s).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import namedtuple
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from podd_cdc.cutlog import partition_key
+from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.membership import Format
+from podd_cdc.qlik import QlikDecoder
+from podd_cdc.qlik_array_cutter import QlikArrayCutter
+from podd_cdc.qlik_batch_intake import MIN_BATCH, hold_fetch
+from podd_cdc.records import Position
+from podd_cdc.warm_up_messages import (
+    TOPIC,
+    dataworks_messages,
+    now_millis,
+    qlik_data,
+    qlik_metadata,
+)
+from podd_kafka.record_runs import RecordRun
+from protocol.body_writer import record_bodies
+from protocol.framing import CHUNK_CODEC, Chunk, frame_delta
+from protocol.kernel_cache import WarmedUp, warmed_up
+from protocol.schema import LogicalSchema
+
+_Record = namedtuple("_Record", "value offset")
+KEY = partition_key(TOPIC, 0)
+#: Transactions of four Qlik changes: enough for a batch to be read on arrays, and some.
+QLIK_TRANSACTIONS = MIN_BATCH // 4 + 50
+#: Qlik messages read one at a time after the batch (the exact path, into the same cutter).
+QLIK_ONE_BY_ONE = 40
+DATAWORKS_CHANGES = 200
+#: The packages whose kernels the warm-up counts.
+KERNEL_PACKAGES = ("podd_cdc.", "protocol.")
+
+
+def warm_up() -> WarmedUp:
+    """Run every path of the origin that calls a kernel once; what numba did meanwhile."""
+    started = time.process_time()
+    wall = datetime.now(UTC)
+    batch = 4 * QLIK_TRANSACTIONS
+    data = qlik_data(QLIK_TRANSACTIONS + QLIK_ONE_BY_ONE // 4)
+    held = qlik_on_arrays([qlik_metadata()], data, batch, wall)
+    if held != batch:
+        raise RuntimeError(f"{held} of the warm-up's {batch} batched messages were held")
+    by_record("qlik", QlikDecoder(), [qlik_metadata(), *data[batch:]], wall)
+    dataworks = dataworks_messages(DATAWORKS_CHANGES, now_millis() - 60_000)
+    by_record("dataworks", DataWorksDecoder(), dataworks, wall)
+    return warmed_up(KERNEL_PACKAGES, started)
+
+
+def qlik_on_arrays(metadata: list[bytes], data: list[bytes], batch: int, wall: datetime) -> int:
+    """The columnar origin's steps, over Qlik JSON messages of one partition: the tables'
+    descriptions `metadata` read, the first `batch` of `data` held from one read batch as
+    far as it is sure of them, the rest fed a message at a time (the exact path, into the
+    same cutter), a delta cut on arrays and its chunks framed from the records it wrote.
+    How many were held from the batch."""
+    described = QlikDecoder()
+    for value in metadata:
+        described.decode(TOPIC, value)
+    schema = LogicalSchema(
+        datamart="warm_up", tables=tuple(t.table for t in described.by_name.values())
+    )
+    decoder = QlikDecoder(schema)
+    for value in metadata:
+        decoder.decode(TOPIC, value)
+    cutter = QlikArrayCutter(schema, decoder.by_name.__getitem__, {KEY: 0}, None, Bounds())
+    run = RecordRun(TOPIC, 0, [_Record(value, k) for k, value in enumerate(data[:batch])])
+    held = hold_fetch(decoder, cutter, [(KEY, run)], time.monotonic(), wall).get(KEY, (0, 0))[0]
+    for offset in range(held, len(data)):
+        at = Position(TOPIC, 0, offset)
+        record = decoder.decode(TOPIC, data[offset])
+        cutter.check(at, record, wall, KEY)
+        cutter.feed(at, record, time.monotonic(), len(data[offset]), KEY)
+    made = cutter.cut(0, {KEY}, time.monotonic(), wall, force=True)
+    if made is None:
+        raise RuntimeError("the warm-up's changes were not cut")
+    for table in schema:
+        if table.name in made.records:
+            record_bodies(table, *made.records[table.name], chunk_rows=1000, codec=CHUNK_CODEC)
+    return held
+
+
+def by_record(
+    fmt: Format, decoder: Any, messages: Iterable[bytes], wall: datetime
+) -> tuple[LogicalSchema, list[Chunk]]:
+    """A change at a time: decoded, checked, fed, cut, and framed from its rows. The schema
+    of the tables described, and the delta's chunks."""
+    records = [(Position(TOPIC, 0, k), decoder.decode(TOPIC, v)) for k, v in enumerate(messages)]
+    tables = decoder.by_name.values()
+    schema = LogicalSchema(datamart="warm_up", tables=tuple(t.table for t in tables))
+    cutter = Cutter(fmt, schema, {KEY: 0}, None, Bounds())
+    for at, record in records:
+        cutter.check(at, record, wall, KEY)
+        cutter.feed(at, record, time.monotonic(), 0, KEY)
+    found = cutter.cut(0, {KEY}, time.monotonic(), wall, force=True)
+    if found is None:
+        raise RuntimeError(f"the warm-up's {fmt} changes were not cut")
+    cut, rows = found
+    chunks = frame_delta(
+        schema, request_id="warm-up", delta_num=0, delta_date=cut.date, rows_by_table=rows
+    )
+    return schema, list(chunks)
