@@ -2,7 +2,8 @@
 warm-up`): a chunk body decoded (`protocol.avro_kernel`), its keys and rows encoded as COPY
 tuples (`replica_store.pg_copy`), its keys split into slices (`slice_encode`). Each is a
 numba kernel compiled at its first call and cached (`podd_cdc.warm_up` says where); the
-agent compiles them inside its first delta otherwise, about 4.5 CPU s.
+agent compiles them inside its first delta otherwise, about 4.5 CPU s (the warm-up takes
+9-11, as it compiles the body writer too, to write its chunks).
 
 It runs `encode_slice`, what a staging task runs, over chunk files of made-up rows of a
 table of every Prostore type: one chunk without a NULL and one with NULLs in every column
