@@ -2,6 +2,7 @@
 origin's path today, on the same Qlik messages.
 
     python -m bench.cdc_chain [--changes 30000] [--repeats 3] [--batch 500]
+    python -m bench.cdc_chain --instructions [--changes 30000]
 
 The messages are read in fetches (up to `--batch` of each partition, as a fetch hands
 every partition's run over at once). Step 1 reads a fetch as one batch and makes each
@@ -24,12 +25,15 @@ Today's side is `bench.cdc_instructions.origin_path`: decode, check, feed, cut, 
 from __future__ import annotations
 
 import argparse
+import json
+import pickle
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.cdc_columnar import alternating, body_rows, table_changes, tables_of, today_cut
-from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, prepared
+from bench.cdc_instructions import _WALL, MAX_ROWS, PARTITIONS, instructions, prepared
 from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik import QlikDecoder
@@ -49,6 +53,9 @@ KEYS = [partition_key("t", p) for p in range(PARTITIONS)]
 Tables = list[tuple[TableChanges, int]]  # the bench's topic's partitions
 #: Rows a chunk, as the origin frames them (`OriginOptions.chunk_rows`' default).
 CHUNK_ROWS = 1000
+#: Messages a partition a fetch in the counted child (`--instructions`): the origin reads
+#: up to `topic_reader.MOST_RECORDS` (8,000) a partition; the bench's topics are smaller.
+COUNTED_BATCH = 2000
 
 
 class Chain:
@@ -163,12 +170,39 @@ def measure(changes: int, repeats: int, batch: int) -> dict[str, Any]:
     }
 
 
+def _child(path: Path, messages: int, warm: int) -> int:
+    """`bench.cdc_instructions`' counted child, on the chain: the first `warm` messages,
+    then the first `messages`, in fetches of `COUNTED_BATCH` a partition. How many changes
+    the last run held."""
+    data = pickle.loads(path.read_bytes())  # our own file, written by the parent
+    decoder = tables_of(data)
+    held = 0
+    for count in (warm, messages):
+        if count:
+            first = dict(data, messages=data["messages"][:count])
+            held = chain_path(first, decoder, COUNTED_BATCH, MAX_ROWS).changes
+    return held
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cdc_chain", description=__doc__)
     parser.add_argument("--changes", type=int, default=30_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count the chain's instructions a change under cachegrind (bench.cdc_instructions)",
+    )
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        _child(Path(args.child[0]), int(args.child[1]), int(args.child[2]))
+        return 0
+    if args.instructions:
+        counted = instructions(prepared("qlik", args.changes), "bench.cdc_chain")
+        print(json.dumps(counted, indent=1))
+        return 0
     found = measure(args.changes, args.repeats, args.batch)
     print(
         f"{found['source_changes']:,} Qlik changes; the same rows as today's path: "

@@ -13,9 +13,10 @@ headline figure (`bench.cdc_bench` is), it is the yardstick for the origin's per
 
 How: the messages and schema are written to a file once; child processes under valgrind's
 cachegrind, with one hash seed, each read it and run the path over a few thousand messages
-(the decoders' tables learnt), then over the first N1 or N2 messages. A first child, not
-counted, lets numba compile the body writer for valgrind's CPU and cache it (else the first
-counted child would hold the compile). Start-up is the same in both counted children, so
+(the decoders' tables learnt), then over the first N1 or N2 messages. The kernels are
+compiled for a generic CPU (`NUMBA_CPU_NAME=generic`), by a first child run natively and not
+counted, and cached: under valgrind, which shows a CPU of its own, numba would compile
+them again inside the counted children. Start-up is the same in both counted children, so
 (instructions of N2 - of N1) / (N2 - N1) is the path's count a message, and that times
 messages / source changes is its count a source change. An instruction of the interpreter's
 loop is not one of msgspec's or the body writer's: the count compares a change of the code
@@ -134,10 +135,16 @@ def cpu_us(data: dict[str, Any], repeats: int = 3) -> float:
 
 
 def _counted(
-    path: Path, messages: int, warm: int = WARM_MESSAGES, env: dict[str, str] | None = None
+    path: Path,
+    messages: int,
+    warm: int = WARM_MESSAGES,
+    env: dict[str, str] | None = None,
+    module: str = "bench.cdc_instructions",
 ) -> int:
     """Instructions of a child that runs the path over the first `warm` messages, then over
-    the first `messages` messages (`env` added to the child's environment)."""
+    the first `messages` messages (`env` added to the child's environment). The child is
+    `python -m MODULE --child PATH MESSAGES WARM`: this module's path, or another bench's
+    (`bench.cdc_chain`: the columnar one)."""
     done = subprocess.run(
         [
             "valgrind",
@@ -146,7 +153,7 @@ def _counted(
             "--cachegrind-out-file=/dev/null",
             sys.executable,
             "-m",
-            "bench.cdc_instructions",
+            module,
             "--child",
             str(path),
             str(messages),
@@ -165,8 +172,11 @@ def _counted(
     return int(found.group(1).replace(",", ""))
 
 
-def instructions(data: dict[str, Any]) -> dict[str, Any] | None:
-    """Instructions a message and a source change, or None without valgrind."""
+def instructions(
+    data: dict[str, Any], module: str = "bench.cdc_instructions"
+) -> dict[str, Any] | None:
+    """Instructions a message and a source change, or None without valgrind (the path of
+    `module`'s child, `_counted`)."""
     if shutil.which("valgrind") is None:
         return None
     total = len(data["messages"])
@@ -174,8 +184,8 @@ def instructions(data: dict[str, Any]) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="podd-cdc-instr-") as scratch:
         path = Path(scratch) / "data.pickle"
         path.write_bytes(pickle.dumps(data))
-        _counted(path, 0)  # numba caches what it compiled for valgrind's CPU: not counted
-        counts = [_counted(path, n) for n in (low, high)]
+        _compiled_for_any_cpu(path, module)
+        counts = [_counted(path, n, env=GENERIC_CPU, module=module) for n in (low, high)]
     per_message = (counts[1] - counts[0]) / (high - low)
     per_change = per_message * total / data["source_changes"]
     return {
@@ -184,6 +194,29 @@ def instructions(data: dict[str, Any]) -> dict[str, Any] | None:
         "per_message": round(per_message),
         "per_source_change": round(per_change),
     }
+
+
+#: The kernels compiled for no CPU in particular: valgrind shows the program a CPU of its own,
+#: for which numba would compile everything again, inside valgrind (the columnar path's
+#: kernels, 35 CPU s natively, would take half an hour there).
+GENERIC_CPU = {
+    "NUMBA_CPU_NAME": "generic",
+    # pyarrow's jemalloc pool frees in background threads, whose work varies from run to run
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+    "OMP_NUM_THREADS": "1",
+}
+
+
+def _compiled_for_any_cpu(path: Path, module: str) -> None:
+    """The child's kernels compiled and cached for `GENERIC_CPU`, natively, by a first run
+    of the child over no messages (the warm-up messages compile them)."""
+    subprocess.run(
+        [sys.executable, "-m", module, "--child", str(path), "0", str(WARM_MESSAGES)],
+        capture_output=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=os.environ | GENERIC_CPU,
+    )
 
 
 def _child(path: Path, messages: int, warm: int) -> None:

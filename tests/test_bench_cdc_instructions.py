@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import cdc_instructions
+from bench import cdc_chain, cdc_instructions
 
 pytestmark = pytest.mark.slow
 
@@ -34,3 +34,13 @@ def test_cachegrind_counts_a_child_run(tmp_path: Path) -> None:
     path.write_bytes(pickle.dumps(data))
     counted = cdc_instructions._counted(path, 200, warm=0, env={"NUMBA_DISABLE_JIT": "1"})
     assert counted > 10**9
+
+
+def test_the_chains_child_holds_every_change_of_the_messages_it_is_given(tmp_path: Path) -> None:
+    """`bench.cdc_chain --instructions` counts this child: the columnar path over the first
+    messages, after a warm-up run over fewer."""
+    data = cdc_instructions.prepared("qlik", 1_000)
+    path = tmp_path / "data.pickle"
+    path.write_bytes(pickle.dumps(data))
+    changes = sum(b'"type": "DT"' in value for _, value in data["messages"])
+    assert cdc_chain._child(path, len(data["messages"]), 300) == changes > 0
