@@ -134,23 +134,31 @@ def cpu_us(data: dict[str, Any], repeats: int = 3) -> float:
     return round(best / len(messages) * 1e6, 2)
 
 
-def _counted(
-    path: Path,
-    messages: int,
-    warm: int = WARM_MESSAGES,
-    env: dict[str, str] | None = None,
-    module: str = "bench.cdc_instructions",
-) -> int:
-    """Instructions of a child that runs the path over the first `warm` messages, then over
-    the first `messages` messages (`env` added to the child's environment). The child is
-    `python -m MODULE --child PATH MESSAGES WARM`: this module's path, or another bench's
-    (`bench.cdc_chain`: the columnar one)."""
+#: Every child runs with these, counted or not.
+CHILD_ENV = {
+    # one hash seed: sets and dicts then collide alike in both runs (1.4% apart without)
+    "PYTHONHASHSEED": "0",
+    # kernels compiled for no CPU in particular: valgrind shows the program a CPU of its own,
+    # for which numba would compile everything again inside the counted child (the columnar
+    # path's kernels, 35 CPU s natively, would take half an hour there)
+    "NUMBA_CPU_NAME": "generic",
+    # pyarrow's jemalloc pool frees in background threads, whose work varies from run to run
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+    "OMP_NUM_THREADS": "1",
+}
+_CACHEGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+
+
+def _run_child(
+    path: Path, messages: int, warm: int, env: dict[str, str] | None, module: str, *, counted: bool
+) -> str:
+    """A child that runs the path over the first `warm` messages, then over the first
+    `messages` (`env` added to `CHILD_ENV`), under cachegrind if `counted`; its stderr. The
+    child is `python -m MODULE --child PATH MESSAGES WARM`: this module's path, or another
+    bench's (`bench.cdc_chain`: the columnar one)."""
     done = subprocess.run(
         [
-            "valgrind",
-            "--tool=cachegrind",
-            "--cache-sim=no",
-            "--cachegrind-out-file=/dev/null",
+            *(_CACHEGRIND if counted else ()),
             sys.executable,
             "-m",
             module,
@@ -163,12 +171,23 @@ def _counted(
         text=True,
         check=True,
         cwd=Path(__file__).resolve().parents[1],
-        # one hash seed: sets and dicts then collide alike in both runs (1.4% apart without)
-        env=os.environ | (env or {}) | {"PYTHONHASHSEED": "0"},
+        env=os.environ | (env or {}) | CHILD_ENV,
     )
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    return done.stderr
+
+
+def _counted(
+    path: Path,
+    messages: int,
+    warm: int = WARM_MESSAGES,
+    env: dict[str, str] | None = None,
+    module: str = "bench.cdc_instructions",
+) -> int:
+    """Instructions of a child (`_run_child`) under cachegrind."""
+    stderr = _run_child(path, messages, warm, env, module, counted=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", stderr)
     if found is None:
-        raise RuntimeError(f"cachegrind gave no count: {done.stderr[-500:]}")
+        raise RuntimeError(f"cachegrind gave no count: {stderr[-500:]}")
     return int(found.group(1).replace(",", ""))
 
 
@@ -184,8 +203,9 @@ def instructions(
     with tempfile.TemporaryDirectory(prefix="podd-cdc-instr-") as scratch:
         path = Path(scratch) / "data.pickle"
         path.write_bytes(pickle.dumps(data))
-        _compiled_for_any_cpu(path, module)
-        counts = [_counted(path, n, env=GENERIC_CPU, module=module) for n in (low, high)]
+        # numba compiles the kernels natively and caches them (`CHILD_ENV`): not counted
+        _run_child(path, 0, WARM_MESSAGES, None, module, counted=False)
+        counts = [_counted(path, n, module=module) for n in (low, high)]
     per_message = (counts[1] - counts[0]) / (high - low)
     per_change = per_message * total / data["source_changes"]
     return {
@@ -194,29 +214,6 @@ def instructions(
         "per_message": round(per_message),
         "per_source_change": round(per_change),
     }
-
-
-#: The kernels compiled for no CPU in particular: valgrind shows the program a CPU of its own,
-#: for which numba would compile everything again, inside valgrind (the columnar path's
-#: kernels, 35 CPU s natively, would take half an hour there).
-GENERIC_CPU = {
-    "NUMBA_CPU_NAME": "generic",
-    # pyarrow's jemalloc pool frees in background threads, whose work varies from run to run
-    "ARROW_DEFAULT_MEMORY_POOL": "system",
-    "OMP_NUM_THREADS": "1",
-}
-
-
-def _compiled_for_any_cpu(path: Path, module: str) -> None:
-    """The child's kernels compiled and cached for `GENERIC_CPU`, natively, by a first run
-    of the child over no messages (the warm-up messages compile them)."""
-    subprocess.run(
-        [sys.executable, "-m", module, "--child", str(path), "0", str(WARM_MESSAGES)],
-        capture_output=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[1],
-        env=os.environ | GENERIC_CPU,
-    )
 
 
 def _child(path: Path, messages: int, warm: int) -> None:
