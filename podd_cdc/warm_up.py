@@ -17,7 +17,6 @@ import time
 from collections import namedtuple
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
 
 from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds, Cutter
@@ -30,7 +29,6 @@ from podd_cdc.records import Position
 from podd_cdc.warm_up_messages import (
     TOPIC,
     dataworks_messages,
-    now_millis,
     qlik_data,
     qlik_metadata,
 )
@@ -61,7 +59,8 @@ def warm_up() -> WarmedUp:
     if held != batch:
         raise RuntimeError(f"{held} of the warm-up's {batch} batched messages were held")
     by_record("qlik", QlikDecoder(), [qlik_metadata(), *data[batch:]], wall)
-    dataworks = dataworks_messages(DATAWORKS_CHANGES, now_millis() - 60_000)
+    # a minute before the clock the sequence check reads: not ahead of it
+    dataworks = dataworks_messages(DATAWORKS_CHANGES, int(wall.timestamp() * 1000) - 60_000)
     by_record("dataworks", DataWorksDecoder(), dataworks, wall)
     return warmed_up(KERNEL_PACKAGES, started)
 
@@ -75,9 +74,7 @@ def qlik_on_arrays(metadata: list[bytes], data: list[bytes], batch: int, wall: d
     described = QlikDecoder()
     for value in metadata:
         described.decode(TOPIC, value)
-    schema = LogicalSchema(
-        datamart="warm_up", tables=tuple(t.table for t in described.by_name.values())
-    )
+    schema = _described(described)
     decoder = QlikDecoder(schema)
     for value in metadata:
         decoder.decode(TOPIC, value)
@@ -99,13 +96,12 @@ def qlik_on_arrays(metadata: list[bytes], data: list[bytes], batch: int, wall: d
 
 
 def by_record(
-    fmt: Format, decoder: Any, messages: Iterable[bytes], wall: datetime
+    fmt: Format, decoder: QlikDecoder | DataWorksDecoder, messages: Iterable[bytes], wall: datetime
 ) -> tuple[LogicalSchema, list[Chunk]]:
     """A change at a time: decoded, checked, fed, cut, and framed from its rows. The schema
     of the tables described, and the delta's chunks."""
     records = [(Position(TOPIC, 0, k), decoder.decode(TOPIC, v)) for k, v in enumerate(messages)]
-    tables = decoder.by_name.values()
-    schema = LogicalSchema(datamart="warm_up", tables=tuple(t.table for t in tables))
+    schema = _described(decoder)
     cutter = Cutter(fmt, schema, {KEY: 0}, None, Bounds())
     for at, record in records:
         cutter.check(at, record, wall, KEY)
@@ -118,3 +114,10 @@ def by_record(
         schema, request_id="warm-up", delta_num=0, delta_date=cut.date, rows_by_table=rows
     )
     return schema, list(chunks)
+
+
+def _described(decoder: QlikDecoder | DataWorksDecoder) -> LogicalSchema:
+    """The replica's schema of the tables `decoder` has read descriptions of."""
+    return LogicalSchema(
+        datamart="warm_up", tables=tuple(t.table for t in decoder.by_name.values())
+    )

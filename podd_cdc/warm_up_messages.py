@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 TOPIC = "podd-cdc-warm-up"
@@ -180,7 +180,3 @@ def dataworks_messages(changes: int, first_millis: int) -> list[bytes]:
     last = {"eventTime": first_millis + changes}
     heartbeat = {"payload": {"op": "MHEARTBEAT", "timestamp": last}}
     return [*messages, json.dumps(heartbeat).encode()]
-
-
-def now_millis() -> int:
-    return int(datetime.now(UTC).timestamp() * 1000)
