@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from podd_cdc import column_kernels
+from podd_cdc import column_kernels, json_rows
 from podd_cdc import qlik_batch_kernel as kernel
 
 _WORDS = kernel.word_table()
@@ -61,7 +61,7 @@ class QlikBatch:
         return bytes(self.out[start:end]).decode()
 
     def _row(self, m: int, side: int) -> list[tuple[str, Any]]:
-        k = kernel
+        k = json_rows
         lines = self.fields[self.field_starts[m] : self.field_starts[m + 1]]
         lines = lines[lines[:, k.F_SIDE] == side]
         row = []
@@ -112,10 +112,10 @@ def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -
     ends = np.cumsum(sizes)
     out = allocate(len(buf), np.uint8)
     heads = allocate((len(messages), kernel.HEAD_COLUMNS), np.int64)
-    fields = allocate((len(buf) // BYTES_A_FIELD + 1, kernel.FIELD_COLUMNS), np.int64)
+    fields = allocate((len(buf) // BYTES_A_FIELD + 1, json_rows.FIELD_COLUMNS), np.int64)
     used, count = kernel.read_batch(buf, ends - sizes, ends, *_WORDS, out, heads, fields)
     fields = fields[:count]
-    starts = np.searchsorted(fields[:, kernel.F_MSG], np.arange(len(messages) + 1))
+    starts = np.searchsorted(fields[:, json_rows.F_MSG], np.arange(len(messages) + 1))
     return QlikBatch(out[:used], heads, fields, starts)
 
 

@@ -24,28 +24,13 @@ from typing import Any
 import numba
 import numpy as np
 
-from podd_cdc import json_scan
-from podd_cdc.json_scan import (
-    fnv,
-    int64_of,
-    is_word,
-    key,
-    literal,
-    next_member,
-    number_end,
-    string,
-    ws,
-)
+from podd_cdc import json_rows, json_scan
+from podd_cdc.json_rows import FALSE, NULL, TRUE, opened, row
+from podd_cdc.json_scan import int64_of, is_word, key, literal, next_member, number_end, string, ws
 from protocol import kernel_arrays
 from protocol.kernel_arrays import unowned
 from protocol.kernel_cache import drop_if_sources_changed
 
-# A field's value kind: V_BOOL holds 1 or 0 as an integer; V_NUMBER is a JSON number that is
-# not an int64 (a fraction, an exponent, a larger whole number), kept as its text.
-V_NULL, V_INT, V_STR, V_BOOL, V_NUMBER = range(5)
-# Columns of `fields`: one line a field of a row.
-F_MSG, F_SIDE, F_KEY0, F_KEY1, F_HASH, F_KIND, F_INT, F_STR0, F_STR1 = range(9)
-FIELD_COLUMNS = 9
 # Columns of `heads`: one line a message. A header's text is a range (start, end) of `out`,
 # (-1, -1) where the header is null or not given.
 M_OP, M_SEQ, M_TIME, M_TX, M_MASK, M_CHANGE_MASK, M_POSITION, M_SCHEMA_ID = range(0, 16, 2)
@@ -80,11 +65,6 @@ _W_MAGIC, _W_TYPE, _W_SCHEMA_ID, _W_SCHEMA, _W_HEADERS, _W_MESSAGE, _W_DATA, _W_
 _W_COUNTER, _W_LAST, _W_AT_MSG, _W_DT = 15, 16, 17, 18
 _HEADER_SLOTS = np.array([M_OP, M_SEQ, M_TIME, M_TX, M_MASK, M_CHANGE_MASK, M_POSITION])
 _W_SLOTTED = 8  # WORDS[8:15] are the headers read as text, in `_HEADER_SLOTS`' order
-_NULL = np.frombuffer(b"null", np.uint8)
-_TRUE = np.frombuffer(b"true", np.uint8)
-_FALSE = np.frombuffer(b"false", np.uint8)
-#: Fields of a row checked for a repeated key pair by pair; more are sorted by hash.
-_PAIRWISE = 16
 
 
 def word_table() -> tuple[Any, Any]:
@@ -106,106 +86,11 @@ def _word(text: Any, s: int, e: int, words: Any, lengths: Any, first: int, last:
 
 
 @numba.njit(cache=True, nogil=True)
-def _distinct(fields: Any, f0: int, f1: int) -> bool:
-    """Whether the keys of fields `f0..f1-1` differ. Judged by hash: two keys that only
-    share one are taken as the same, and the message goes to the exact path."""
-    n = f1 - f0
-    if n <= _PAIRWISE:
-        for a in range(f0, f1):
-            for b in range(a + 1, f1):
-                if fields[a, F_HASH] == fields[b, F_HASH]:
-                    return False
-        return True
-    ordered = np.sort(fields[f0:f1, F_HASH])
-    for a in range(1, n):
-        if ordered[a] == ordered[a - 1]:
-            return False
-    return True
-
-
-@numba.njit(cache=True, nogil=True)
-def _opened(buf: Any, i: int, e: int) -> tuple[int, bool]:
-    """From just past a '{': (the index past '}' if the object is empty, else of its first
-    key; whether it is empty)."""
-    j = ws(buf, i, e)
-    if j < e and buf[j] == 125:
-        return j + 1, True
-    return j, False
-
-
-@numba.njit(cache=True, nogil=True)
-def _number_field(buf: Any, i: int, e: int, out: Any, o: int, field: Any) -> tuple[int, int, bool]:
-    """A number in a row into `field`: an int64 as one, any other as its text in `out`.
-    Returns (the index past it, the end in `out`, whether it is a JSON number)."""
-    end, whole = number_end(buf, i, e)
-    if end < 0:
-        return i, o, False
-    value, fits = int64_of(buf, i, end) if whole else (0, False)
-    if fits:
-        field[F_KIND] = V_INT
-        field[F_INT] = value
-        return end, o, True
-    field[F_KIND] = V_NUMBER
-    field[F_STR0] = o
-    for k in range(i, end):
-        out[o] = buf[k]
-        o += 1
-    field[F_STR1] = o
-    return end, o, True
-
-
-@numba.njit(cache=True, nogil=True)
-def _row(
-    buf: Any, i: int, e: int, out: Any, o: int, m: int, side: int, fields: Any, f: int
-) -> tuple[int, int, int, bool]:
-    """A row's fields, from just past its '{': (index, out end, fields end, read)."""
-    i, empty = _opened(buf, i, e)
-    if empty:
-        return i, o, f, True
-    f0 = f
-    more = 1
-    while more == 1:
-        key0 = o
-        i, o, good = key(buf, i, e, out, o)
-        if not good or f >= fields.shape[0]:
-            return i, o, f, False
-        fields[f, :] = 0  # a field's every column set: `fields` comes uninitialised
-        fields[f, F_MSG] = m
-        fields[f, F_SIDE] = side
-        fields[f, F_KEY0] = key0
-        fields[f, F_KEY1] = o
-        fields[f, F_HASH] = fnv(out, key0, o)
-        c = buf[i]
-        if c == 34:
-            start = o
-            i, o, good = string(buf, i + 1, e, out, o)
-            fields[f, F_KIND] = V_STR
-            fields[f, F_STR0] = start
-            fields[f, F_STR1] = o
-        elif c == 45 or 48 <= c <= 57:
-            i, o, good = _number_field(buf, i, e, out, o, fields[f])
-        elif literal(buf, i, e, _NULL):
-            fields[f, F_KIND] = V_NULL
-            i += 4
-        elif literal(buf, i, e, _TRUE) or literal(buf, i, e, _FALSE):
-            fields[f, F_KIND] = V_BOOL
-            fields[f, F_INT] = c == 116
-            i += 4 if c == 116 else 5
-        else:
-            good = False
-        if not good:
-            return i, o, f, False
-        f += 1
-        i, more = next_member(buf, i, e)
-    return i, o, f, more == 0 and _distinct(fields, f0, f)
-
-
-@numba.njit(cache=True, nogil=True)
 def _headers(
     buf: Any, i: int, e: int, out: Any, o: int, words: Any, lengths: Any, head: Any
 ) -> tuple[int, int, bool]:
     """The headers object, from just past its '{', into `head`: (index, out end, read)."""
-    i, empty = _opened(buf, i, e)
+    i, empty = opened(buf, i, e)
     if empty:
         return i, o, True
     seen = 0
@@ -224,7 +109,7 @@ def _headers(
             i, o, good = string(buf, i + 1, e, out, key0)
             head[slot] = key0
             head[slot + 1] = o
-        elif literal(buf, i, e, _NULL):
+        elif literal(buf, i, e, NULL):
             i += 4  # null: as if not given
         elif w == _W_COUNTER and (buf[i] == 45 or 48 <= buf[i] <= 57):
             end, whole = number_end(buf, i, e)
@@ -233,10 +118,10 @@ def _headers(
             i = end if good else i
             head[M_COUNTER] = counter
             head[M_HAS] |= HAS_COUNTER
-        elif w == _W_LAST and literal(buf, i, e, _TRUE):
+        elif w == _W_LAST and literal(buf, i, e, TRUE):
             head[M_LAST] = 1
             i += 4
-        elif w == _W_LAST and literal(buf, i, e, _FALSE):
+        elif w == _W_LAST and literal(buf, i, e, FALSE):
             head[M_LAST] = 0
             i += 5
         else:
@@ -253,7 +138,7 @@ def _message(
 ) -> tuple[int, int, int, bool]:
     """The `message` object, from just past its '{': (index, out end, fields end, read)."""
     head, fields, f = ctx
-    i, empty = _opened(buf, i, e)
+    i, empty = opened(buf, i, e)
     if empty:
         return i, o, f, True
     seen = 0
@@ -267,11 +152,11 @@ def _message(
         if w < 0 or w == _W_MESSAGE or seen & (1 << w):
             return i, o, f, False
         seen |= 1 << w
-        if w != _W_HEADERS and literal(buf, i, e, _NULL):
+        if w != _W_HEADERS and literal(buf, i, e, NULL):
             i += 4
         elif w != _W_HEADERS and buf[i] == 123:
             side = 0 if w == _W_DATA else 1
-            i, o, f, good = _row(buf, i + 1, e, out, key0, m, side, fields, f)
+            i, o, f, good = row(buf, i + 1, e, out, key0, m, side, fields, f)
             head[M_HAS] |= HAS_DATA if side == 0 else HAS_BEFORE
         elif w == _W_HEADERS and buf[i] == 123:
             i, o, good = _headers(buf, i + 1, e, out, key0, words, lengths, head)
@@ -292,7 +177,7 @@ def _envelope(
     i = ws(buf, i, e)
     if i >= e or buf[i] != 123:
         return o, f, False
-    i, empty = _opened(buf, i + 1, e)
+    i, empty = opened(buf, i + 1, e)
     more = 0 if empty else 1
     seen = 0
     while more == 1:
@@ -317,7 +202,7 @@ def _envelope(
         elif w == _W_TYPE and buf[i] == 34:
             i, end, good = string(buf, i + 1, e, out, key0)
             good = good and is_word(out, key0, end, words, lengths, _W_DT)
-        elif (w == _W_SCHEMA or w == _W_HEADERS) and literal(buf, i, e, _NULL):
+        elif (w == _W_SCHEMA or w == _W_HEADERS) and literal(buf, i, e, NULL):
             i += 4  # messageSchema and the envelope's headers: null in a data message
         else:
             good = False
@@ -372,6 +257,8 @@ def read_batch(
     )
 
 
-# The entry point inlines `podd_cdc.json_scan`'s steps and `protocol.kernel_arrays`: its cache
-# must follow those files too.
-drop_if_sources_changed([read_batch], [__file__, json_scan.__file__, kernel_arrays.__file__])
+# The entry point inlines `podd_cdc.json_rows`' and `podd_cdc.json_scan`'s steps and
+# `protocol.kernel_arrays`: its cache must follow those files too.
+drop_if_sources_changed(
+    [read_batch], [__file__, json_rows.__file__, json_scan.__file__, kernel_arrays.__file__]
+)

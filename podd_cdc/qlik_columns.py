@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from podd_cdc import column_kernels
-from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc import column_kernels, json_rows
 from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.tables import MappedTable
 from podd_cdc.values import MAX_VALUE_BYTES, batch_form, days_date, micros_time
@@ -43,24 +42,26 @@ def _convert(
     batch: QlikBatch, form: str, limit: int | None, line: Any
 ) -> tuple[Any, Any, Any, Any]:
     """(values, lengths, valid, good) of the fields `line` of one column."""
-    kind = line[:, kernel.F_KIND]
+    kind = line[:, json_rows.F_KIND]
     count = len(line)
-    values, lengths = line[:, kernel.F_INT].copy(), np.zeros(count, np.int64)
-    valid, good = kind != kernel.V_NULL, kind == kernel.V_NULL
-    text = kind == kernel.V_STR
+    values, lengths = line[:, json_rows.F_INT].copy(), np.zeros(count, np.int64)
+    valid, good = kind != json_rows.V_NULL, kind == json_rows.V_NULL
+    text = kind == json_rows.V_STR
     starts, ends = (
-        np.where(text, line[:, kernel.F_STR0], 0),
-        np.where(text, line[:, kernel.F_STR1], 0),
+        np.where(text, line[:, json_rows.F_STR0], 0),
+        np.where(text, line[:, json_rows.F_STR1], 0),
     )
     parsed, checked = np.zeros(count, np.int64), np.zeros(count, np.bool_)
     out = batch.out
     if form == "integer":  # the range is checked by the caller
         column_kernels.integers(out, starts, ends, parsed, checked)
-        good |= (kind == kernel.V_INT) | (text & checked)
+        good |= (kind == json_rows.V_INT) | (text & checked)
         values = np.where(text, parsed, values)
     elif form == "boolean":
         column_kernels.booleans(out, starts, ends, _BOOLEAN_WORDS, parsed, checked)
-        good |= (kind == kernel.V_BOOL) | ((kind == kernel.V_INT) & ((values == 0) | (values == 1)))
+        good |= (kind == json_rows.V_BOOL) | (
+            (kind == json_rows.V_INT) & ((values == 0) | (values == 1))
+        )
         good |= text & checked
         values = np.where(text, parsed, values)
     elif form == "real":
@@ -95,11 +96,11 @@ def _reals(batch: QlikBatch, line: Any, values: Any, good: Any) -> Any:
     """A REAL column's fields as float bits: an int64 as its float, a number's text as
     Python reads it where it has a fraction or an exponent and is finite (a larger whole
     number is read otherwise by orjson: the exact path's)."""
-    kind = line[:, kernel.F_KIND]
+    kind = line[:, json_rows.F_KIND]
     floats = values.astype(np.float64)
-    good |= kind == kernel.V_INT
-    for k in np.nonzero(kind == kernel.V_NUMBER)[0].tolist():
-        text = batch.out[line[k, kernel.F_STR0] : line[k, kernel.F_STR1]].tobytes()
+    good |= kind == json_rows.V_INT
+    for k in np.nonzero(kind == json_rows.V_NUMBER)[0].tolist():
+        text = batch.out[line[k, json_rows.F_STR0] : line[k, json_rows.F_STR1]].tobytes()
         if b"." in text or b"e" in text or b"E" in text:
             floats[k] = float(text)
             good[k] = bool(np.isfinite(floats[k]))
@@ -144,7 +145,7 @@ def tables_sides(
     table_of_row = np.repeat(np.arange(len(groups)), counts)
     picked, rows = _fields_of(batch, messages)
     fields = batch.fields
-    side = fields[picked, kernel.F_SIDE]
+    side = fields[picked, json_rows.F_SIDE]
     column = plan.columns_of(batch, picked, table_of_row[rows])
     counted = np.bincount(side * total + rows, minlength=2 * total)  # fields, named or not
     sure = np.ones(2 * total, np.bool_)
@@ -169,7 +170,7 @@ def tables_sides(
         v, n, ok, good = _convert(batch, form, limit, line)
         if form == "integer":
             low, high = plan.low[column[these]], plan.high[column[these]]
-            good &= (line[:, kernel.F_KIND] == kernel.V_NULL) | ((v >= low) & (v <= high))
+            good &= (line[:, json_rows.F_KIND] == json_rows.V_NULL) | ((v >= low) & (v <= high))
         where = at[these]
         values[where], lengths[where], valid[where], given[where] = v, n, ok, True
         bad = these[~good]
@@ -252,12 +253,14 @@ class _Plan:
         names, -1 for none: found by its table and hash, then its bytes compared with the
         column's name (a hash can be made to collide)."""
         fields = batch.fields
-        keys, which = np.unique(_keyed(table, fields[picked, kernel.F_HASH]), return_inverse=True)
+        keys, which = np.unique(
+            _keyed(table, fields[picked, json_rows.F_HASH]), return_inverse=True
+        )
         lookup = self.by_key.get
         found = np.array([lookup(key, -1) for key in keys.tolist()], np.int64)
         found = found[which.reshape(-1)]
         found[self.table_of[found] != table] = -1  # two tables' keys can be made to meet
-        starts, ends = fields[picked, kernel.F_KEY0], fields[picked, kernel.F_KEY1]
+        starts, ends = fields[picked, json_rows.F_KEY0], fields[picked, json_rows.F_KEY1]
         column_kernels.same_texts(batch.out, starts, ends, self.names, self.bounds, found)
         return found
 

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podd_cdc import column_kernels, qlik_columns
-from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc import column_kernels, json_rows, qlik_columns
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch import read_batch
 from podd_cdc.qlik_columns import python_rows, side_columns, tables_sides
@@ -174,9 +173,9 @@ def test_a_field_whose_hash_is_a_columns_but_not_its_name_is_no_column() -> None
     (table,) = exact.by_name.values()
     batch = read_batch([qlik_data(dict(ROW, Z="xyz")), qlik_data(ROW)])  # Z: like S
     fields = batch.fields
-    extra = [f for f in range(len(fields)) if batch.out[fields[f, kernel.F_KEY0]] == ord("Z")]
-    source = [f for f in range(len(fields)) if batch.out[fields[f, kernel.F_KEY0]] == ord("S")]
-    fields[extra[0], kernel.F_HASH] = fields[source[0], kernel.F_HASH]
+    extra = [f for f in range(len(fields)) if batch.out[fields[f, json_rows.F_KEY0]] == ord("Z")]
+    source = [f for f in range(len(fields)) if batch.out[fields[f, json_rows.F_KEY0]] == ord("S")]
+    fields[extra[0], json_rows.F_HASH] = fields[source[0], json_rows.F_HASH]
     columns = side_columns(batch, table, np.arange(2), 0)
     assert columns.sure.tolist() == [False, True]
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podd_cdc import qlik_batch_kernel as kernel
+from podd_cdc import json_rows
 from podd_cdc.qlik_batch import HEADER_TEXTS, read_batch
 from tests.origin.qlik_json_oracle import Pairs, expected, written
 from tests.origin.test_cdc_fast_path import _messages
@@ -54,7 +54,7 @@ def _judged(messages: list[bytes], must_read: list[bool] | None = None) -> None:
             assert got == expected(raw), raw
         if must_read is not None and must_read[m]:
             assert got is not None, raw
-    kept = set(batch.fields[:, kernel.F_MSG].tolist())
+    kept = set(batch.fields[:, json_rows.F_MSG].tolist())
     assert kept <= {m for m in range(len(messages)) if batch.read[m]}
 
 
@@ -135,7 +135,7 @@ def test_what_the_reader_is_not_sure_of_is_not_read(message: bytes) -> None:
     assert batch.read.tolist() == [True, False, True]
     assert batch.message(1) is None
     # no field of the message not read is kept, and the next message's are whole
-    assert sorted(batch.fields[:, kernel.F_MSG].tolist()) == [0, 0, 0, 2, 2, 2]
+    assert sorted(batch.fields[:, json_rows.F_MSG].tolist()) == [0, 0, 0, 2, 2, 2]
     assert batch.message(2) == expected(PLAIN)
 
 
@@ -262,5 +262,10 @@ def test_numbers_and_booleans_in_a_row_are_read_as_json_reads_them() -> None:
     assert got is not None
     assert got == expected(message)
     assert [v for _, v in got.data or []] == values
-    kinds = batch.fields[:, kernel.F_KIND].tolist()
-    assert kinds == [*[kernel.V_INT] * 4, *[kernel.V_NUMBER] * 5, kernel.V_BOOL, kernel.V_BOOL]
+    kinds = batch.fields[:, json_rows.F_KIND].tolist()
+    assert kinds == [
+        *[json_rows.V_INT] * 4,
+        *[json_rows.V_NUMBER] * 5,
+        json_rows.V_BOOL,
+        json_rows.V_BOOL,
+    ]
