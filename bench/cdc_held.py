@@ -108,6 +108,7 @@ def run_held(made: dict[str, Any], batches: list[Any], max_rows: int) -> tuple[f
                 np.full(len(lines), NO_TIME, np.int64),
                 np.zeros(len(lines), np.int64),
                 lines,
+                np.zeros(len(lines), np.int64),
             )
         )
         if held.pending >= max_rows:

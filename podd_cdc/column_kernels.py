@@ -199,6 +199,29 @@ def hex_texts(text: Any, starts: Any, ends: Any, good: Any) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def _base64_digit(b: int) -> bool:
+    return 65 <= b <= 90 or 97 <= b <= 122 or 48 <= b <= 57 or b == 43 or b == 47
+
+
+@numba.njit(cache=True, nogil=True)
+def base64_texts(text: Any, starts: Any, ends: Any, good: Any) -> None:
+    """Whether each text is base64 in its plainest form, which `base64.b64decode(text,
+    validate=True)` always takes: a multiple of four characters, each of the alphabet
+    (`A-Z a-z 0-9 + /`) but one or two `=` at the end. Another the exact path may take."""
+    for k in range(starts.shape[0]):
+        s, e = starts[k], ends[k]
+        ok = (e - s) % 4 == 0
+        pad = 0
+        if ok and e > s and text[e - 1] == 61:
+            pad = 2 if text[e - 2] == 61 else 1
+        for i in range(s, e - pad if ok else s):
+            if not _base64_digit(text[i]):
+                ok = False
+                break
+        good[k] = ok
+
+
+@numba.njit(cache=True, nogil=True)
 def decimals(text: Any, starts: Any, ends: Any, good: Any) -> None:
     """Whether each text is a decimal number `[+-](d+[.d*] | .d+)`, no space."""
     for k in range(starts.shape[0]):

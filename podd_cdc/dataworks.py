@@ -67,7 +67,7 @@ def _whole(value: Any, what: str) -> int:
     raise BadInput(None, f"{what} {str(value)[:40]!r} is not a whole number")
 
 
-def _change(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) -> Change:
+def change_of(rows: tuple[RowChange, ...], op: str, sequence: int, millis: int) -> Change:
     """A DataWorks change: its eventTime (ms) is its cut key, and no `source_time` is made of
     it (with its cache, 0.35 µs a message on the bench's): the delta's date is the
     watermark, and the sequence check bounds the eventTime itself."""
@@ -142,7 +142,7 @@ class DataWorksDecoder:
         else:  # UPDATE_BEFOR (the key's old half) or DELETE
             gone = table.key_row(an_object(self._columns(payload, "before"), f"{op} before"), op)
             rows = (table.delete(gone),)
-        return _change(rows, str(op), sequence, millis)
+        return change_of(rows, str(op), sequence, millis)
 
     def _fast(self, value: bytes) -> Record | None:
         """A row message by `dataworks_fast`; None: the exact path decides."""
@@ -167,9 +167,16 @@ class DataWorksDecoder:
                 rows = (table.delete(reader.keyed(payload.before.dataColumn)),)
             else:
                 return None
-            return _change(rows, op, sequence, millis)
+            return change_of(rows, op, sequence, millis)
         except (DecodeError, NotSure, BadInput, UnicodeDecodeError, orjson.JSONDecodeError):
             return None
+
+    def known_table(self, schema: bytes) -> MappedTable | None:
+        """The table of a message's `schema` (its bytes), where a message the fast path read
+        has taught it; None otherwise (`podd_cdc.dataworks_batch` then leaves the message
+        to this decoder)."""
+        found = self._fast_tables.get(Raw(schema))
+        return None if found is None else found[0]
 
     def _fast_table(self, raw: Raw) -> tuple[MappedTable, RowReader]:
         """The table of a message's raw `schema`: known, or learnt now."""

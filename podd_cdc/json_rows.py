@@ -38,7 +38,7 @@ def distinct(fields: Any, f0: int, f1: int) -> bool:
                     return False
         return True
     ordered = np.sort(fields[f0:f1, F_HASH])
-    for a in range(1, n):  # noqa: SIM110 - a loop numba compiles, not a generator
+    for a in range(1, n):
         if ordered[a] == ordered[a - 1]:
             return False
     return True

@@ -15,6 +15,17 @@ from typing import Any
 import numba
 import numpy as np
 
+
+def word_table(words: tuple[str, ...]) -> tuple[Any, Any]:
+    """`words` as the steps take them (`is_word`, `word_of`): a padded byte matrix and the
+    lengths."""
+    width = max(map(len, words))
+    table = np.zeros((len(words), width), np.uint8)
+    for k, word in enumerate(words):
+        table[k, : len(word)] = np.frombuffer(word.encode(), np.uint8)
+    return table, np.array([len(w) for w in words], np.int64)
+
+
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _ONE = np.uint64(1)
@@ -173,6 +184,15 @@ def is_word(text: Any, s: int, e: int, words: Any, lengths: Any, w: int) -> bool
 
 
 @numba.njit(cache=True, nogil=True)
+def word_of(text: Any, s: int, e: int, words: Any, lengths: Any, first: int, last: int) -> int:
+    """Which of words `first..last-1` `text[s:e]` is, or -1."""
+    for w in range(first, last):
+        if is_word(text, s, e, words, lengths, w):
+            return w
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
 def literal(buf: Any, i: int, e: int, word: Any) -> bool:
     """Whether `buf[i:]` starts with the bytes of `word`."""
     n = word.shape[0]
@@ -209,3 +229,28 @@ def next_member(buf: Any, i: int, e: int) -> tuple[int, int]:
     if i < e and buf[i] == 125:
         return i + 1, 0
     return i, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def container_end(buf: Any, i: int, e: int) -> int:
+    """From a '{' or '[': the index past the object or array it opens, by its brackets and
+    strings alone, or -1 where it does not close before `e`. Nothing inside is checked: the
+    caller compares the bytes with a value the exact path has read (`podd_cdc.dataworks_batch`
+    does so with a message's schema)."""
+    depth = 0
+    while i < e:
+        c = buf[i]
+        if c == 34:
+            i += 1
+            while i < e and buf[i] != 34:
+                i += 2 if buf[i] == 92 else 1
+            if i >= e:
+                return -1
+        elif c == 123 or c == 91:
+            depth += 1
+        elif c == 125 or c == 93:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1

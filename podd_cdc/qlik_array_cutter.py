@@ -24,9 +24,10 @@ import numpy as np
 
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.held_blocks import HeldBlocks
 from podd_cdc.look_pacing import LookPacing
 from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
-from podd_cdc.qlik_delta_rows import Block, TableBlock
+from podd_cdc.qlik_delta_rows import Block
 from podd_cdc.qlik_exact_block import ExactBlock
 from podd_cdc.qlik_feed import ReadAt, exact_lines
 from podd_cdc.qlik_held import (
@@ -68,11 +69,7 @@ class QlikArrayCutter:
             "qlik", timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
         self.codes = TransactionCodes()
-        self.blocks: dict[int, Block] = {}
-        self._next_block = 0
-        self._fresh: list[int] = []  # blocks kept since the last feed
-        #: The batches' text buffers the blocks point into: id → (bytes, blocks using it).
-        self._buffers: dict[int, tuple[int, int]] = {}
+        self.kept = HeldBlocks()
         self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
         self._fed = 0  # records fed so far
         self.silent: set[str] = set()  # DataWorks' partitions without heartbeats: none here
@@ -100,10 +97,12 @@ class QlikArrayCutter:
         return self.held.pending >= self.bounds.max_rows
 
     @property
+    def blocks(self) -> dict[int, Block]:
+        return self.kept.blocks
+
+    @property
     def pinned_bytes(self) -> int:
-        """Bytes of the read batches' text kept for the changes held (a batch's whole text
-        stays while one change of it is held)."""
-        return sum(size for size, _ in self._buffers.values())
+        return self.kept.pinned_bytes
 
     @property
     def full(self) -> bool:
@@ -169,7 +168,7 @@ class QlikArrayCutter:
             self._fed += 1
             self.held.read_to(part, at.offset + 1)
             return
-        block = self._block(ExactBlock(self.table_of(record.rows[0].table), [record]))
+        block = self.kept.keep(ExactBlock(self.table_of(record.rows[0].table), [record]))
         issued = self.codes.issued
         lines = exact_lines([record], ReadAt(part, at.offset, now, size), block, self.codes)
         self._tidy(issued, lines[self._hold(lines)])
@@ -181,7 +180,7 @@ class QlikArrayCutter:
     def new_block(self, block: Block) -> int:
         """Keep `block` (a batch's columns of one table) while changes in it are held; its
         number, for the lines that point into it."""
-        return self._block(block)
+        return self.kept.keep(block)
 
     def feed_lines(
         self, make: Callable[[TransactionCodes], HeldChanges], wall: datetime
@@ -227,35 +226,7 @@ class QlikArrayCutter:
         unused = np.setdiff1d(fresh, kept.transaction)
         if len(unused):
             self.codes.forget(unused)
-        self._drop_fresh(kept)
-
-    def _block(self, block: Block) -> int:
-        number = self._next_block
-        self._next_block += 1
-        self.blocks[number] = block
-        self._fresh.append(number)
-        if isinstance(block, TableBlock):
-            size, users = self._buffers.get(id(block.out), (block.out.nbytes, 0))
-            self._buffers[id(block.out)] = (size, users + 1)
-        return number
-
-    def _drop_fresh(self, kept: HeldChanges) -> None:
-        """The blocks kept since the last feed that no change `kept` points into are
-        dropped: a batch of second copies, or of changes left to the exact check, pins
-        nothing."""
-        used = set(np.unique(kept.block).tolist())
-        self._drop([number for number in self._fresh if number not in used])
-        self._fresh = []
-
-    def _drop(self, numbers: list[int]) -> None:
-        for number in numbers:
-            block = self.blocks.pop(number, None)
-            if isinstance(block, TableBlock):
-                size, users = self._buffers[id(block.out)]
-                if users > 1:
-                    self._buffers[id(block.out)] = (size, users - 1)
-                else:
-                    del self._buffers[id(block.out)]
+        self.kept.drop_fresh(kept)
 
     # --- the cut --------------------------------------------------------------------------
     def cut(
@@ -302,8 +273,7 @@ class QlikArrayCutter:
         taken = made.taken[~made.taken.refresh]
         self.guard.remember_taken(identities(taken.sequence))  # see `_holds`
         self.codes.forget(made.taken.transaction)
-        still = set(np.unique(self.held.held().block).tolist())
-        self._drop([number for number in self.blocks if number not in still])
+        self.kept.keep_only(self.held.held())
         return made
 
 

@@ -57,27 +57,13 @@ class QlikBatch:
         """Each message's (start, end) in `out` of a text header; -1 where there is none."""
         return self.heads[:, column], self.heads[:, column + 1]
 
+    def _row(self, m: int, side: int) -> list[tuple[str, Any]]:
+        return row_fields(
+            self.out, self.fields[self.field_starts[m] : self.field_starts[m + 1]], side
+        )
+
     def _text(self, start: int, end: int) -> str:
         return bytes(self.out[start:end]).decode()
-
-    def _row(self, m: int, side: int) -> list[tuple[str, Any]]:
-        k = json_rows
-        lines = self.fields[self.field_starts[m] : self.field_starts[m + 1]]
-        lines = lines[lines[:, k.F_SIDE] == side]
-        row = []
-        for line in lines.tolist():
-            value: Any = None
-            kind = line[k.F_KIND]
-            if kind == k.V_INT:
-                value = line[k.F_INT]
-            elif kind == k.V_BOOL:
-                value = line[k.F_INT] == 1
-            elif kind == k.V_STR:
-                value = self._text(line[k.F_STR0], line[k.F_STR1])
-            elif kind == k.V_NUMBER:  # as Python's JSON reads it: a float or a large int
-                value = json.loads(self._text(line[k.F_STR0], line[k.F_STR1]))
-            row.append((self._text(line[k.F_KEY0], line[k.F_KEY1]), value))
-        return row
 
     def message(self, m: int) -> ReadMessage | None:
         """Message `m` as the kernel read it; None if it was not read."""
@@ -104,19 +90,57 @@ class QlikBatch:
         )
 
 
+def row_fields(out: Any, lines: Any, side: int) -> list[tuple[str, Any]]:
+    """The fields of `side` among one message's `lines` (`podd_cdc.json_rows`), as Python's
+    JSON reads them, in the order written: (key, value)."""
+    k = json_rows
+
+    def text(start: int, end: int) -> str:
+        return bytes(out[start:end]).decode()
+
+    row = []
+    for line in lines[lines[:, k.F_SIDE] == side].tolist():
+        value: Any = None
+        kind = line[k.F_KIND]
+        if kind == k.V_INT:
+            value = line[k.F_INT]
+        elif kind == k.V_BOOL:
+            value = line[k.F_INT] == 1
+        elif kind == k.V_STR:
+            value = text(line[k.F_STR0], line[k.F_STR1])
+        elif kind == k.V_NUMBER:  # as Python's JSON reads it: a float or a large int
+            value = json.loads(text(line[k.F_STR0], line[k.F_STR1]))
+        row.append((text(line[k.F_KEY0], line[k.F_KEY1]), value))
+    return row
+
+
 def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -> QlikBatch:
     """`messages` read by the kernel into arrays made by `allocate` (uninitialised: the
     kernel sets every cell it hands on). Memory: about 15 bytes of arrays a byte read."""
+    buf, starts, ends, out, heads, fields = batch_arrays(messages, kernel.HEAD_COLUMNS, allocate)
+    used, count = kernel.read_batch(buf, starts, ends, *_WORDS, out, heads, fields)
+    return QlikBatch(out[:used], heads, *message_fields(fields[:count], len(messages)))
+
+
+def batch_arrays(
+    messages: list[bytes], head_columns: int, allocate: Callable[..., Any] = np.empty
+) -> tuple[Any, ...]:
+    """What a batch reader's kernel takes: `messages` joined, where each starts and ends,
+    and its outputs made by `allocate` (uninitialised: the kernel sets every cell it hands
+    on): the texts (as large as the batch), a line of `head_columns` a message, and room
+    for a field every `BYTES_A_FIELD` bytes."""
     sizes = np.fromiter(map(len, messages), np.int64, len(messages))
     buf = np.frombuffer(b"".join(messages), np.uint8)
     ends = np.cumsum(sizes)
     out = allocate(len(buf), np.uint8)
-    heads = allocate((len(messages), kernel.HEAD_COLUMNS), np.int64)
+    heads = allocate((len(messages), head_columns), np.int64)
     fields = allocate((len(buf) // BYTES_A_FIELD + 1, json_rows.FIELD_COLUMNS), np.int64)
-    used, count = kernel.read_batch(buf, ends - sizes, ends, *_WORDS, out, heads, fields)
-    fields = fields[:count]
-    starts = np.searchsorted(fields[:, json_rows.F_MSG], np.arange(len(messages) + 1))
-    return QlikBatch(out[:used], heads, fields, starts)
+    return buf, ends - sizes, ends, out, heads, fields
+
+
+def message_fields(fields: Any, count: int) -> tuple[Any, Any]:
+    """The lines of `fields` a kernel filled, and where each of `count` messages' begin."""
+    return fields, np.searchsorted(fields[:, json_rows.F_MSG], np.arange(count + 1))
 
 
 def distinct_texts(out: Any, starts: Any, ends: Any, keys: Any = None) -> tuple[Any, Any]:

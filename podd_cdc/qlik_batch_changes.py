@@ -62,6 +62,18 @@ class TableChanges:
     before: Columns
     sure: Any
 
+    # The rows each line makes (`qlik_delta_rows.RowImages`): a delete's row is its
+    # `beforeData` if that has a field, else its `data`; an upsert's `beforeData` with a
+    # field is deleted first.
+    def deleting(self, lines: Any) -> Any:
+        return self.operation[lines] == DELETE
+
+    def old_deleted(self, upserts: Any) -> Any:
+        return self.before.fields[upserts] > 0
+
+    def before_gone(self, deletes: Any) -> Any:
+        return self.before.fields[deletes] > 0
+
 
 def _texts(batch: QlikBatch, messages: Any, column: int) -> tuple[Any, Any, Any]:
     """Starts, ends and presence of a text header of `messages` (absent: an empty range)."""

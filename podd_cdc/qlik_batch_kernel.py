@@ -26,7 +26,17 @@ import numpy as np
 
 from podd_cdc import json_rows, json_scan
 from podd_cdc.json_rows import FALSE, NULL, TRUE, opened, row
-from podd_cdc.json_scan import int64_of, is_word, key, literal, next_member, number_end, string, ws
+from podd_cdc.json_scan import (
+    int64_of,
+    is_word,
+    key,
+    literal,
+    next_member,
+    number_end,
+    string,
+    word_of,
+    ws,
+)
 from protocol import kernel_arrays
 from protocol.kernel_arrays import unowned
 from protocol.kernel_cache import drop_if_sources_changed
@@ -68,21 +78,8 @@ _W_SLOTTED = 8  # WORDS[8:15] are the headers read as text, in `_HEADER_SLOTS`' 
 
 
 def word_table() -> tuple[Any, Any]:
-    """`WORDS` as the kernel takes them: a padded byte matrix and the lengths."""
-    width = max(map(len, WORDS))
-    table = np.zeros((len(WORDS), width), np.uint8)
-    for k, word in enumerate(WORDS):
-        table[k, : len(word)] = np.frombuffer(word.encode(), np.uint8)
-    return table, np.array([len(w) for w in WORDS], np.int64)
-
-
-@numba.njit(cache=True, nogil=True)
-def _word(text: Any, s: int, e: int, words: Any, lengths: Any, first: int, last: int) -> int:
-    """Which of words `first..last-1` `text[s:e]` is, or -1."""
-    for w in range(first, last):
-        if is_word(text, s, e, words, lengths, w):
-            return w
-    return -1
+    """`WORDS` as the kernel takes them (`json_scan.word_table`)."""
+    return json_scan.word_table(WORDS)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -100,7 +97,7 @@ def _headers(
         i, key1, good = key(buf, i, e, out, o)
         if not good:
             return i, o, False
-        w = _word(out, key0, key1, words, lengths, _W_SLOTTED, _W_LAST + 1)
+        w = word_of(out, key0, key1, words, lengths, _W_SLOTTED, _W_LAST + 1)
         if w < 0 or seen & (1 << w):
             return i, o, False
         seen |= 1 << w
@@ -148,7 +145,7 @@ def _message(
         i, key1, good = key(buf, i, e, out, o)
         if not good:
             return i, o, f, False
-        w = _word(out, key0, key1, words, lengths, _W_HEADERS, _W_BEFORE + 1)
+        w = word_of(out, key0, key1, words, lengths, _W_HEADERS, _W_BEFORE + 1)
         if w < 0 or w == _W_MESSAGE or seen & (1 << w):
             return i, o, f, False
         seen |= 1 << w
@@ -185,7 +182,7 @@ def _envelope(
         i, key1, good = key(buf, i, e, out, o)
         if not good:
             return o, f, False
-        w = _word(out, key0, key1, words, lengths, _W_MAGIC, _W_MESSAGE + 1)
+        w = word_of(out, key0, key1, words, lengths, _W_MAGIC, _W_MESSAGE + 1)
         if w < 0 or seen & (1 << w):
             return o, f, False
         seen |= 1 << w

@@ -1,6 +1,7 @@
-"""One side (`data` or `beforeData`) of some messages of one table, from a read batch
-(`podd_cdc.qlik_batch`) into columns: the values the exact decoder makes, in the layout the
-compiled body writer takes (`protocol.avro_encoder.encode_records`).
+"""One side (`data` or `beforeData`; DataWorks' `after` or `before`) of some messages of one
+table, from a read batch (`podd_cdc.qlik_batch`, `podd_cdc.dataworks_batch`) into columns:
+the values the exact decoder makes, in the layout the compiled body writer takes
+(`protocol.avro_encoder.encode_records`).
 
 A row is `sure` only where every field names a column of the table (by its bytes, not only
 its hash) and every value converts as the exact path converts it (`podd_cdc.values`,
@@ -12,17 +13,45 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from podd_cdc import column_kernels, json_rows
-from podd_cdc.qlik_batch import QlikBatch
 from podd_cdc.tables import MappedTable
-from podd_cdc.values import MAX_VALUE_BYTES, batch_form, days_date, micros_time
+from podd_cdc.values import (
+    MAX_MILLIS,
+    MAX_VALUE_BYTES,
+    MIN_MILLIS,
+    batch_form,
+    days_date,
+    micros_time,
+)
+
+
+class ReadFields(Protocol):
+    """A read batch's fields, as either batch reader leaves them (`podd_cdc.qlik_batch`,
+    `podd_cdc.dataworks_batch`): texts in `out`, a line of `fields` a field
+    (`podd_cdc.json_rows`), message m's lines from `field_starts[m]` to `field_starts[m + 1]`."""
+
+    @property
+    def out(self) -> Any: ...
+
+    @property
+    def fields(self) -> Any: ...
+
+    @property
+    def field_starts(self) -> Any: ...
+
 
 #: The forms whose values are texts: a start in the batch's `out`, and a length.
-TEXT_FORMS = ("text", "hex", "decimal")
+TEXT_FORMS = ("text", "hex", "decimal", "base64")
+#: A text form's shape, checked past its length: hexadecimal, a decimal, base64.
+_SHAPES = {
+    "hex": column_kernels.hex_texts,
+    "decimal": column_kernels.decimals,
+    "base64": column_kernels.base64_texts,
+}
 
 
 @dataclass(frozen=True)
@@ -39,7 +68,7 @@ class Columns:
 
 
 def _convert(
-    batch: QlikBatch, form: str, limit: int | None, line: Any
+    batch: ReadFields, form: str, limit: int | None, line: Any
 ) -> tuple[Any, Any, Any, Any]:
     """(values, lengths, valid, good) of the fields `line` of one column."""
     kind = line[:, json_rows.F_KIND]
@@ -66,14 +95,16 @@ def _convert(
         values = np.where(text, parsed, values)
     elif form == "real":
         values = _reals(batch, line, values, good)
+    elif form == "millis":  # DataWorks' DATE: a JSON integer of ms since 1970, held in µs
+        fits = (kind == json_rows.V_INT) & (values >= MIN_MILLIS) & (values <= MAX_MILLIS)
+        good |= fits
+        values = np.where(fits, values, 0) * 1000
     elif form in TEXT_FORMS:
         chars = -1 if limit is None or form != "text" else limit
         column_kernels.texts(out, starts, ends, chars, MAX_VALUE_BYTES, checked)
         if form != "text":
             shaped = np.zeros(count, np.bool_)
-            (column_kernels.hex_texts if form == "hex" else column_kernels.decimals)(
-                out, starts, ends, shaped
-            )
+            _SHAPES[form](out, starts, ends, shaped)
             checked &= shaped
         good |= text & checked
         values, lengths = starts, ends - starts
@@ -92,7 +123,7 @@ _PARSED = {
 _BOOLEAN_WORDS = np.array([list(b"true\0"), list(b"false")], np.uint8)
 
 
-def _reals(batch: QlikBatch, line: Any, values: Any, good: Any) -> Any:
+def _reals(batch: ReadFields, line: Any, values: Any, good: Any) -> Any:
     """A REAL column's fields as float bits: an int64 as its float, a number's text as
     Python reads it where it has a fraction or an exponent and is finite (a larger whole
     number is read otherwise by orjson: the exact path's)."""
@@ -108,7 +139,7 @@ def _reals(batch: QlikBatch, line: Any, values: Any, good: Any) -> Any:
     return result
 
 
-def _fields_of(batch: QlikBatch, messages: Any) -> tuple[Any, Any]:
+def _fields_of(batch: ReadFields, messages: Any) -> tuple[Any, Any]:
     """The lines of `fields` of `messages` (each message's are together, in order), and
     the row (the place in `messages`) each is of."""
     starts, ends = batch.field_starts[messages], batch.field_starts[messages + 1]
@@ -118,18 +149,18 @@ def _fields_of(batch: QlikBatch, messages: Any) -> tuple[Any, Any]:
     return np.arange(int(counts.sum())) - first[rows] + starts[rows], rows
 
 
-def side_columns(batch: QlikBatch, table: MappedTable, messages: Any, side: int) -> Columns:
+def side_columns(batch: ReadFields, table: MappedTable, messages: Any, side: int) -> Columns:
     """The rows of `side` (0 data, 1 beforeData) of `messages` (read, of `table`)."""
     return both_sides(batch, table, messages)[side]
 
 
-def both_sides(batch: QlikBatch, table: MappedTable, messages: Any) -> tuple[Columns, Columns]:
+def both_sides(batch: ReadFields, table: MappedTable, messages: Any) -> tuple[Columns, Columns]:
     """The rows of `data` and of `beforeData` of `messages` (read, of `table`)."""
     return tables_sides(batch, [(table, messages)])[0]
 
 
 def tables_sides(
-    batch: QlikBatch, groups: Sequence[tuple[MappedTable, Any]]
+    batch: ReadFields, groups: Sequence[tuple[MappedTable, Any]]
 ) -> list[tuple[Columns, Columns]]:
     """For each (table, its messages) of a read batch, the rows of `data` and of
     `beforeData`. Every field of every table and side is converted at once for each way a
@@ -248,7 +279,7 @@ class _Plan:
         keys = _keyed(self.table_of, hashes).tolist()
         self.by_key = {key: g for g, key in enumerate(keys)}
 
-    def columns_of(self, batch: QlikBatch, picked: Any, table: Any) -> Any:
+    def columns_of(self, batch: ReadFields, picked: Any, table: Any) -> Any:
         """The column (numbered across the tables) each picked field of table `table[k]`
         names, -1 for none: found by its table and hash, then its bytes compared with the
         column's name (a hash can be made to collide)."""
@@ -272,7 +303,7 @@ def _keyed(table: Any, hashes: Any) -> Any:
 
 
 def python_rows(
-    batch: QlikBatch, table: MappedTable, columns: Columns, rows: Any
+    batch: ReadFields, table: MappedTable, columns: Columns, rows: Any
 ) -> list[tuple[Any, ...]]:
     """Rows `rows` (their places in `columns`) as the exact decoder's values (None where
     NULL or not given): for tests and for a caller that needs a row whole."""
@@ -300,7 +331,7 @@ def column_values(
             got = [out[s : s + n].tobytes().decode() for s, n in zip(starts, sizes, strict=True)]
         elif form == "date":
             got = [days_date(d) for d in these.tolist()]
-        elif form == "timestamp":
+        elif form in ("timestamp", "millis"):
             got = [micros_time(u) for u in these.tolist()]
         elif form == "time":
             got = [micros_time(u).time() for u in these.tolist()]

@@ -24,7 +24,6 @@ import numba
 import numpy as np
 
 from podd_cdc.qlik_batch import distinct_texts
-from podd_cdc.qlik_batch_changes import DELETE, TableChanges
 from podd_cdc.qlik_columns import TEXT_FORMS, Columns, column_values, forms_of
 from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.tables import MappedTable
@@ -48,13 +47,47 @@ class Block(Protocol):
         ...
 
 
+class RowImages(Protocol):
+    """A read batch's changes of one table (a line each) as the rows they make
+    (`change_rows`): Qlik's (`qlik_batch_changes.TableChanges`) and DataWorks'
+    (`dataworks_batch_changes.DataWorksChanges`)."""
+
+    @property
+    def messages(self) -> Any:
+        """Each line's message, in the batch."""
+        ...
+
+    @property
+    def data(self) -> Columns:
+        """The row an upsert writes (Qlik's `data`, DataWorks' `after`)."""
+        ...
+
+    @property
+    def before(self) -> Columns:
+        """The row before the change (Qlik's `beforeData`, DataWorks' `before`)."""
+        ...
+
+    def deleting(self, lines: Any) -> Any:
+        """Which of `lines` delete a row (the rest upsert their `data`)."""
+        ...
+
+    def old_deleted(self, upserts: Any) -> Any:
+        """Which of the upserting `upserts` delete their `before` row first."""
+        ...
+
+    def before_gone(self, deletes: Any) -> Any:
+        """Which of the deleting `deletes` delete their `before` row (the rest their
+        `data`)."""
+        ...
+
+
 @dataclass(frozen=True)
 class TableBlock:
     """One table's changes of one read batch."""
 
     table: MappedTable
     out: Any  # the batch's text buffer
-    made: TableChanges
+    made: RowImages
 
     def rows(self, lines: Any, ranks: Any) -> tuple[DeltaTable, tuple[Any, Any]]:
         return _block_rows(self, lines, ranks)
@@ -272,23 +305,20 @@ def _side_rows(columns: Columns, rows: Any, sys_op: int) -> tuple[Any, Any, Any]
     return values, lengths, valid
 
 
-def change_rows(
-    table: MappedTable, made: TableChanges, lines: Any
-) -> tuple[Any, Any, Any, Any, int]:
+def change_rows(table: MappedTable, made: RowImages, lines: Any) -> tuple[Any, Any, Any, Any, int]:
     """The rows changes `lines` make, the line each row is of, and how many of them, first,
-    are the deletes of an upsert's `beforeData`. A delete's row is its `beforeData` if that
-    has a field, else its `data`. `MappedTable.changes` deletes the old key of an upsert only
-    where the key moved; here every `beforeData` is deleted, and where the key did not move,
-    the upsert after it in the same change supersedes that delete (`_last_per_key`), so
-    which keys are equal is decided in one place, `_key_codes`."""
-    deleted = made.operation[lines] == DELETE
-    has_before = made.before.fields[lines] > 0
+    are the deletes of an upsert's old row (`RowImages.old_deleted`; Qlik: a `beforeData`
+    with a field). `MappedTable.changes` deletes the old key of an upsert only where the key
+    moved; here every such old row is deleted, and where the key did not move, the upsert
+    after it in the same change supersedes that delete (`_last_per_key`), so which keys are
+    equal is decided in one place, `_key_codes`."""
+    deleted = made.deleting(lines)
     upserts, gone = lines[~deleted], lines[deleted]
     after = _side_rows(made.data, upserts, 0)
-    olds = upserts[has_before[~deleted]]
+    olds = upserts[made.old_deleted(upserts)]
     old = _side_rows(made.before, olds, 1)
     removed = [
-        np.where(has_before[deleted], b, d)
+        np.where(made.before_gone(gone), b, d)
         for b, d in zip(
             _side_rows(made.before, gone, 1), _side_rows(made.data, gone, 1), strict=True
         )

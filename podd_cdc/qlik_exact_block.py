@@ -81,7 +81,7 @@ def _number(form: str, value: Any) -> int:
         return int(np.float64(value).view(np.int64).item())
     if form == "date":
         return days(value)
-    if form == "timestamp":
+    if form in ("timestamp", "millis"):
         return micros(value)
     if form == "time":
         if not isinstance(value, time) or value.tzinfo is not None:

@@ -121,6 +121,7 @@ def _held(
         source_us,
         np.full(len(lines), block, np.int64),
         lines,
+        np.zeros(len(lines), np.int64),
     )
 
 

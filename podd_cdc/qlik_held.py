@@ -78,6 +78,9 @@ class HeldChanges:
     source_us: Any  # its source time, µs since 1970 (`NO_TIME`: none)
     block: Any  # where its row is: the block of columns the caller keeps it in
     line: Any  # ... and its line there
+    #: Its operation's code, where the format's identity needs it (a DataWorks change is the
+    #: same change only with the same id and operation: `podd_cdc.dataworks_held`); 0 else.
+    operation: Any
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -332,3 +335,8 @@ _EMPTY = np.zeros(0, np.int64)
 _KINDS = {"last": np.bool_, "refresh": np.bool_, "arrived": np.float64}  # else int64
 _NONE_ARRAYS: dict[str, Any] = {name: np.zeros(0, _KINDS.get(name, np.int64)) for name in _FIELDS}
 _NONE = HeldChanges(**{**_NONE_ARRAYS, "sequence": (_EMPTY, _EMPTY)})
+
+
+def held_none() -> HeldChanges:
+    """No change held."""
+    return _NONE

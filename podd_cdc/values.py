@@ -209,6 +209,10 @@ def _timestamp(value: Any) -> datetime:
     return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
+#: The times in ms since 1970 a datetime holds (`millis_time`): years 1 to 9999.
+MIN_MILLIS, MAX_MILLIS = -62_135_596_800_000, 253_402_300_799_999
+
+
 def millis_time(millis: int) -> datetime:
     """A time in ms since 1970 as a naive UTC time (OverflowError past year 9999)."""
     return _EPOCH + timedelta(milliseconds=millis)
@@ -356,7 +360,8 @@ def batch_form(column: SourceColumn) -> str:
     """How the batch reader (`podd_cdc.qlik_columns`) takes this column's values: `integer`
     (in `bounds`), `real`, `text` (at most `text_limit` characters), `boolean`, `date`,
     `time`, `timestamp`, `hex` (BYTES as hexadecimal text), `decimal` (NUMERIC kept as
-    text), or `exact`: every value but NULL goes to the exact path."""
+    text), `millis` (DataWorks' DATE: an integer of ms since 1970), `base64` (DataWorks'
+    BYTES, kept as its text), or `exact`: every value but NULL goes to the exact path."""
     convert = column.convert
     if column.bounds is not None:
         return "integer"
@@ -370,5 +375,7 @@ def batch_form(column: SourceColumn) -> str:
         _timestamp: "timestamp",
         _hex_text: "hex",
         _decimal_text: "decimal",
+        _epoch_millis: "millis",
+        _base64_text: "base64",
     }
     return forms.get(convert, "exact")

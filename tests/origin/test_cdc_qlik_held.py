@@ -118,6 +118,7 @@ class Both:
             np.array([_source_us(d[5]) for d in drawn], np.int64),
             np.zeros(len(drawn), np.int64),
             np.arange(first, first + len(drawn), dtype=np.int64),
+            np.zeros(len(drawn), np.int64),
         )
         self.held.feed(changes)
         assert (self.held.pending, self.held.duplicates) == (
@@ -209,7 +210,7 @@ def test_a_feed_of_two_partitions_is_refused() -> None:
     would move one partition's bound by the other's changes."""
     two = np.array([0, 1], np.int64)
     changes = HeldChanges(
-        two, two, (two, two), two - 2, two, two > 0, two * 0.0, two, two < 0, two, two, two
+        two, two, (two, two), two - 2, two, two > 0, two * 0.0, two, two < 0, two, two, two, two
     )
     with pytest.raises(ValueError, match="one partition"):
         QlikHeld([0, 0]).feed(changes)
