@@ -98,7 +98,7 @@ def build_parser(prog: str = "podd-cdc") -> argparse.ArgumentParser:
         dest="cdc_columnar",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="Qlik: hold and cut changes on arrays, read in batches (the default); "
+        help="hold and cut changes on arrays, read in batches (the default); "
         "--no-columnar: a change at a time",
     )
     run.add_argument("--chunk-rows", type=int, help="rows per delta.in chunk (default 1000)")

@@ -178,6 +178,17 @@ class DataWorksDecoder:
         found = self._fast_tables.get(Raw(schema))
         return None if found is None else found[0]
 
+    def learn_table(self, schema: bytes) -> MappedTable | None:
+        """Learn the table of a row message's `schema` (its bytes) now, as decoding that
+        message would (the fast path's `_learn`, with every side effect it has); None where
+        that fails: the message is then this decoder's, which names what is wrong. For the
+        batch reader (`podd_cdc.dataworks_batch_intake`), which asks only at a message this
+        decoder would read next."""
+        try:
+            return self._fast_table(Raw(schema))[0]
+        except (BadInput, NotSure, orjson.JSONDecodeError):
+            return None
+
     def _fast_table(self, raw: Raw) -> tuple[MappedTable, RowReader]:
         """The table of a message's raw `schema`: known, or learnt now."""
         found = self._fast_tables.get(raw)

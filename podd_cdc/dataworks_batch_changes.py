@@ -127,6 +127,14 @@ def heartbeats(batch: DataWorksBatch, placed: Any) -> tuple[Any, Any]:
     return messages, heads[messages, kernel.M_EVENT]
 
 
+def markers(batch: DataWorksBatch, placed: Any) -> Any:
+    """The markers that change no row the batch is sure of (their places in it): read, with
+    a schema that is null or one learnt (the exact decoder counts them, `Skipped`)."""
+    heads = batch.heads
+    marking = batch.read & (heads[:, kernel.M_OP] >= kernel.FIRST_MARKER)
+    return np.nonzero(marking & ((heads[:, kernel.M_SCHEMA] < 0) | (placed >= 0)))[0]
+
+
 def change(batch: DataWorksBatch, table: MappedTable, changes: DataWorksChanges, r: int) -> Change:
     """The `Change` of sure line `r`, as the exact decoder makes it."""
     operation = int(changes.operation[r])

@@ -10,8 +10,8 @@ exact decoder has read), and every field of `payload.after.dataColumn` (side 0) 
 `podd_cdc.json_rows` that `podd_cdc.qlik_columns` turns into columns.
 
 It reads a message only where it reads it as JSON does, and only the shape of a DataWorks row
-message or heartbeat. Anything else is marked not read (`M_OK` 0), for the exact path to
-decide: an operation other than a row's or a heartbeat, a key it does not know or given twice,
+message, heartbeat or marker. Anything else is marked not read (`M_OK` 0), for the exact path
+to decide: an operation other than those (a table's DDL), a key it does not know or given twice,
 a `ddl` that is not null, an image that is not `{"dataColumn": {...}}`, a value nested deeper
 than a field, a `\\u` escape, bytes that are not UTF-8 as Python reads it, trailing bytes.
 Whether an id or a time fits its rule, and a row its table, is the caller's to check.
@@ -41,9 +41,25 @@ from protocol import kernel_arrays
 from protocol.kernel_arrays import unowned
 from protocol.kernel_cache import drop_if_sources_changed
 
-#: Operation codes (`M_OP`), as `OPERATIONS` spells them.
+#: Operation codes (`M_OP`), as `OPERATIONS` spells them: a row's, a heartbeat, and from
+#: `FIRST_MARKER` on the markers that change no row (`dataworks.NO_ROW_OPS`).
 INSERT, UPDATE_AFTER, UPDATE_BEFOR, DELETE, HEARTBEAT = range(5)
-OPERATIONS = ("INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE", "MHEARTBEAT")
+FIRST_MARKER = 5
+OPERATIONS = (
+    "INSERT",
+    "UPDATE_AFTER",
+    "UPDATE_BEFOR",
+    "DELETE",
+    "MHEARTBEAT",
+    "TRANSACTION_BEGIN",
+    "TRANSACTION_END",
+    "GTID",
+    "XACOMMIT",
+    "XAROLLBACK",
+    "CINDEX",
+    "DINDEX",
+    "QUERY",
+)
 # Columns of `heads`, one line a message: the operation; the id and the eventTime (valid where
 # `HAS_SEQUENCE` and `HAS_EVENT` are set); the schema's (start, end) in the batch, -1 where it
 # is null or not given; what the message holds (`HAS_*` bits); whether it was read.
@@ -183,7 +199,7 @@ def _payload(
     head, fields, f = ctx
     i, empty = opened(buf, i, e)
     if empty:
-        return i, o, f, True
+        return i, o, f, False  # no operation
     seen = 0
     more = 1
     while more == 1:
@@ -220,7 +236,7 @@ def _payload(
         if not good:
             return i, o, f, False
         i, more = next_member(buf, i, e)
-    return i, o, f, more == 0
+    return i, o, f, more == 0 and head[M_OP] >= 0  # no operation: the exact path's
 
 
 @numba.njit(cache=True, nogil=True)

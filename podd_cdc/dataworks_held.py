@@ -3,10 +3,11 @@ DataWorks, docs/cdc/internals.md): what `podd_cdc.cutter.Cutter` keeps a change 
 DataWorks (a `Pending` each, `EventTimes`, the identities held, each partition's last
 heartbeat and the watermarks the topic passed), kept as a few arrays per batch fed.
 
-A change is a line of `qlik_held.HeldChanges`: where it was read, its order as the exact
-decoder's (`sequenceId`, and 0 for an `UPDATE_BEFOR`, 1 else), its eventTime as its source
-time (`source_us`, µs), its operation's code, when it arrived, its message's bytes, and where
-its row is. Its identity is its id and operation: a change whose identity is held already is
+A change is a line of `qlik_held.HeldChanges` (`podd_cdc.dataworks_feed`): where it was read,
+its order as the exact decoder's (`sequenceId`, and 0 for an `UPDATE_BEFOR`, 1 else, as a
+pair: `dataworks_feed.order_of`), its eventTime as its source time (`source_us`, µs), its
+operation's code, when it arrived, its message's bytes, and where its row is. Its identity is
+its order and operation (its id and operation): a change whose identity is held already is
 a second copy, and so is one the last cut took by the membership rule (`taken_by`: at or
 below its bound and read before its end). A change at or below the last bound read after it
 is late: held, counted, and cut into the next delta.
@@ -69,7 +70,7 @@ class DataWorksHeld:
         self.silent: set[int] = set()  # read to their end without a heartbeat
         self.watermarks: list[int] = []
         self._parts: list[HeldChanges] = []
-        self._identities: set[tuple[int, int]] = set()
+        self._identities: set[tuple[int, int, int]] = set()
         self._first_arrival: dict[int, float] = {}
         self.pending = 0
         self.pending_bytes = 0
@@ -85,13 +86,14 @@ class DataWorksHeld:
         return len(self.heartbeat) - 1
 
     def read_to(self, partition: int, offset: int) -> None:
-        """Reading of `partition` moved on to `offset` past records that hold no change."""
-        self.next_offset[partition] = offset
+        """Reading of `partition` moved on to `offset` past records that hold no change (a
+        batch's markers may be fed after its changes)."""
+        self.next_offset[partition] = max(self.next_offset[partition], offset)
 
     def beat(self, partition: int, event_ms: int, offset: int) -> None:
         """A heartbeat of `event_ms` read at `offset`: the partition's mark moves up to it,
         and the topic's watermark is noted again."""
-        self.next_offset[partition] = offset + 1
+        self.next_offset[partition] = max(self.next_offset[partition], offset + 1)
         before = self.heartbeat[partition]
         self.heartbeat[partition] = event_ms if before is None else max(before, event_ms)
         self.note_watermark()
@@ -125,15 +127,16 @@ class DataWorksHeld:
             below = event_us <= self.last_bound * 1000
             held &= ~(below & (changes.offset < self.prev_end[part]))  # the last cut took it
         identities = self._identities
-        sequences, operations = changes.sequence[0].tolist(), changes.operation.tolist()
+        high, low = (s.tolist() for s in changes.sequence)
+        operations = changes.operation.tolist()
         for k in np.nonzero(held)[0].tolist():
-            identity = (sequences[k], operations[k])
+            identity = (high[k], low[k], operations[k])
             if identity in identities:
                 held[k] = False
             else:
                 identities.add(identity)
-        if len(changes):
-            self.next_offset[part] = int(changes.offset[-1]) + 1
+        if len(changes):  # a batch's heartbeats may be fed after its changes, or before
+            self.next_offset[part] = max(self.next_offset[part], int(changes.offset[-1]) + 1)
         kept = changes[held]
         self._parts.append(kept)
         if len(kept):
@@ -144,9 +147,6 @@ class DataWorksHeld:
         self.pending_bytes += int(kept.size.sum())
         self.duplicates += int(len(held) - len(kept))
         return held
-
-    def holds(self, sequence: int, operation: int) -> bool:
-        return (sequence, operation) in self._identities
 
     def ahead(self, quiet: set[int]) -> tuple[set[int], int | None]:
         """`Cutter.ahead` for DataWorks: the partitions (neither quiet nor silent) whose
@@ -209,8 +209,8 @@ class DataWorksHeld:
         self._parts = [rest]
         parts, first = np.unique(rest.partition, return_index=True)
         self._first_arrival = dict(zip(parts.tolist(), rest.arrived[first].tolist(), strict=True))
-        pairs = zip(taken.sequence[0].tolist(), taken.operation.tolist(), strict=True)
-        self._identities.difference_update(pairs)
+        high, low = (s.tolist() for s in taken.sequence)
+        self._identities.difference_update(zip(high, low, taken.operation.tolist(), strict=True))
         self.pending -= len(taken)
         self.pending_bytes -= int(taken.size.sum())
         self.last_bound = look.watermark

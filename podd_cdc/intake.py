@@ -20,14 +20,16 @@ from typing import Any
 import structlog
 
 from origin.client import OriginClient
+from podd_cdc import dataworks_batch_intake, qlik_batch_intake
 from podd_cdc.catalog import QlikCatalog
 from podd_cdc.cutlog import partition_key
+from podd_cdc.cutters import AnyCutter
 from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.dataworks_array_cutter import DataWorksArrayCutter
 from podd_cdc.errors import AwaitingMetadata, BadInput, SchemaStop, SequenceStop
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
-from podd_cdc.qlik_array_cutter import AnyCutter, QlikArrayCutter
-from podd_cdc.qlik_batch_intake import hold_fetch
+from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.records import Position, TableSeen
 from podd_cdc.topic_reader import TopicReader
 from podd_kafka.record_runs import RecordRun
@@ -151,14 +153,19 @@ class Intake:
     def _hold_fetch(
         self, reader: TopicReader, cutter: AnyCutter, runs: Runs, wall: datetime
     ) -> dict[str, tuple[int, int]]:
-        """The Qlik cutter on arrays: each run's first messages held from one read batch of
-        the fetch, where it can (`podd_cdc.qlik_batch_intake.hold_fetch`); per partition,
-        how many, and how many after them are for the exact decoder."""
-        if not isinstance(cutter, QlikArrayCutter) or not isinstance(self.decoder, QlikDecoder):
-            return {}
+        """A cutter on arrays: each run's first messages held from one read batch of the
+        fetch, where it can (`qlik_batch_intake.hold_fetch`,
+        `dataworks_batch_intake.hold_fetch`); per partition, how many, and how many after
+        them are for the exact decoder."""
         started = time.monotonic()
         open_runs = [(k, ms) for k, ms in runs if k not in self.blocked and not reader.is_paused(k)]
-        held = hold_fetch(self.decoder, cutter, open_runs, started, wall)
+        decoder = self.decoder
+        if isinstance(cutter, QlikArrayCutter) and isinstance(decoder, QlikDecoder):
+            held = qlik_batch_intake.hold_fetch(decoder, cutter, open_runs, started, wall)
+        elif isinstance(cutter, DataWorksArrayCutter) and isinstance(decoder, DataWorksDecoder):
+            held = dataworks_batch_intake.hold_fetch(decoder, cutter, open_runs, started, wall)
+        else:
+            return {}
         for key, (count, _) in held.items():
             if count:
                 self.waiting.pop(key, None)

@@ -22,14 +22,14 @@ class CdcOptions:
     until_idle: float | None = None
     metadata_wait: float = 30.0
     topic_tables: dict[str, str] = field(default_factory=dict)
-    #: Qlik: hold and cut on arrays, fed from read batches (`podd_cdc.qlik_array_cutter`);
-    #: False: a change at a time (`podd_cdc.cutter.Cutter`), as DataWorks always is.
+    #: Hold and cut on arrays, fed from read batches (`podd_cdc.qlik_array_cutter`,
+    #: `podd_cdc.dataworks_array_cutter`); False: a change at a time (`podd_cdc.cutter`).
     columnar: bool = True
 
     @property
     def on_arrays(self) -> bool:
-        """Whether changes are held and cut on arrays: Qlik, with `columnar`."""
-        return self.columnar and self.fmt == "qlik"
+        """Whether changes are held and cut on arrays (`columnar`, either format)."""
+        return self.columnar
 
 
 @dataclass

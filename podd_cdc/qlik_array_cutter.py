@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from podd_cdc.cutlog import Cut, partition_key
-from podd_cdc.cutter import Bounds, Cutter
+from podd_cdc.cutter import Bounds
 from podd_cdc.held_blocks import HeldBlocks
 from podd_cdc.look_pacing import LookPacing
 from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
@@ -275,7 +275,3 @@ class QlikArrayCutter:
         self.codes.forget(made.taken.transaction)
         self.kept.keep_only(self.held.held())
         return made
-
-
-#: Either cutter, as the intake and the runner ask them.
-AnyCutter = Cutter | QlikArrayCutter

@@ -79,7 +79,7 @@ def hold_fetch(
     ]
     kept = [(made, these, cutter.new_block(block)) for made, these, block in chosen if len(these)]
     if not kept:
-        return _then_exactly(runs, first, where, unread)
+        return then_exactly(runs, first, where, unread)
 
     def lines(codes: TransactionCodes) -> HeldChanges:
         def read(made: TableChanges, these: Any) -> ReadAt:
@@ -97,10 +97,10 @@ def hold_fetch(
         key = cutter.keys[p]  # read again from the first message judged
         read_from = offsets[where[key] : where[key] + first[key]]
         first[key] = min(first[key], int(np.searchsorted(read_from, at)))
-    return _then_exactly(runs, first, where, unread)
+    return then_exactly(runs, first, where, unread)
 
 
-def _then_exactly(
+def then_exactly(
     runs: list[tuple[str, RecordRun]], first: dict[str, int], where: dict[str, int], unread: Any
 ) -> dict[str, tuple[int, int]]:
     """Per run, its messages held (`first`) and then those for the exact decoder: the

@@ -47,7 +47,7 @@ def batch_lines(
     its transaction's code is its message's in `coded` (`message_codes`, made once for
     every table of the batch), none for a full-load row."""
     refresh = made.operation[lines] == REFRESH
-    return _held(
+    return held_lines(
         read,
         (made.sequence[0][lines], made.sequence[1][lines]),
         np.where(refresh, -1, coded[made.messages[lines]]),
@@ -81,7 +81,7 @@ def exact_lines(
     ends = np.cumsum(sizes)
     out = np.frombuffer(b"".join(ids), np.uint8)
     given = np.array([c.transaction is not None for c in changes], np.bool_)
-    return _held(
+    return held_lines(
         read,
         (np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)),
         codes.codes(out, ends - sizes, ends, given),
@@ -94,7 +94,7 @@ def exact_lines(
     )
 
 
-def _held(
+def held_lines(
     read: ReadAt,
     sequence: tuple[Any, Any],
     transaction: Any,
@@ -104,7 +104,11 @@ def _held(
     source_us: Any,
     block: int,
     lines: Any,
+    operation: Any = 0,
 ) -> HeldChanges:
+    """The held lines of changes of one block (lines `lines` there), read as `read` says;
+    each value an array of a value a line, `operation` also one value for every line."""
+
     def each(value: Any, kind: Any) -> Any:
         return np.broadcast_to(np.asarray(value, kind), (len(lines),)).copy()
 
@@ -121,7 +125,7 @@ def _held(
         source_us,
         np.full(len(lines), block, np.int64),
         lines,
-        np.zeros(len(lines), np.int64),
+        each(operation, np.int64),
     )
 
 

@@ -28,12 +28,15 @@ from origin.session import OriginSession, Resync, SessionOptions
 from origin.sources import SourceDelta
 from podd_cdc.cutlog import Cut, CutLog
 from podd_cdc.cutter import Cutter
+from podd_cdc.cutters import AnyCutter
+from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.dataworks_array_cutter import DataWorksArrayCutter
 from podd_cdc.errors import AwaitingMetadata, BadInput, CdcError
 from podd_cdc.intake import Handoff, Intake, make_decoder
 from podd_cdc.membership import in_delta, rebuild
 from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
-from podd_cdc.qlik_array_cutter import AnyCutter, QlikArrayCutter
+from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.records import Change, Position, Record
 from podd_cdc.rows import digest_as_recorded
@@ -159,6 +162,9 @@ class CdcOrigin:
         decoder = self.intake.decoder
         if self.options.on_arrays and isinstance(decoder, QlikDecoder):
             return QlikArrayCutter(self.schema, decoder.by_name.__getitem__, starts, last, bounds)
+        if self.options.on_arrays and isinstance(decoder, DataWorksDecoder):
+            table_of = decoder.by_name.__getitem__
+            return DataWorksArrayCutter(self.schema, table_of, starts, last, bounds)
         return Cutter(self.options.fmt, self.schema, starts, last, bounds)
 
     async def _seed_taken(self, cutter: AnyCutter) -> None:

@@ -33,7 +33,7 @@ def partition_records(max_rows: int, *, on_arrays: bool) -> int:
     """Records taken from one partition per batch, for deltas of `max_rows` changes.
 
     What the run holds follows it (a batch of each partition on either side of the next
-    delta). The Qlik cutter on arrays (`on_arrays`) takes an eighth of a delta, from
+    delta). A cutter on arrays (`on_arrays`) takes an eighth of a delta, from
     `FEWEST_RECORDS` to `MOST_RECORDS`: each of its batches costs the same few dozen array
     steps per table, so a larger one is cheaper a message. The 300,000-change bench, in
     alternating runs: 42 and 45 µs of CPU a change at 2,000 against 51 and 65 at 500; then
