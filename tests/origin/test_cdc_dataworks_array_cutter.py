@@ -91,7 +91,7 @@ def _topic(seed: int) -> list[list[bytes]]:
         marker_ratio=0.05,
         seed=seed,
     )
-    rng = random.Random(seed)  # noqa: S311 - a seeded workload
+    rng = random.Random(seed)
     parts: list[list[bytes]] = [[] for _ in range(PARTITIONS)]
     for written in writer.transactions(db.transaction(rng.randint(1, 40)) for _ in range(150)):
         value = written.value
@@ -146,7 +146,7 @@ def test_the_origin_on_arrays_cuts_what_the_origin_a_change_at_a_time_cuts(
 ) -> None:
     parts = _topic(seed)
     schema = _schema(parts)
-    rng = random.Random(seed)  # noqa: S311 - a seeded workload
+    rng = random.Random(seed)
     max_rows = rng.choice([300, 1000, 5000])
     arrays = Origin(schema, True, max_rows, tmp_path)
     records = Origin(schema, False, max_rows, tmp_path)
