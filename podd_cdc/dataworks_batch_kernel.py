@@ -39,7 +39,7 @@ from podd_cdc.json_scan import (
 )
 from protocol import kernel_arrays
 from protocol.kernel_arrays import unowned
-from protocol.kernel_cache import drop_if_sources_changed
+from protocol.kernel_cache import defined_here, drop_if_sources_changed
 
 #: Operation codes (`M_OP`), as `OPERATIONS` spells them: a row's, a heartbeat, and from
 #: `FIRST_MARKER` on the markers that change no row (`dataworks.NO_ROW_OPS`).
@@ -326,8 +326,9 @@ def read_batch(
     )
 
 
-# The entry point inlines `podd_cdc.json_rows`' and `podd_cdc.json_scan`'s steps and
-# `protocol.kernel_arrays`: its cache must follow those files too.
+# The kernels inline `podd_cdc.json_rows`' and `podd_cdc.json_scan`'s steps and
+# `protocol.kernel_arrays`: each one's cache must follow those files too.
 drop_if_sources_changed(
-    [read_batch], [__file__, json_rows.__file__, json_scan.__file__, kernel_arrays.__file__]
+    defined_here(globals()),
+    [__file__, json_rows.__file__, json_scan.__file__, kernel_arrays.__file__],
 )

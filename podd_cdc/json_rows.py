@@ -11,7 +11,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from podd_cdc import json_scan
 from podd_cdc.json_scan import fnv, int64_of, key, literal, next_member, number_end, string, ws
+from protocol.kernel_cache import defined_here, drop_if_sources_changed
 
 # A field's value kind: V_BOOL holds 1 or 0 as an integer; V_NUMBER is a JSON number that is
 # not an int64 (a fraction, an exponent, a larger whole number), kept as its text.
@@ -119,3 +121,7 @@ def row(
         f += 1
         i, more = next_member(buf, i, e)
     return i, o, f, more == 0 and distinct(fields, f0, f)
+
+
+# The steps inline `podd_cdc.json_scan`'s: their caches must follow that file too.
+drop_if_sources_changed(defined_here(globals()), [__file__, json_scan.__file__])

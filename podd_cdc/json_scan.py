@@ -5,7 +5,8 @@ step that is not sure of what it sees answers no, and the message goes to the ex
 The steps are strict where JSON and UTF-8 are: a string's UTF-8 is checked as Python's
 `bytes.decode` checks it (no overlong form, no surrogate, nothing past U+10FFFF), a control
 character in a string is refused, and a number is read only as a whole int64. A `\\u` escape
-is not read here at all: the exact path decides it.
+is read as JSON reads it, but a lone surrogate, which UTF-8 cannot hold: the exact path
+decides that.
 """
 
 from __future__ import annotations
@@ -71,6 +72,63 @@ def _utf8_tail(lead: int, second: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def _hex4(buf: Any, i: int, e: int) -> int:
+    """The four hexadecimal digits at `buf[i:i + 4]` as a number, or -1."""
+    if i + 4 > e:
+        return -1
+    value = 0
+    for k in range(i, i + 4):
+        b = buf[k]
+        if 48 <= b <= 57:
+            digit = b - 48
+        elif 97 <= b <= 102:
+            digit = b - 87
+        elif 65 <= b <= 70:
+            digit = b - 55
+        else:
+            return -1
+        value = value * 16 + digit
+    return value
+
+
+@numba.njit(cache=True, nogil=True)
+def _unicode_escape(buf: Any, i: int, e: int, out: Any, o: int) -> tuple[int, int, bool]:
+    """A `\\uXXXX` escape at `buf[i]` (a surrogate pair as one), its character written as
+    UTF-8 at `out[o]` (never longer than the escape): (the index past it, the end in `out`,
+    whether it was read). A lone surrogate, which Python's JSON reads and UTF-8 cannot hold,
+    is not read: the exact path decides it."""
+    code = _hex4(buf, i + 2, e)
+    step = 6
+    if 0xD800 <= code <= 0xDBFF:
+        low = _hex4(buf, i + 8, e) if i + 7 < e and buf[i + 6] == 92 and buf[i + 7] == 117 else -1
+        if not 0xDC00 <= low <= 0xDFFF:
+            return i, o, False
+        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+        step = 12
+    elif code < 0 or 0xDC00 <= code <= 0xDFFF:
+        return i, o, False
+    if code < 0x80:
+        out[o] = code
+        o += 1
+    elif code < 0x800:
+        out[o] = 0xC0 | (code >> 6)
+        out[o + 1] = 0x80 | (code & 0x3F)
+        o += 2
+    elif code < 0x10000:
+        out[o] = 0xE0 | (code >> 12)
+        out[o + 1] = 0x80 | ((code >> 6) & 0x3F)
+        out[o + 2] = 0x80 | (code & 0x3F)
+        o += 3
+    else:
+        out[o] = 0xF0 | (code >> 18)
+        out[o + 1] = 0x80 | ((code >> 12) & 0x3F)
+        out[o + 2] = 0x80 | ((code >> 6) & 0x3F)
+        out[o + 3] = 0x80 | (code & 0x3F)
+        o += 4
+    return i + step, o, True
+
+
+@numba.njit(cache=True, nogil=True)
 def string(buf: Any, i: int, e: int, out: Any, o: int) -> tuple[int, int, bool]:
     """From just past an opening quote: the text unescaped into `out[o:]` (never longer than
     it was escaped). Returns (the index past the closing quote, the end in `out`, whether it
@@ -93,8 +151,13 @@ def string(buf: Any, i: int, e: int, out: Any, o: int) -> tuple[int, int, bool]:
                 out[o] = 8
             elif x == 102:
                 out[o] = 12
+            elif x == 117:
+                i, o, good = _unicode_escape(buf, i, e, out, o)
+                if not good:
+                    return i, o, False
+                continue
             else:
-                return i, o, False  # \u and anything else: the exact path decides
+                return i, o, False  # anything else: the exact path decides
             o += 1
             i += 2
             continue

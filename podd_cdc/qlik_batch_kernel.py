@@ -39,7 +39,7 @@ from podd_cdc.json_scan import (
 )
 from protocol import kernel_arrays
 from protocol.kernel_arrays import unowned
-from protocol.kernel_cache import drop_if_sources_changed
+from protocol.kernel_cache import defined_here, drop_if_sources_changed
 
 # Columns of `heads`: one line a message. A header's text is a range (start, end) of `out`,
 # (-1, -1) where the header is null or not given.
@@ -254,8 +254,9 @@ def read_batch(
     )
 
 
-# The entry point inlines `podd_cdc.json_rows`' and `podd_cdc.json_scan`'s steps and
-# `protocol.kernel_arrays`: its cache must follow those files too.
+# The kernels inline `podd_cdc.json_rows`' and `podd_cdc.json_scan`'s steps and
+# `protocol.kernel_arrays`: each one's cache must follow those files too.
 drop_if_sources_changed(
-    [read_batch], [__file__, json_rows.__file__, json_scan.__file__, kernel_arrays.__file__]
+    defined_here(globals()),
+    [__file__, json_rows.__file__, json_scan.__file__, kernel_arrays.__file__],
 )

@@ -1,13 +1,13 @@
 """`podd-cdc warm-up`: the origin's compiled steps built into numba's cache before a first run.
 
-The columnar Qlik path and the body writer are numba kernels, compiled at their first call
+The columnar paths and the body writer are numba kernels, compiled at their first call
 and cached: next to the package where it can be written, else under `NUMBA_CACHE_DIR` or the
 user's cache directory (`~/.cache/numba`). A first run in a fresh install or container
 compiles them inside its first delta: 35-40 CPU s for 67 kernel signatures on the project's
 2-core machine (docs/operator/deploying.md). The warm-up runs the origin's own steps, in
 process, without Kafka or a replica, over made-up messages (`podd_cdc.warm_up_messages`):
-Qlik held from a read batch and message by message, cut on arrays and framed from its
-records; Qlik and DataWorks cut a change at a time and framed from rows. So every kernel
+Qlik and DataWorks held from a read batch and message by message, cut on arrays and framed
+from their records; Qlik and DataWorks cut a change at a time and framed from rows. So every kernel
 meets the argument types a run gives it, and a later run loads them (about 0.8 CPU s).
 """
 
@@ -18,13 +18,16 @@ from collections import namedtuple
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from podd_cdc import dataworks_batch_intake, qlik_batch_intake
 from podd_cdc.cutlog import partition_key
 from podd_cdc.cutter import Bounds, Cutter
 from podd_cdc.dataworks import DataWorksDecoder
+from podd_cdc.dataworks_array_cutter import DataWorksArrayCutter
 from podd_cdc.membership import Format
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_array_cutter import QlikArrayCutter
-from podd_cdc.qlik_batch_intake import MIN_BATCH, hold_fetch
+from podd_cdc.qlik_batch_intake import MIN_BATCH
+from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.records import Position
 from podd_cdc.warm_up_messages import (
     TOPIC,
@@ -44,7 +47,10 @@ KEY = partition_key(TOPIC, 0)
 QLIK_TRANSACTIONS = MIN_BATCH // 4 + 50
 #: Qlik messages read one at a time after the batch (the exact path, into the same cutter).
 QLIK_ONE_BY_ONE = 40
-DATAWORKS_CHANGES = 200
+#: DataWorks changes (about 1.4 messages each): enough for a batch to be read on arrays.
+DATAWORKS_CHANGES = MIN_BATCH + 200
+#: DataWorks messages read one at a time after the batch.
+DATAWORKS_ONE_BY_ONE = 40
 #: The packages whose kernels the warm-up counts.
 KERNEL_PACKAGES = ("podd_cdc.", "protocol.")
 
@@ -61,6 +67,10 @@ def warm_up() -> WarmedUp:
     by_record("qlik", QlikDecoder(), [qlik_metadata(), *data[batch:]], wall)
     # a minute before the clock the sequence check reads: not ahead of it
     dataworks = dataworks_messages(DATAWORKS_CHANGES, int(wall.timestamp() * 1000) - 60_000)
+    batched = len(dataworks) - DATAWORKS_ONE_BY_ONE
+    held = dataworks_on_arrays(dataworks, batched, wall)
+    if held != batched:
+        raise RuntimeError(f"{held} of the warm-up's {batched} DataWorks messages were held")
     by_record("dataworks", DataWorksDecoder(), dataworks, wall)
     return warmed_up(KERNEL_PACKAGES, started)
 
@@ -80,19 +90,50 @@ def qlik_on_arrays(metadata: list[bytes], data: list[bytes], batch: int, wall: d
         decoder.decode(TOPIC, value)
     cutter = QlikArrayCutter(schema, decoder.by_name.__getitem__, {KEY: 0}, None, Bounds())
     run = RecordRun(TOPIC, 0, [_Record(value, k) for k, value in enumerate(data[:batch])])
-    held = hold_fetch(decoder, cutter, [(KEY, run)], time.monotonic(), wall).get(KEY, (0, 0))[0]
-    for offset in range(held, len(data)):
+    fetch = [(KEY, run)]
+    held = qlik_batch_intake.hold_fetch(decoder, cutter, fetch, time.monotonic(), wall)
+    count = held.get(KEY, (0, 0))[0]
+    for offset in range(count, len(data)):
         at = Position(TOPIC, 0, offset)
         record = decoder.decode(TOPIC, data[offset])
         cutter.check(at, record, wall, KEY)
         cutter.feed(at, record, time.monotonic(), len(data[offset]), KEY)
-    made = cutter.cut(0, {KEY}, time.monotonic(), wall, force=True)
+    _frame_on_arrays(schema, cutter.cut(0, {KEY}, time.monotonic(), wall, force=True))
+    return count
+
+
+def dataworks_on_arrays(messages: list[bytes], batch: int, wall: datetime) -> int:
+    """The columnar origin's steps over DataWorks JSON messages of one partition: the first
+    `batch` held from one read batch as far as it is sure of them (their schemas learnt as
+    the exact decoder learns them), the rest fed a message at a time, a delta cut on arrays
+    and its chunks framed from the records it wrote. How many were held from the batch."""
+    learner = DataWorksDecoder()
+    for value in messages:
+        learner.decode(TOPIC, value)
+    schema = _described(learner)
+    decoder = DataWorksDecoder(schema)
+    bounds = Bounds()
+    cutter = DataWorksArrayCutter(schema, decoder.by_name.__getitem__, {KEY: 0}, None, bounds)
+    run = RecordRun(TOPIC, 0, [_Record(value, k) for k, value in enumerate(messages[:batch])])
+    fetch = [(KEY, run)]
+    held = dataworks_batch_intake.hold_fetch(decoder, cutter, fetch, time.monotonic(), wall)
+    count = held.get(KEY, (0, 0))[0]
+    for offset in range(count, len(messages)):
+        at = Position(TOPIC, 0, offset)
+        record = decoder.decode(TOPIC, messages[offset])
+        cutter.check(at, record, wall, KEY)
+        cutter.feed(at, record, time.monotonic(), len(messages[offset]), KEY)
+    _frame_on_arrays(schema, cutter.cut(0, {KEY}, time.monotonic(), wall, force=True))
+    return count
+
+
+def _frame_on_arrays(schema: LogicalSchema, made: ColumnarDelta | None) -> None:
+    """A delta cut on arrays framed: each table's chunks from the records it wrote."""
     if made is None:
         raise RuntimeError("the warm-up's changes were not cut")
     for table in schema:
         if table.name in made.records:
             record_bodies(table, *made.records[table.name], chunk_rows=1000, codec=CHUNK_CODEC)
-    return held
 
 
 def by_record(

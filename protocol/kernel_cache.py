@@ -33,6 +33,18 @@ def fingerprint(sources: Sequence[str | Path]) -> str:
     return digest.hexdigest()
 
 
+def defined_here(namespace: dict[str, Any]) -> list[Any]:
+    """The numba dispatchers a module defines (`globals()` of it): an entry point and the
+    kernels it calls of its own module, each of which numba caches on its own, so each must
+    follow the sources it inlines (`drop_if_sources_changed`)."""
+    module = namespace["__name__"]
+    return [
+        value
+        for value in namespace.values()
+        if isinstance(value, Dispatcher) and value.py_func.__module__ == module
+    ]
+
+
 def _marker(entry: Any) -> Path:
     module = entry.py_func.__module__
     return Path(entry.stats.cache_path) / f"{module}.{entry.__name__}.sources"

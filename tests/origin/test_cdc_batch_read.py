@@ -73,7 +73,11 @@ def test_a_plain_message_is_read_with_its_headers_and_fields() -> None:
 
 _ROW = '"data": {"ID": 7, '
 REFUSED = {
-    "a \\u escape": PLAIN.replace(b'"a\\"b', b'"\\u00e9'),
+    "a lone surrogate escape": PLAIN.replace(b'"a\\"b', b'"\\ud800'),
+    "a low surrogate escape first": PLAIN.replace(b'"a\\"b', b'"\\udc00\\ud800'),
+    "a high surrogate escape before another escape": PLAIN.replace(b'"a\\"b', b'"\\ud800\\n'),
+    "a short escape": PLAIN.replace(b'"a\\"b', b'"\\u00e'),
+    "an escape of no hex digits": PLAIN.replace(b'"a\\"b', b'"\\u00g9'),
     "not UTF-8": PLAIN.replace(b'a\\"b', b"\xffb"),
     "a cut UTF-8 sequence": PLAIN.replace(b'a\\"b', "é".encode()[:1] + b"b"),
     "overlong 3-byte": PLAIN.replace(b'a\\"b', b"\xe0\x80\xafb"),
@@ -249,6 +253,19 @@ def test_any_message_is_read_only_as_json_reads_it_and_plain_ones_are_read(
     batch: list[tuple[bytes, bool]],
 ) -> None:
     _judged([raw for raw, _ in batch], [plain for _, plain in batch])
+
+
+def test_unicode_escapes_are_read_as_json_reads_them() -> None:
+    """`\\u` escapes in keys, values and headers (a surrogate pair as one character) are read
+    as Python's JSON reads them, into the same UTF-8 as the characters written out."""
+    escaped = [
+        PLAIN.replace(b'"a\\"b', b'"\\u00e9\\u0041\\u20ac\\ud83d\\ude00\\u0000'),
+        PLAIN.replace(b'"NAME"', b'"N\\u0041ME"'),
+        PLAIN.replace(b'"t-v1-x"', b'"t-\\u00761-x"'),
+        written(_plain(Pairs([("K\u00e9", "\u00ff\ud83d\ude00")])), ascii_only=True),
+    ]
+    _judged(escaped, [True] * len(escaped))
+    assert read_batch(escaped).message(1) == read_batch([PLAIN]).message(0)
 
 
 def test_numbers_and_booleans_in_a_row_are_read_as_json_reads_them() -> None:

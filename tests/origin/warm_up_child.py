@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_batch_intake import MIN_BATCH
-from podd_cdc.warm_up import by_record, qlik_on_arrays
+from podd_cdc.warm_up import by_record, dataworks_on_arrays, qlik_on_arrays
 from protocol.framing import Chunk
 from protocol.schema import LogicalSchema
 from spark_loader.warm_up import stage_bodies
@@ -36,6 +36,8 @@ def main() -> None:
     source = SourceDatabase(tables, seed=5)
     dataworks = DataWorksWriter(tables, partitions=1, one_record_ratio=0.3, seed=5)
     messages = [w.value for w in dataworks.transactions(source.transaction(6) for _ in range(80))]
+    held = dataworks_on_arrays(messages, len(messages) - 40, wall)
+    assert held >= MIN_BATCH, held
     _stage(*by_record("dataworks", DataWorksDecoder(), messages, wall))
     print("ran", len(data), "Qlik and", len(messages), "DataWorks messages")
 
