@@ -26,7 +26,7 @@ import numpy as np
 
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
-from podd_cdc.dataworks_feed import exact_lines
+from podd_cdc.dataworks_feed import exact_lines, too_long
 from podd_cdc.dataworks_held import DataWorksHeld
 from podd_cdc.held_blocks import HeldBlocks
 from podd_cdc.look_pacing import LookPacing
@@ -141,8 +141,11 @@ class DataWorksArrayCutter:
     # --- feeding --------------------------------------------------------------------------
     def check(self, at: Position, record: Record, wall: datetime, key: str | None = None) -> None:
         """`Cutter.check`: `SequenceStop` if the exact decoder's `record` is ahead of the
-        clock; call it before `feed`."""
+        clock, BadInput if its `sequenceId` is longer than the arrays hold; call it before
+        `feed`."""
         self.guard.check(at, record, wall, last=self.last, newest=None, held=_never)
+        if isinstance(record, Change):
+            too_long(record)
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """`Cutter.remember_taken`: a DataWorks copy of a change cut before cannot be told

@@ -28,6 +28,16 @@ _SPLIT = 10**18
 MAX_SEQUENCE = 9 * _SPLIT * _SPLIT - 1
 
 
+def too_long(change: Change) -> None:
+    """BadInput if `change`'s `sequenceId` is larger than the arrays hold (`MAX_SEQUENCE`)."""
+    if change.order[0] > MAX_SEQUENCE:
+        raise BadInput(
+            None,
+            f"sequenceId {change.order[0]} has more digits than the columnar origin holds "
+            f"(up to {MAX_SEQUENCE:,}); podd-cdc run --no-columnar holds it",
+        )
+
+
 def order_of(sequence: Any, half: Any) -> tuple[Any, Any]:
     """The exact decoder's order (`sequenceId`, half) as the pair a held line sorts by."""
     return sequence // _SPLIT, (sequence % _SPLIT) * 2 + half
@@ -49,12 +59,7 @@ def exact_lines(changes: Sequence[Change], read: ReadAt, block: int) -> HeldChan
     """The exact decoder's `changes` (of one block: line k is change k), each read as
     `read` says."""
     for change in changes:
-        if change.order[0] > MAX_SEQUENCE:
-            raise BadInput(
-                None,
-                f"sequenceId {change.order[0]} has more digits than the columnar origin holds "
-                f"(up to {MAX_SEQUENCE:,}); podd-cdc run --no-columnar holds it",
-            )
+        too_long(change)
     high, low = zip(*(order_of(c.order[0], c.order[1]) for c in changes), strict=True)
     return _lines(
         read,

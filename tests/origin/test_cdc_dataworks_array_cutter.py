@@ -185,3 +185,24 @@ def test_the_origin_on_arrays_cuts_what_the_origin_a_change_at_a_time_cuts(
     assert list(arrays.intake.blocked) == ["t:1"]
     total = sum(map(len, parts))
     assert arrays.intake.stats.batched > total // 4, total  # held from batches, not exactly
+
+
+def test_a_sequence_id_longer_than_the_arrays_hold_is_bad_input_at_its_offset(
+    tmp_path: Path,
+) -> None:
+    """The exact decoder takes ids of up to 40 digits; held on arrays, more than 36 is bad
+    input named by offset (it stops its partition; the record path holds it)."""
+    parts = _topic(4)
+    first = parts[0][:5]
+    long_id = first[2].replace(b'"sequenceId": "', b'"sequenceId": "' + b"9" * 25, 1)
+    messages = [*first[:2], long_id, *first[3:]]
+    schema = _schema([messages])
+    run = [("t:0", RecordRun("t", 0, [Message(v, k) for k, v in enumerate(messages)]))]
+    arrays, records = Origin(schema, True, 10, tmp_path), Origin(schema, False, 10, tmp_path)
+    arrays.read(run)
+    records.read(run)
+    stop = arrays.intake.blocked["t:0"]
+    assert stop.at is not None
+    assert stop.at.offset == 2
+    assert "more digits than the columnar origin holds" in stop.reason
+    assert not records.intake.blocked
