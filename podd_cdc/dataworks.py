@@ -37,18 +37,17 @@ from protocol.schema import LogicalSchema
 ROW_OPS = frozenset({"INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE"})
 UPSERT_OPS = frozenset({"INSERT", "UPDATE_AFTER"})
 #: Messages that change no row: counted and passed over.
-NO_ROW_OPS = frozenset(
-    {
-        "TRANSACTION_BEGIN",
-        "TRANSACTION_END",
-        "GTID",
-        "XACOMMIT",
-        "XAROLLBACK",
-        "CINDEX",
-        "DINDEX",
-        "QUERY",
-    }
+MARKERS = (
+    "TRANSACTION_BEGIN",
+    "TRANSACTION_END",
+    "GTID",
+    "XACOMMIT",
+    "XAROLLBACK",
+    "CINDEX",
+    "DINDEX",
+    "QUERY",
 )
+NO_ROW_OPS = frozenset(MARKERS)
 #: DDL of a replicated table that changes what the replica holds: the schema stop.
 TABLE_DDL = frozenset({"ALTER", "ERASE", "TRUNCATE", "RENAME"})
 #: The mapped tables kept by their schema; more distinct schemas than this is bad input.

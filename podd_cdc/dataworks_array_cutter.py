@@ -24,14 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from podd_cdc.array_cutter import ArrayCutter
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.dataworks_feed import exact_lines, too_long
-from podd_cdc.dataworks_held import DataWorksHeld
-from podd_cdc.held_blocks import HeldBlocks
-from podd_cdc.look_pacing import LookPacing
+from podd_cdc.dataworks_held import DataWorksHeld, EventLook
 from podd_cdc.qlik_cut import ColumnarDelta, delta_of
-from podd_cdc.qlik_delta_rows import Block
 from podd_cdc.qlik_exact_block import ExactBlock
 from podd_cdc.qlik_feed import ReadAt
 from podd_cdc.qlik_held import HeldChanges
@@ -41,7 +39,9 @@ from podd_cdc.tables import MappedTable
 from protocol.schema import LogicalSchema
 
 
-class DataWorksArrayCutter:
+class DataWorksArrayCutter(ArrayCutter):
+    held: DataWorksHeld
+
     def __init__(
         self,
         schema: LogicalSchema,
@@ -51,92 +51,31 @@ class DataWorksArrayCutter:
         bounds: Bounds,
     ) -> None:
         """`table_of`: a mapped table by the name its changes' rows give (the decoder's)."""
-        self.schema = schema
-        self.table_of = table_of
-        self.bounds = bounds
-        self.last = last
-        self.keys = list(starts)
-        self._partition = {key: p for p, key in enumerate(self.keys)}
-        spans = [last.spans.get(key) if last is not None else None for key in self.keys]
-        self.held = DataWorksHeld([starts[key] for key in self.keys], last, spans)
+        super().__init__(schema, table_of, starts, last, bounds)
+        self.held = DataWorksHeld([starts[key] for key in self.keys], last, self._spans_of(last))
         self.guard = SequenceGuard(
             "dataworks", timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
-        self.kept = HeldBlocks()
-        self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
-        self._fed = 0  # records fed so far
         #: The exact decoder's changes fed since the last look at what is held, to be held
-        #: together (`_hold_exact`): held one at a time, each cost about 90 µs.
+        #: together (`_settle`): held one at a time, each cost about 90 µs.
         self._exact: list[tuple[int, int, Change, float, int]] = []
 
     # --- what the intake and the runner ask ----------------------------------------------
-    @property
-    def parts(self) -> dict[str, int]:
-        """Each partition's key and its number among the held arrays."""
-        return self._partition
-
     @property
     def silent(self) -> set[str]:
         """Partitions read to their end without a heartbeat: they hold nothing back."""
         return {self.keys[p] for p in self.held.silent}
 
     @property
-    def pending(self) -> int:
-        self._hold_exact()
-        return self.held.pending
-
-    @property
-    def pending_bytes(self) -> int:
-        self._hold_exact()
-        return self.held.pending_bytes
-
-    @property
-    def duplicates(self) -> int:
-        self._hold_exact()
-        return self.held.duplicates
-
-    @property
     def late(self) -> int:
-        self._hold_exact()
+        self._settle()
         return self.held.late
-
-    @property
-    def holds_a_delta(self) -> bool:
-        return self.pending >= self.bounds.max_rows
-
-    @property
-    def blocks(self) -> dict[int, Block]:
-        self._hold_exact()
-        return self.kept.blocks
-
-    @property
-    def full(self) -> bool:
-        """Holding as many changes as the bounds allow, or as many bytes: of their source
-        messages, or of the batches kept for them, whichever is more."""
-        bounds = self.bounds
-        kept = max(self.pending_bytes, self.kept.pinned_bytes)  # (`pending_bytes` holds all)
-        return self.pending >= bounds.max_pending or kept >= bounds.max_pending_bytes
-
-    def add_partition(self, key: str, offset: int) -> None:
-        if key not in self._partition:
-            self._partition[key] = self.held.add_partition(offset)
-            self.keys.append(key)
 
     def ahead(self, quiet: set[str]) -> tuple[set[str], Any]:
         """`Cutter.ahead`: the partitions whose last heartbeat is above the one that holds
         the watermark back, and that heartbeat (None while one has read none)."""
         ahead, lowest = self.held.ahead({self._partition[key] for key in quiet})
         return {self.keys[p] for p in ahead}, lowest
-
-    def oldest_open(self) -> Position | None:
-        """Where the oldest change still held was read (for a bound's error message)."""
-        self._hold_exact()
-        first = [self._position(p, at) for p, at in self.held.first_held().items()]
-        return min(first, default=None)
-
-    def _position(self, partition: int, offset: int) -> Position:
-        topic, _, number = self.keys[partition].rpartition(":")
-        return Position(topic, int(number), offset)
 
     # --- feeding --------------------------------------------------------------------------
     def check(self, at: Position, record: Record, wall: datetime, key: str | None = None) -> None:
@@ -167,7 +106,7 @@ class DataWorksArrayCutter:
             return
         self._exact.append((part, at.offset, record, now, size))
 
-    def _hold_exact(self) -> None:
+    def _settle(self) -> None:
         """Hold the exact decoder's changes fed since the last look, in the order fed: a
         block of each table's, and their lines fed a partition's run at a time."""
         fed, self._exact = self._exact, []
@@ -191,21 +130,10 @@ class DataWorksArrayCutter:
             self._feed_runs(HeldChanges.joined([lines for _, lines in parts])[order])
         )
 
-    def passed(self, at: Position) -> None:
-        """A message that is no record (sent to the dead-letter topic): reading moved on."""
-        self.held.read_to(self._partition[partition_key(at.topic, at.partition)], at.offset + 1)
-
-    def new_block(self, block: Block) -> int:
-        """Keep `block` (a batch's columns of one table) while changes in it are held; its
-        number, for the lines that point into it (the exact decoder's changes fed before
-        are held first: the blocks kept since a feed are the next feed's)."""
-        self._hold_exact()
-        return self.kept.keep(block)
-
     def feed_lines(self, lines: HeldChanges) -> None:
         """Hold a read batch's lines (of any partitions; each partition's in offset order,
         every one sure and in order by the intake's checks)."""
-        self._hold_exact()
+        self._settle()
         self._fed += len(lines)
         self.kept.drop_fresh(self._feed_runs(lines))
 
@@ -242,39 +170,20 @@ class DataWorksArrayCutter:
     ) -> ColumnarDelta | None:
         """`Cutter.cut`: delta `delta` if one is due, else None."""
         del wall  # a DataWorks delta is dated by its watermark
-        self._hold_exact()
-        all_quiet = quiet >= set(self.keys)
-        settled = frozenset(quiet)
 
-        def oldest() -> float:
-            found = self.held.oldest_arrival()
-            return now if found is None else found
+        def look() -> EventLook:
+            self.held.hear_none({self._partition[key] for key in quiet})
+            return self.held.look(self.bounds.max_rows)
 
-        pacing = self._pacing
-        urgent = all_quiet or self.holds_a_delta
-        if not pacing.worth_looking(
-            self._fed, settled, now, oldest, urgent=urgent, force=force, by_age=by_age
-        ):
+        found = self._due(quiet, now, look, force=force, by_age=by_age)
+        if found is None:
             return None
-        self.held.hear_none({self._partition[key] for key in quiet})
-        look = self.held.look(self.bounds.max_rows)
-        if not pacing.due(
-            self._fed,
-            settled,
-            now,
-            look.count,
-            look.oldest,
-            all_quiet=all_quiet,
-            force=force,
-            by_age=by_age,
-        ):
-            return None
-        taken = self.held.take(look, self.last)
+        taken = self.held.take(found, self.last)
         made = delta_of(
             delta,
             self.schema,
             taken.changes,
-            (look.watermark, taken.date),
+            (found.watermark, taken.date),
             taken.spans,
             self.blocks,
             self.keys,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from podd_cdc.dataworks_batch_changes import (
     tables_changes,
 )
 from podd_cdc.dataworks_feed import batch_lines
-from podd_cdc.qlik_batch_intake import MIN_BATCH, then_exactly
+from podd_cdc.qlik_batch_intake import MIN_BATCH, fetch_arrays, then_exactly
 from podd_cdc.qlik_delta_rows import TableBlock
 from podd_cdc.qlik_feed import ReadAt
 from podd_cdc.qlik_held import HeldChanges
@@ -141,11 +140,8 @@ def hold_fetch(
     count = sum(len(messages) for _, messages in runs)
     if count < MIN_BATCH:
         return {}
-    values = [value or b"" for _, run in runs for value in run.values()]
-    offsets = np.fromiter(chain.from_iterable(run.offsets() for _, run in runs), np.int64, count)
-    partition = np.concatenate([np.full(len(ms), cutter.parts[key], np.int64) for key, ms in runs])
+    values, offsets, partition, sizes = fetch_arrays(runs, cutter.parts)
     batch = read_batch(values)
-    sizes = np.fromiter(map(len, values), np.int64, count)
     latest_ms = Limits.at(wall, timedelta(seconds=cutter.bounds.max_ahead)).latest_us // 1000
     read = _learn_ahead(batch, decoder, sizes, latest_ms, runs)
     # The runs up to the first message not sure of, in the record path's order: the runs

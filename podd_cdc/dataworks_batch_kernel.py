@@ -24,6 +24,7 @@ from typing import Any
 import numba
 
 from podd_cdc import json_rows, json_scan
+from podd_cdc.dataworks import MARKERS
 from podd_cdc.json_rows import FALSE, NULL, TRUE, opened, row
 from podd_cdc.json_scan import (
     container_end,
@@ -42,24 +43,10 @@ from protocol.kernel_arrays import unowned
 from protocol.kernel_cache import defined_here, drop_if_sources_changed
 
 #: Operation codes (`M_OP`), as `OPERATIONS` spells them: a row's, a heartbeat, and from
-#: `FIRST_MARKER` on the markers that change no row (`dataworks.NO_ROW_OPS`).
+#: `FIRST_MARKER` on the markers that change no row (`dataworks.MARKERS`).
 INSERT, UPDATE_AFTER, UPDATE_BEFOR, DELETE, HEARTBEAT = range(5)
 FIRST_MARKER = 5
-OPERATIONS = (
-    "INSERT",
-    "UPDATE_AFTER",
-    "UPDATE_BEFOR",
-    "DELETE",
-    "MHEARTBEAT",
-    "TRANSACTION_BEGIN",
-    "TRANSACTION_END",
-    "GTID",
-    "XACOMMIT",
-    "XAROLLBACK",
-    "CINDEX",
-    "DINDEX",
-    "QUERY",
-)
+OPERATIONS = ("INSERT", "UPDATE_AFTER", "UPDATE_BEFOR", "DELETE", "MHEARTBEAT", *MARKERS)
 # Columns of `heads`, one line a message: the operation; the id and the eventTime (valid where
 # `HAS_SEQUENCE` and `HAS_EVENT` are set); the schema's (start, end) in the batch, -1 where it
 # is null or not given; what the message holds (`HAS_*` bits); whether it was read.

@@ -22,12 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from podd_cdc.array_cutter import ArrayCutter
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
-from podd_cdc.held_blocks import HeldBlocks
-from podd_cdc.look_pacing import LookPacing
 from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
-from podd_cdc.qlik_delta_rows import Block
 from podd_cdc.qlik_exact_block import ExactBlock
 from podd_cdc.qlik_feed import ReadAt, exact_lines
 from podd_cdc.qlik_held import (
@@ -46,7 +44,9 @@ from podd_cdc.transaction_codes import TransactionCodes
 from protocol.schema import LogicalSchema
 
 
-class QlikArrayCutter:
+class QlikArrayCutter(ArrayCutter):
+    held: QlikHeld
+
     def __init__(
         self,
         schema: LogicalSchema,
@@ -56,81 +56,21 @@ class QlikArrayCutter:
         bounds: Bounds,
     ) -> None:
         """`table_of`: a mapped table by the name its changes' rows give (the decoder's)."""
-        self.schema = schema
-        self.table_of = table_of
-        self.bounds = bounds
-        self.last = last
-        self.keys = list(starts)
-        self._partition = {key: p for p, key in enumerate(self.keys)}
-        spans = [last.spans.get(key) if last is not None else None for key in self.keys]
+        super().__init__(schema, table_of, starts, last, bounds)
         bound = sequence_of_key(last.bound) if last is not None and last.bound else None
-        self.held = QlikHeld([starts[key] for key in self.keys], bound, spans)
+        self.held = QlikHeld([starts[key] for key in self.keys], bound, self._spans_of(last))
         self.guard = SequenceGuard(
             "qlik", timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
         self.codes = TransactionCodes()
-        self.kept = HeldBlocks()
-        self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
-        self._fed = 0  # records fed so far
         self.silent: set[str] = set()  # DataWorks' partitions without heartbeats: none here
 
     # --- what the intake and the runner ask ----------------------------------------------
-    @property
-    def parts(self) -> dict[str, int]:
-        """Each partition's key and its number among the held arrays."""
-        return self._partition
-
-    @property
-    def pending(self) -> int:
-        return self.held.pending
-
-    @property
-    def pending_bytes(self) -> int:
-        return self.held.pending_bytes
-
-    @property
-    def duplicates(self) -> int:
-        return self.held.duplicates
-
-    @property
-    def holds_a_delta(self) -> bool:
-        return self.held.pending >= self.bounds.max_rows
-
-    @property
-    def blocks(self) -> dict[int, Block]:
-        return self.kept.blocks
-
-    @property
-    def pinned_bytes(self) -> int:
-        return self.kept.pinned_bytes
-
-    @property
-    def full(self) -> bool:
-        """Holding as many changes as the bounds allow, or as many bytes: of their source
-        messages, or of the batches kept for them, whichever is more."""
-        bounds = self.bounds
-        kept = max(self.pending_bytes, self.pinned_bytes)
-        return self.pending >= bounds.max_pending or kept >= bounds.max_pending_bytes
-
-    def add_partition(self, key: str, offset: int) -> None:
-        if key not in self._partition:
-            self._partition[key] = self.held.add_partition(offset)
-            self.keys.append(key)
-
     def ahead(self, quiet: set[str]) -> tuple[set[str], Any]:
         """`Cutter.ahead`: the partitions read further than the one that holds the bound
         back, and that bound as a sequence key (None while one has read none)."""
         ahead, lowest = self.held.ahead({self._partition[key] for key in quiet})
         return {self.keys[p] for p in ahead}, None if lowest is None else sequence_key_of(lowest)
-
-    def oldest_open(self) -> Position | None:
-        """Where the oldest change still held was read (for a bound's error message)."""
-        first = [self._position(p, at) for p, at in self.held.first_held().items()]
-        return min(first, default=None)
-
-    def _position(self, partition: int, offset: int) -> Position:
-        topic, _, number = self.keys[partition].rpartition(":")
-        return Position(topic, int(number), offset)
 
     # --- feeding --------------------------------------------------------------------------
     def check(self, at: Position, record: Record, wall: datetime, key: str | None = None) -> None:
@@ -172,15 +112,6 @@ class QlikArrayCutter:
         issued = self.codes.issued
         lines = exact_lines([record], ReadAt(part, at.offset, now, size), block, self.codes)
         self._tidy(issued, lines[self._hold(lines)])
-
-    def passed(self, at: Position) -> None:
-        """A message that is no record (sent to the dead-letter topic): reading moved on."""
-        self.held.read_to(self._partition[partition_key(at.topic, at.partition)], at.offset + 1)
-
-    def new_block(self, block: Block) -> int:
-        """Keep `block` (a batch's columns of one table) while changes in it are held; its
-        number, for the lines that point into it."""
-        return self.kept.keep(block)
 
     def feed_lines(
         self, make: Callable[[TransactionCodes], HeldChanges], wall: datetime
@@ -240,31 +171,15 @@ class QlikArrayCutter:
         by_age: bool = True,
     ) -> ColumnarDelta | None:
         """`Cutter.cut`: delta `delta` if one is due, else None."""
-        all_quiet = quiet >= set(self.keys)
-        settled = frozenset(quiet)
-
-        def oldest() -> float:
-            """When each partition's first change held, as fed, arrived: the earliest."""
-            found = self.held.oldest_arrival()
-            return now if found is None else found
-
-        pacing = self._pacing
-        urgent = all_quiet or self.holds_a_delta
-        if not pacing.worth_looking(
-            self._fed, settled, now, oldest, urgent=urgent, force=force, by_age=by_age
-        ):
-            return None
-        look = self.held.look({self._partition[key] for key in quiet}, self.bounds.max_rows)
-        if not pacing.due(
-            self._fed,
-            settled,
+        parts = {self._partition[key] for key in quiet}
+        look = self._due(
+            quiet,
             now,
-            look.count,
-            look.oldest,
-            all_quiet=all_quiet,
+            lambda: self.held.look(parts, self.bounds.max_rows),
             force=force,
             by_age=by_age,
-        ):
+        )
+        if look is None:
             return None
         made = cut_delta(
             delta, self.schema, self.held, look, self.blocks, self.keys, self.last, wall

@@ -54,11 +54,8 @@ def hold_fetch(
     count = sum(len(messages) for _, messages in runs)
     if count < MIN_BATCH:
         return {}
-    values = [value or b"" for _, run in runs for value in run.values()]
-    offsets = np.fromiter(chain.from_iterable(run.offsets() for _, run in runs), np.int64, count)
-    partition = np.concatenate([np.full(len(ms), cutter.parts[key], np.int64) for key, ms in runs])
+    values, offsets, partition, sizes = fetch_arrays(runs, cutter.parts)
     batch = read_batch(values)
-    sizes = np.fromiter(map(len, values), np.int64, count)
     tables = batch_tables(decoder, batch, sizes)
     unread = ~(batch.read & (sizes <= MAX_VALUE_BYTES))
     sure = np.zeros(count, np.bool_)
@@ -98,6 +95,18 @@ def hold_fetch(
         read_from = offsets[where[key] : where[key] + first[key]]
         first[key] = min(first[key], int(np.searchsorted(read_from, at)))
     return then_exactly(runs, first, where, unread)
+
+
+def fetch_arrays(
+    runs: list[tuple[str, RecordRun]], parts: dict[str, int]
+) -> tuple[list[bytes], Any, Any, Any]:
+    """A fetch's runs as a batch reader takes them: the values one after another, and each
+    message's offset, partition (its number in `parts`) and size."""
+    count = sum(len(messages) for _, messages in runs)
+    values = [value or b"" for _, run in runs for value in run.values()]
+    offsets = np.fromiter(chain.from_iterable(run.offsets() for _, run in runs), np.int64, count)
+    partition = np.concatenate([np.full(len(ms), parts[key], np.int64) for key, ms in runs])
+    return values, offsets, partition, np.fromiter(map(len, values), np.int64, count)
 
 
 def then_exactly(
