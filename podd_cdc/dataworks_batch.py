@@ -88,6 +88,25 @@ def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -
 KnownTable = Callable[[bytes], MappedTable | None]
 
 
+def _sampled(buf: Any, starts: Any, ends: Any) -> Any:
+    """A key for each text `buf[starts[k]:ends[k]]` (a message's schema), from its length
+    and eight bytes at each of four places in it, not from all its bytes: the texts grouped
+    by it are then compared whole (`distinct_texts`), so two schemas it cannot tell apart
+    only leave the second one's messages to the exact decoder; hashing every schema's bytes
+    cost as much as comparing them."""
+    sizes = ends - starts
+    places = starts[:, None] + (sizes[:, None] * _QUARTERS[None, :]) // 4  # 1/4 .. 4/4
+    at = np.clip(places[:, :, None] - 8 + np.arange(8)[None, None, :], starts[:, None, None], None)
+    words = buf[at.reshape(len(starts), -1)].copy().view(np.uint64)
+    key = sizes.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    for column in range(words.shape[1]):
+        key = (key ^ words[:, column]) * np.uint64(0x100000001B3)
+    return key.view(np.int64)
+
+
+_QUARTERS = np.array([1, 2, 3, 4], np.int64)
+
+
 def tables_of(batch: DataWorksBatch, known: KnownTable) -> tuple[list[MappedTable], Any]:
     """The tables the read messages' schemas name, and each message's place among them: -1
     where it was not read, has no schema, or one not learnt. Each distinct schema is looked
@@ -99,7 +118,7 @@ def tables_of(batch: DataWorksBatch, known: KnownTable) -> tuple[list[MappedTabl
     if not len(given):
         return [], placed
     starts, ends = heads[given, kernel.M_SCHEMA], heads[given, kernel.M_SCHEMA_END]
-    first, same = distinct_texts(batch.buf, starts, ends)
+    first, same = distinct_texts(batch.buf, starts, ends, _sampled(batch.buf, starts, ends))
     tables: list[MappedTable] = []
     number: dict[int, int] = {}  # a table's place in `tables`, by its id
     group_table = np.full(len(first), -1, np.int64)

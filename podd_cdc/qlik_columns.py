@@ -123,6 +123,11 @@ _PARSED = {
 _BOOLEAN_WORDS = np.array([list(b"true\0"), list(b"false")], np.uint8)
 
 
+#: Number texts at most this long are read as floats together (`_reals`), longer ones one
+#: at a time: a float's shortest text has at most 24 characters.
+WIDEST = 64
+
+
 def _reals(batch: ReadFields, line: Any, values: Any, good: Any) -> Any:
     """A REAL column's fields as float bits: an int64 as its float, a number's text as
     Python reads it where it has a fraction or an exponent and is finite (a larger whole
@@ -130,11 +135,26 @@ def _reals(batch: ReadFields, line: Any, values: Any, good: Any) -> Any:
     kind = line[:, json_rows.F_KIND]
     floats = values.astype(np.float64)
     good |= kind == json_rows.V_INT
-    for k in np.nonzero(kind == json_rows.V_NUMBER)[0].tolist():
+    numbers = np.nonzero(kind == json_rows.V_NUMBER)[0]
+    long = numbers[line[numbers, json_rows.F_STR1] - line[numbers, json_rows.F_STR0] > WIDEST]
+    for k in long.tolist():  # a hostile length must not size the matrix below
         text = batch.out[line[k, json_rows.F_STR0] : line[k, json_rows.F_STR1]].tobytes()
         if b"." in text or b"e" in text or b"E" in text:
             floats[k] = float(text)
             good[k] = bool(np.isfinite(floats[k]))
+    numbers = np.setdiff1d(numbers, long)
+    if not len(numbers):
+        return floats.view(np.int64)
+    starts, ends = line[numbers, json_rows.F_STR0], line[numbers, json_rows.F_STR1]
+    width = int((ends - starts).max())
+    at = starts[:, None] + np.arange(width)[None, :]
+    texts = np.where(at < ends[:, None], batch.out[np.minimum(at, len(batch.out) - 1)], 0)
+    # A fraction or an exponent: a float, which numpy's bytes-to-float reads as Python's
+    # `float` does (correctly rounded, the same bits); a whole number is orjson's to read.
+    real = ((texts == 46) | (texts == 101) | (texts == 69)).any(axis=1)
+    parsed = texts.astype(np.uint8).view(f"S{width}").reshape(-1)[real].astype(np.float64)
+    floats[numbers[real]] = parsed
+    good[numbers[real]] = np.isfinite(parsed)
     result: Any = floats.view(np.int64)
     return result
 

@@ -56,7 +56,7 @@ class CdcSettings(OriginSessionSettings):
     cdc_max_ahead_hours: float = Field(default=24.0, gt=0)
     #: `TOPIC=TABLE` items: the table of a Qlik topic written without the envelope.
     cdc_topic_tables: list[str] = Field(default_factory=list)
-    #: Qlik: hold and cut changes on arrays, read in batches (false: a change at a time).
+    #: Hold and cut changes on arrays, read in batches (false: a change at a time).
     cdc_columnar: bool = True
 
     @field_validator("cdc_start_offsets", "cdc_topic_tables")

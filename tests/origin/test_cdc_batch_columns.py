@@ -236,3 +236,15 @@ def test_a_column_looked_up_in_another_table_is_no_column() -> None:
             assert not (sure & ~side.sure).any()
             assert np.array_equal(side.values[:, sure], forged_side.values[:, sure])
     assert not forged[0][0].sure.all() or not forged[1][0].sure.all()
+
+
+def test_reals_of_any_length_are_read_as_python_reads_them() -> None:
+    """Floats are read together (numpy's bytes to float, the same bits as Python's `float`),
+    but for texts longer than `WIDEST`, read one at a time: a hostile length does not size
+    the batch's arrays. A whole number written long is not a float: the exact path's."""
+    texts = [b"1.5", b"-0.0", b"2.5e-3", b"1E5", b"4.9e-324", b"1e400", b"7"]
+    texts += [b"1." + b"0" * 100 + b"1", b"3" * 70 + b".25", b"9" * 80]
+    messages = [qlik_data(ROW).replace(b'"R4": 1.5', b'"R4": ' + text) for text in texts]
+    read, sure = _judged(messages)
+    assert read == len(texts)
+    assert sure == [True, True, True, True, True, False, True, True, True, False]

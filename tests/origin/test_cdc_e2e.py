@@ -226,6 +226,48 @@ def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
     assert check(replica, QLIK_TABLES, landed, replica_dsn) >= 8
 
 
+def test_kill_9_of_the_dataworks_origin_on_arrays_loses_and_doubles_nothing(
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path
+) -> None:
+    """DataWorks held and cut on arrays (fetches large enough to be read as batches), killed
+    right after a cut was recorded, twice: the run after each rebuilds that delta from its
+    recorded offsets, and the replica ends as the source."""
+    replica = replica_for(cdc_agent, "dataworks", tmp_path)
+    tables = dataworks_marketing()
+    db = SourceDatabase(tables, seed=9, key_change_ratio=0.1)
+    writer = DataWorksWriter(
+        tables, heartbeat_every=40, late_ratio=0.05, one_record_ratio=0.3, marker_ratio=0.2, seed=9
+    )
+    landed = replica.write(
+        writer.transactions(db.transaction(db.rng.randint(1, 8)) for _ in range(600))
+    )
+    logged: list[str] = []
+    for kill_at in (1, 3):
+        process = subprocess.Popen(
+            replica.command("--max-delta-rows", "400"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stderr is not None
+        deadline = time.monotonic() + 180
+        for line in process.stderr:
+            logged.append(line)
+            if "delta cut" in line and f"deltaNum={kill_at} " in line:
+                break
+            assert time.monotonic() < deadline, "no cut logged in time"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert replica.cuts()[-1].delta == kill_at
+    done = replica.run("--max-delta-rows", "400", "--until-idle", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert any("delta rebuilt from the cut log" in line for line in [*logged, done.stderr])
+    held = re.search(r"([\d,]+) message\(s\) held from read batches", done.stdout)
+    assert held is not None, done.stdout
+    assert int(held.group(1).replace(",", "")) > 0  # the last run read batches on arrays
+    assert check(replica, tables, landed, replica_dsn) >= 5
+
+
 @pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
 def test_a_backlog_is_held_no_further_than_the_next_delta(
     cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
