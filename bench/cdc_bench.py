@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--by-record",
         action="store_true",
-        help="Qlik: the origin's cutter a change at a time (`podd-cdc run --no-columnar`)",
+        help="the origin's cutter a change at a time (`podd-cdc run --no-columnar`)",
     )
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
     parser.add_argument(

@@ -63,11 +63,46 @@ def test_a_changed_callee_is_compiled_again(tmp_path: Path, guarded: bool) -> No
     assert _run(tmp_path) == (2 if guarded else 1, True)  # the new code is cached in turn
 
 
+_TWO_STEPS = """
+import numba
+import callee
+from protocol.kernel_cache import defined_here, drop_if_sources_changed
+
+@numba.njit(cache=True)
+def step():
+    return callee.answer()
+
+@numba.njit(cache=True)
+def entry():
+    return step()
+
+drop_if_sources_changed({guarded}, [__file__, callee.__file__])
+"""
+
+
+@pytest.mark.parametrize("every_kernel", [True, False])
+def test_a_kernel_between_the_entry_and_a_changed_callee_is_compiled_again(
+    tmp_path: Path, every_kernel: bool
+) -> None:
+    """numba caches each kernel of a module on its own: guarding the entry point alone
+    leaves a kernel it calls loading the callee's old code; `defined_here` guards each."""
+    guarded = "defined_here(globals())" if every_kernel else "[entry]"
+    (tmp_path / "caller.py").write_text(_TWO_STEPS.format(guarded=guarded))
+    (tmp_path / "callee.py").write_text(_CALLEE.format(value=1))
+    assert _run(tmp_path)[0] == 1
+    assert _run(tmp_path) == (1, True)
+    (tmp_path / "callee.py").write_text(_CALLEE.format(value=2))
+    assert _run(tmp_path)[0] == (2 if every_kernel else 1)
+
+
 def test_with_the_jit_off_the_kernels_import(tmp_path: Path) -> None:
     """NUMBA_DISABLE_JIT=1 (the cachegrind count runs so) makes plain functions, with no
     cache: the guard leaves them alone, and the modules that call it import."""
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    modules = "protocol.avro_encoder, podd_cdc.qlik_batch_kernel, podd_cdc.column_kernels"
+    modules = (
+        "protocol.avro_encoder, podd_cdc.qlik_batch_kernel, podd_cdc.column_kernels, "
+        "podd_cdc.dataworks_batch_kernel, podd_cdc.json_rows"
+    )
     done = subprocess.run(
         [sys.executable, "-c", f"import {modules}"],
         check=False,
