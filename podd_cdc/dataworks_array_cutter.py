@@ -10,7 +10,8 @@ It is asked what the intake and the runner ask a `Cutter`, by the same partition
   (`dataworks_feed.batch_lines`), and its heartbeats (`beat`); the intake has left every
   message whose eventTime the order check must judge (ahead of the clock) to the exact path;
 - one record of the exact decoder (`check`, then `feed`), checked by the exact rules
-  (`SequenceGuard`), as the cutter checks it; a change is held in a block of its own.
+  (`SequenceGuard`), as the cutter checks it; its change is held with the others fed since
+  the last look at what is held, a block of each table's (`_settle`).
 A cut (`cut`) is paced by `podd_cdc.look_pacing` and returns the `ColumnarDelta`, whose
 `cut` the caller records in the cut log before sending its chunks.
 """
