@@ -138,6 +138,7 @@ class ArrayCutter:
 
     def passed(self, at: Position) -> None:
         """A message that is no record (sent to the dead-letter topic): reading moved on."""
+        self._settle()  # past the changes fed before it
         self.held.read_to(self._partition[partition_key(at.topic, at.partition)], at.offset + 1)
 
     def new_block(self, block: Block) -> int:

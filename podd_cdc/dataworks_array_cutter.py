@@ -59,7 +59,7 @@ class DataWorksArrayCutter(ArrayCutter):
         )
         #: The exact decoder's changes fed since the last look at what is held, to be held
         #: together (`_settle`): held one at a time, each cost about 90 µs.
-        self._exact: list[tuple[int, int, Change, float, int]] = []
+        self._exact: list[tuple[int, int, Change, float, int, MappedTable]] = []
 
     # --- what the intake and the runner ask ----------------------------------------------
     @property
@@ -105,7 +105,10 @@ class DataWorksArrayCutter(ArrayCutter):
         if not isinstance(record, Change) or not record.rows:
             self.held.read_to(part, at.offset + 1)
             return
-        self._exact.append((part, at.offset, record, now, size))
+        # The table as its change was read: a later description may map its name anew.
+        self._exact.append(
+            (part, at.offset, record, now, size, self.table_of(record.rows[0].table))
+        )
 
     def _settle(self) -> None:
         """Hold the exact decoder's changes fed since the last look, in the order fed: a
@@ -113,14 +116,14 @@ class DataWorksArrayCutter(ArrayCutter):
         fed, self._exact = self._exact, []
         if not fed:
             return
-        tables: dict[str, list[int]] = {}
-        for k, (_, _, change, _, _) in enumerate(fed):
-            tables.setdefault(change.rows[0].table, []).append(k)
+        tables: dict[int, list[int]] = {}  # by the table's id: its changes' places
+        for k, entry in enumerate(fed):
+            tables.setdefault(id(entry[5]), []).append(k)
         parts = []
-        for name, these in tables.items():
-            block = self.kept.keep(ExactBlock(self.table_of(name), [fed[k][2] for k in these]))
+        for these in tables.values():
+            block = self.kept.keep(ExactBlock(fed[these[0]][5], [fed[k][2] for k in these]))
             partition, offset, _, arrived, size = (
-                np.array(c) for c in zip(*(fed[k] for k in these), strict=True)
+                np.array(c) for c in zip(*(fed[k][:5] for k in these), strict=True)
             )
             lines = exact_lines(
                 [fed[k][2] for k in these], ReadAt(partition, offset, arrived, size), block

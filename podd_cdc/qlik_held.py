@@ -42,6 +42,11 @@ def _identity(high: int, low: int) -> int:
     return high * _SPLIT + low
 
 
+def identity_of(sequence: Sequence) -> int:
+    """A sequence's pair as the one number `QlikHeld` knows a change by."""
+    return _identity(*sequence)
+
+
 def identities(sequence: tuple[Any, Any]) -> list[int]:
     """The sequences of pairs `sequence` (two arrays) as the numbers `_identity` makes of
     them: an exact decoder's key (`sequence_key_of`) read as a number is the same."""
