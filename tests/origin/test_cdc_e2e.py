@@ -194,20 +194,13 @@ def _schema_flags(command: list[str]) -> list[str]:
     return kept
 
 
-@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
-def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
-    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
-) -> None:
-    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
-    db = SourceDatabase(QLIK_TABLES, seed=8)
-    landed = replica.write(qlik_topic(db, 500, duplicates=0.02))
+def _killed_after_cuts(replica: CdcReplica, deltas: tuple[int, ...], *flags: str) -> list[str]:
+    """The origin run with `flags` and killed (SIGKILL) right after each of `deltas`' cuts was
+    recorded, a run each; the lines they logged."""
     logged: list[str] = []
-    for kill_at in (2, 5):  # killed twice, each time right after a delta's cut was recorded
+    for kill_at in deltas:
         process = subprocess.Popen(
-            replica.command("--max-delta-rows", "60"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            replica.command(*flags), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         assert process.stderr is not None
         deadline = time.monotonic() + 180
@@ -219,6 +212,17 @@ def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
         process.send_signal(signal.SIGKILL)
         process.wait()
         assert replica.cuts()[-1].delta == kill_at
+    return logged
+
+
+@pytest.mark.parametrize("columnar", [False, True], ids=["by-record", "columnar"])
+def test_kill_9_of_the_origin_mid_run_loses_and_doubles_nothing(
+    cdc_agent: AgentProcess, replica_dsn: str, tmp_path: Path, columnar: bool
+) -> None:
+    replica = replica_for(cdc_agent, "qlik", tmp_path, columnar=columnar)
+    db = SourceDatabase(QLIK_TABLES, seed=8)
+    landed = replica.write(qlik_topic(db, 500, duplicates=0.02))
+    logged = _killed_after_cuts(replica, (2, 5), "--max-delta-rows", "60")
     done = replica.run("--max-delta-rows", "60", "--until-idle", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     # The delta cut just before a kill was sent again from exactly its recorded offsets.
@@ -241,24 +245,7 @@ def test_kill_9_of_the_dataworks_origin_on_arrays_loses_and_doubles_nothing(
     landed = replica.write(
         writer.transactions(db.transaction(db.rng.randint(1, 8)) for _ in range(600))
     )
-    logged: list[str] = []
-    for kill_at in (1, 3):
-        process = subprocess.Popen(
-            replica.command("--max-delta-rows", "400"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert process.stderr is not None
-        deadline = time.monotonic() + 180
-        for line in process.stderr:
-            logged.append(line)
-            if "delta cut" in line and f"deltaNum={kill_at} " in line:
-                break
-            assert time.monotonic() < deadline, "no cut logged in time"
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        assert replica.cuts()[-1].delta == kill_at
+    logged = _killed_after_cuts(replica, (1, 3), "--max-delta-rows", "400")
     done = replica.run("--max-delta-rows", "400", "--until-idle", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert any("delta rebuilt from the cut log" in line for line in [*logged, done.stderr])
