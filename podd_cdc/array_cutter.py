@@ -6,15 +6,21 @@ as they ask a `Cutter`. Each format's cutter holds its own `held` (`QlikHeld`,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.held_blocks import HeldBlocks
 from podd_cdc.look_pacing import LookPacing
 from podd_cdc.qlik_delta_rows import Block
-from podd_cdc.records import Position
+from podd_cdc.qlik_exact_block import ExactBlock
+from podd_cdc.qlik_feed import ReadAt
+from podd_cdc.qlik_held import HeldChanges
+from podd_cdc.records import Change, Position
 from podd_cdc.tables import MappedTable
 from protocol.schema import LogicalSchema
 
@@ -46,6 +52,15 @@ class Found(Protocol):
 
 
 F = TypeVar("F", bound=Found)
+#: A block's held lines of its changes (`qlik_feed.exact_lines`, `dataworks_feed.exact_lines`).
+LinesOf = Callable[[list[Change], ReadAt, int], HeldChanges]
+
+
+def partition_runs(lines: HeldChanges) -> Iterator[HeldChanges]:
+    """`lines` a run of one partition at a time, in their order (what a held feed takes)."""
+    change = np.flatnonzero(lines.partition[1:] != lines.partition[:-1]) + 1
+    for start, end in pairwise([0, *change.tolist(), len(lines)]):
+        yield lines[start:end]
 
 
 class ArrayCutter:
@@ -69,10 +84,43 @@ class ArrayCutter:
         self.kept = HeldBlocks()
         self._pacing = LookPacing(bounds.max_rows, bounds.max_age)
         self._fed = 0  # records fed so far
+        #: The exact decoder's changes fed since the last look at what is held, each with
+        #: where and when it was read and its table as it was read (a later description may
+        #: map the name anew), to be held together (`_settle`): held one at a time, a change
+        #: cost 90 (DataWorks) to 150 µs (Qlik) against 11-14 a change at a time.
+        self._exact: list[tuple[Change, MappedTable, int, int, float, int]] = []
 
     def _settle(self) -> None:
-        """Bring what is held up to date before it is asked about (a format's cutter may
-        hold some of what it was fed later)."""
+        """Bring what is held up to date before it is asked about: hold the exact decoder's
+        changes fed since the last look (`_exact_lines`)."""
+
+    def _buffer(self, partition: int, offset: int, change: Change, now: float, size: int) -> None:
+        """Keep an exact decoder's change, read at `offset` of `partition`, to be held at the
+        next look (`_settle`)."""
+        table = self.table_of(change.rows[0].table)
+        self._exact.append((change, table, partition, offset, now, size))
+
+    def _exact_lines(self, lines_of: LinesOf) -> HeldChanges | None:
+        """The exact decoder's changes fed since the last look as held lines, in the order
+        fed (None: none), a block of each table's kept for them; `lines_of` makes a block's
+        lines of its changes, where and when they were read, and its number."""
+        fed, self._exact = self._exact, []
+        if not fed:
+            return None
+        tables: dict[int, list[int]] = {}  # by the table's id: its changes' places
+        for k, entry in enumerate(fed):
+            tables.setdefault(id(entry[1]), []).append(k)
+        parts = []
+        for these in tables.values():
+            changes = [fed[k][0] for k in these]
+            block = self.kept.keep(ExactBlock(fed[these[0]][1], changes))
+            partition, offset, arrived, size = (
+                np.array(c) for c in zip(*(fed[k][2:] for k in these), strict=True)
+            )
+            read = ReadAt(partition, offset, arrived, size)
+            parts.append((np.array(these, np.int64), lines_of(changes, read, block)))
+        order = np.argsort(np.concatenate([at for at, _ in parts]), kind="stable")
+        return HeldChanges.joined([lines for _, lines in parts])[order]
 
     def _spans_of(self, last: Cut | None) -> list[Any]:
         """The last cut's span of each partition (None where it recorded none)."""

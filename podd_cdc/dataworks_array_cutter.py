@@ -20,19 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from itertools import pairwise
 from typing import Any
 
-import numpy as np
-
-from podd_cdc.array_cutter import ArrayCutter
+from podd_cdc.array_cutter import ArrayCutter, partition_runs
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.dataworks_feed import exact_lines, too_long
 from podd_cdc.dataworks_held import DataWorksHeld, EventLook
 from podd_cdc.qlik_cut import ColumnarDelta, delta_of
-from podd_cdc.qlik_exact_block import ExactBlock
-from podd_cdc.qlik_feed import ReadAt
 from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.records import Change, Heartbeat, Position, Record
 from podd_cdc.sequence_guard import SequenceGuard
@@ -57,9 +52,6 @@ class DataWorksArrayCutter(ArrayCutter):
         self.guard = SequenceGuard(
             "dataworks", timedelta(seconds=bounds.max_ahead), timedelta(seconds=bounds.max_regress)
         )
-        #: The exact decoder's changes fed since the last look at what is held, to be held
-        #: together (`_settle`): held one at a time, each cost about 90 µs.
-        self._exact: list[tuple[int, int, Change, float, int, MappedTable]] = []
 
     # --- what the intake and the runner ask ----------------------------------------------
     @property
@@ -105,34 +97,13 @@ class DataWorksArrayCutter(ArrayCutter):
         if not isinstance(record, Change) or not record.rows:
             self.held.read_to(part, at.offset + 1)
             return
-        # The table as its change was read: a later description may map its name anew.
-        self._exact.append(
-            (part, at.offset, record, now, size, self.table_of(record.rows[0].table))
-        )
+        self._buffer(part, at.offset, record, now, size)
 
     def _settle(self) -> None:
-        """Hold the exact decoder's changes fed since the last look, in the order fed: a
-        block of each table's, and their lines fed a partition's run at a time."""
-        fed, self._exact = self._exact, []
-        if not fed:
-            return
-        tables: dict[int, list[int]] = {}  # by the table's id: its changes' places
-        for k, entry in enumerate(fed):
-            tables.setdefault(id(entry[5]), []).append(k)
-        parts = []
-        for these in tables.values():
-            block = self.kept.keep(ExactBlock(fed[these[0]][5], [fed[k][2] for k in these]))
-            partition, offset, _, arrived, size = (
-                np.array(c) for c in zip(*(fed[k][:5] for k in these), strict=True)
-            )
-            lines = exact_lines(
-                [fed[k][2] for k in these], ReadAt(partition, offset, arrived, size), block
-            )
-            parts.append((np.array(these, np.int64), lines))
-        order = np.argsort(np.concatenate([at for at, _ in parts]), kind="stable")
-        self.kept.drop_fresh(
-            self._feed_runs(HeldChanges.joined([lines for _, lines in parts])[order])
-        )
+        """Hold the exact decoder's changes fed since the last look, in the order fed."""
+        lines = self._exact_lines(exact_lines)
+        if lines is not None:
+            self.kept.drop_fresh(self._feed_runs(lines))
 
     def feed_lines(self, lines: HeldChanges) -> None:
         """Hold a read batch's lines (of any partitions; each partition's in offset order,
@@ -143,12 +114,7 @@ class DataWorksArrayCutter(ArrayCutter):
 
     def _feed_runs(self, lines: HeldChanges) -> HeldChanges:
         """Hold `lines` a run of one partition at a time, in their order; those held."""
-        change = np.flatnonzero(lines.partition[1:] != lines.partition[:-1]) + 1
-        bounds = [0, *change.tolist(), len(lines)]
-        kept = []
-        for start, end in pairwise(bounds):
-            these = lines[start:end]
-            kept.append(these[self.held.feed(these)])
+        kept = [run[self.held.feed(run)] for run in partition_runs(lines)]
         return HeldChanges.joined(kept) if kept else lines
 
     def beat(self, partition: int, event_ms: int, offset: int) -> None:

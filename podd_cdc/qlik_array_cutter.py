@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
-from podd_cdc.array_cutter import ArrayCutter
+from podd_cdc.array_cutter import ArrayCutter, partition_runs
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
 from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
-from podd_cdc.qlik_exact_block import ExactBlock
 from podd_cdc.qlik_feed import ReadAt, exact_lines
 from podd_cdc.qlik_held import (
     NO_TIME,
@@ -67,10 +65,8 @@ class QlikArrayCutter(ArrayCutter):
         )
         self.codes = TransactionCodes()
         self.silent: set[str] = set()  # DataWorks' partitions without heartbeats: none here
-        #: The exact decoder's changes fed since the last look at what is held, to be held
-        #: together (`_settle`; one at a time, each cost about 150 µs), with the newest
-        #: sequence and the identities among them, which the order check asks of.
-        self._exact: list[tuple[int, int, Change, float, int, MappedTable]] = []
+        #: The newest sequence and the identities among the exact decoder's changes not held
+        #: yet (`ArrayCutter._buffer`), which the order check asks of.
         self._exact_newest: dict[int, Sequence] = {}
         self._exact_identities: set[int] = set()
 
@@ -121,10 +117,7 @@ class QlikArrayCutter(ArrayCutter):
             self._fed += 1
             self.held.read_to(part, at.offset + 1)
             return
-        # The table as its change was read: a later description may map its name anew.
-        self._exact.append(
-            (part, at.offset, record, now, size, self.table_of(record.rows[0].table))
-        )
+        self._buffer(part, at.offset, record, now, size)
         if record.cut_key is not None:
             sequence = sequence_of_key(record.cut_key)
             before = self._exact_newest.get(part)
@@ -134,33 +127,19 @@ class QlikArrayCutter(ArrayCutter):
                 self._exact_identities.add(identity_of(sequence))
 
     def _settle(self) -> None:
-        """Hold the exact decoder's changes fed since the last look, in the order fed: a
-        block of each table's, their lines fed a partition's run at a time."""
-        fed, self._exact = self._exact, []
-        self._exact_newest, self._exact_identities = {}, set()
-        if not fed:
-            return
-        tables: dict[int, list[int]] = {}  # by the table's id: its changes' places
-        for k, entry in enumerate(fed):
-            tables.setdefault(id(entry[5]), []).append(k)
+        """Hold the exact decoder's changes fed since the last look, in the order fed, their
+        transaction ids coded by this cutter's codes."""
         issued = self.codes.issued
-        parts = []
-        for these in tables.values():
-            changes = [fed[k][2] for k in these]
-            block = self.kept.keep(ExactBlock(fed[these[0]][5], changes))
-            partition, offset, _, arrived, size = (
-                np.array(c) for c in zip(*(fed[k][:5] for k in these), strict=True)
-            )
-            read = ReadAt(partition, offset, arrived, size)
-            parts.append((np.array(these, np.int64), exact_lines(changes, read, block, self.codes)))
-        order = np.argsort(np.concatenate([at for at, _ in parts]), kind="stable")
-        lines = HeldChanges.joined([made for _, made in parts])[order]
-        runs = [0, *(np.flatnonzero(lines.partition[1:] != lines.partition[:-1]) + 1).tolist()]
-        kept = [
-            lines[start:end][self._hold(lines[start:end])]
-            for start, end in pairwise([*runs, len(lines)])
-        ]
-        self._tidy(issued, HeldChanges.joined(kept))
+        lines = self._exact_lines(
+            lambda made, read, block: exact_lines(made, read, block, self.codes)
+        )
+        self._exact_newest, self._exact_identities = {}, set()
+        if lines is not None:
+            kept = [run[self._hold(run)] for run in partition_runs(lines)]
+            self._tidy(issued, HeldChanges.joined(kept))
+
+    def _coded_lines(self, changes: list[Change], read: ReadAt, block: int) -> HeldChanges:
+        return exact_lines(changes, read, block, self.codes)
 
     def feed_lines(
         self, make: Callable[[TransactionCodes], HeldChanges], wall: datetime
