@@ -27,7 +27,6 @@ from podd_cdc.membership import Format
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_batch_intake import MIN_BATCH
-from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.records import Position
 from podd_cdc.warm_up_messages import (
     TOPIC,
@@ -93,12 +92,7 @@ def qlik_on_arrays(metadata: list[bytes], data: list[bytes], batch: int, wall: d
     fetch = [(KEY, run)]
     held = qlik_batch_intake.hold_fetch(decoder, cutter, fetch, time.monotonic(), wall)
     count = held.get(KEY, (0, 0))[0]
-    for offset in range(count, len(data)):
-        at = Position(TOPIC, 0, offset)
-        record = decoder.decode(TOPIC, data[offset])
-        cutter.check(at, record, wall, KEY)
-        cutter.feed(at, record, time.monotonic(), len(data[offset]), KEY)
-    _frame_on_arrays(schema, cutter.cut(0, {KEY}, time.monotonic(), wall, force=True))
+    _exactly_then_framed(decoder, cutter, data[count:], count, wall)
     return count
 
 
@@ -118,20 +112,29 @@ def dataworks_on_arrays(messages: list[bytes], batch: int, wall: datetime) -> in
     fetch = [(KEY, run)]
     held = dataworks_batch_intake.hold_fetch(decoder, cutter, fetch, time.monotonic(), wall)
     count = held.get(KEY, (0, 0))[0]
-    for offset in range(count, len(messages)):
-        at = Position(TOPIC, 0, offset)
-        record = decoder.decode(TOPIC, messages[offset])
-        cutter.check(at, record, wall, KEY)
-        cutter.feed(at, record, time.monotonic(), len(messages[offset]), KEY)
-    _frame_on_arrays(schema, cutter.cut(0, {KEY}, time.monotonic(), wall, force=True))
+    _exactly_then_framed(decoder, cutter, messages[count:], count, wall)
     return count
 
 
-def _frame_on_arrays(schema: LogicalSchema, made: ColumnarDelta | None) -> None:
-    """A delta cut on arrays framed: each table's chunks from the records it wrote."""
+def _exactly_then_framed(
+    decoder: QlikDecoder | DataWorksDecoder,
+    cutter: QlikArrayCutter | DataWorksArrayCutter,
+    rest: list[bytes],
+    first: int,
+    wall: datetime,
+) -> None:
+    """The messages `rest` (from offset `first`) fed a message at a time by the exact path
+    into a cutter on arrays, then a delta cut and its chunks framed from the records it
+    wrote."""
+    for offset, value in enumerate(rest, first):
+        at = Position(TOPIC, 0, offset)
+        record = decoder.decode(TOPIC, value)
+        cutter.check(at, record, wall, KEY)
+        cutter.feed(at, record, time.monotonic(), len(value), KEY)
+    made = cutter.cut(0, {KEY}, time.monotonic(), wall, force=True)
     if made is None:
         raise RuntimeError("the warm-up's changes were not cut")
-    for table in schema:
+    for table in cutter.schema:
         if table.name in made.records:
             record_bodies(table, *made.records[table.name], chunk_rows=1000, codec=CHUNK_CODEC)
 
