@@ -30,7 +30,7 @@ import numpy as np
 
 from podd_cdc.choose import MAX_WATERMARKS
 from podd_cdc.cutlog import Cut, Span, after_last
-from podd_cdc.qlik_held import HeldChanges, held_none
+from podd_cdc.qlik_held import HeldChanges, HeldLines
 from podd_cdc.values import millis_time
 
 
@@ -55,35 +55,21 @@ class EventTaken:
     date: datetime
 
 
-class DataWorksHeld:
+class DataWorksHeld(HeldLines):
     def __init__(self, starts: Listed[int], last: Cut | None, spans: Listed[Span | None]) -> None:
-        """`starts`: per partition, its first offset to read; `last`: the last cut, and
-        `spans`, its span of each partition (None where it recorded none)."""
+        """`starts`, `spans`: as `HeldLines` takes them (DataWorks has no full-load rows:
+        each span carries its partition's on as it was); `last`: the last cut."""
+        super().__init__(starts, spans)
         self.last_bound: int | None = None if last is None else last.bound
-        self.next_offset = list(starts)
-        self.prev_end = [s.end if s else at for s, at in zip(spans, starts, strict=True)]
-        #: DataWorks has no full-load rows: each span carries its partition's on as it was.
-        self.refresh_done = [
-            s.refresh_upto if s else at for s, at in zip(spans, starts, strict=True)
-        ]
         self.heartbeat: list[int | None] = [None] * len(starts)  # the last one read (ms)
         self.silent: set[int] = set()  # read to their end without a heartbeat
         self.watermarks: list[int] = []
-        self._parts: list[HeldChanges] = []
         self._identities: set[tuple[int, int, int]] = set()
-        self._first_arrival: dict[int, float] = {}
-        self.pending = 0
-        self.pending_bytes = 0
-        self.duplicates = 0
         self.late = 0
 
     def add_partition(self, offset: int) -> int:
-        """A partition that appeared while the run reads, read from `offset`; its number."""
-        self.next_offset.append(offset)
-        self.prev_end.append(offset)
-        self.refresh_done.append(offset)
         self.heartbeat.append(None)
-        return len(self.heartbeat) - 1
+        return super().add_partition(offset)
 
     def read_to(self, partition: int, offset: int) -> None:
         """Reading of `partition` moved on to `offset` past records that hold no change (a
@@ -137,15 +123,9 @@ class DataWorksHeld:
                 identities.add(identity)
         if len(changes):  # a batch's heartbeats may be fed after its changes, or before
             self.next_offset[part] = max(self.next_offset[part], int(changes.offset[-1]) + 1)
-        kept = changes[held]
-        self._parts.append(kept)
-        if len(kept):
-            self._first_arrival.setdefault(part, float(kept.arrived[0]))
-            if self.last_bound is not None:
-                self.late += int((kept.source_us <= self.last_bound * 1000).sum())
-        self.pending += len(kept)
-        self.pending_bytes += int(kept.size.sum())
-        self.duplicates += int(len(held) - len(kept))
+        if self.last_bound is not None:
+            self.late += int((changes.source_us[held] <= self.last_bound * 1000).sum())
+        self._keep(changes, held)
         return held
 
     def ahead(self, quiet: set[int]) -> tuple[set[int], int | None]:
@@ -161,21 +141,6 @@ class DataWorksHeld:
             return {p for p, mark in marks.items() if mark is not None}, None
         lowest = min((m for m in marks.values() if m is not None), default=None)
         return {p for p, mark in marks.items() if mark != lowest}, lowest
-
-    def held(self) -> HeldChanges:
-        """Every change held, as fed."""
-        if len(self._parts) != 1:
-            self._parts = [HeldChanges.joined(self._parts)] if self._parts else []
-        return self._parts[0] if self._parts else held_none()
-
-    def first_held(self) -> dict[int, int]:
-        """Per partition that holds a change, the offset of its first."""
-        held = self.held()
-        first = self._first_held(held)
-        return {int(p): first[int(p)] for p in np.unique(held.partition).tolist()}
-
-    def oldest_arrival(self) -> float | None:
-        return min(self._first_arrival.values(), default=None)
 
     def look(self, max_rows: int) -> EventLook:
         """`EventTimes.choice`: every change held at or below a watermark the topic passed,
@@ -200,22 +165,12 @@ class DataWorksHeld:
         watermark, and each partition's span is recorded as `Cutter._take` records it."""
         if look.watermark is None:
             raise ValueError("no watermark to cut at")
-        held = self.held()
-        lo = self._first_held(held)
-        taken = held[look.lines]
-        left = np.ones(len(held), np.bool_)
-        left[look.lines] = False
-        rest = held[left]
-        self._parts = [rest]
-        parts, first = np.unique(rest.partition, return_index=True)
-        self._first_arrival = dict(zip(parts.tolist(), rest.arrived[first].tolist(), strict=True))
+        taken, lo = self._take_lines(look.lines)
         high, low = (s.tolist() for s in taken.sequence)
         self._identities.difference_update(zip(high, low, taken.operation.tolist(), strict=True))
-        self.pending -= len(taken)
-        self.pending_bytes -= int(taken.size.sum())
         self.last_bound = look.watermark
         self.watermarks = [w for w in self.watermarks if w > look.watermark]
-        next_lo = self._first_held(rest)
+        next_lo = self._first_held(self.held())
         spans = [
             Span(lo[p], self.prev_end[p], self.next_offset[p], done, done, next_lo[p])
             for p, done in enumerate(self.refresh_done)
@@ -223,9 +178,3 @@ class DataWorksHeld:
         self.prev_end = list(self.next_offset)
         date = after_last(millis_time(look.watermark).replace(tzinfo=UTC), last)
         return EventTaken(taken, spans, date)
-
-    def _first_held(self, held: HeldChanges) -> list[int]:
-        """Per partition, the first offset of a change held, or where reading stands."""
-        first = np.array(self.next_offset, np.int64)
-        np.minimum.at(first, held.partition, held.offset)
-        return [int(at) for at in first]

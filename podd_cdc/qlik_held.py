@@ -143,31 +143,99 @@ class Taken:
         return after_last(newest.replace(tzinfo=UTC), last)
 
 
-class QlikHeld:
+class HeldLines:
+    """What either format's changes held on arrays keep alike (`QlikHeld`,
+    `dataworks_held.DataWorksHeld`): where each partition's reading stands and stood at the
+    last cut, the lines held as fed, when each partition's first one arrived, and the
+    counts."""
+
+    def __init__(self, starts: Listed[int], spans: Listed[Span | None] | None = None) -> None:
+        """`starts`: per partition, its first offset to read; `spans`: the last cut's
+        (None where it recorded none), from which a partition's last cut ended and where
+        its full-load rows cut so far end (`Span.end`, `Span.refresh_upto`)."""
+        last = list(spans) if spans is not None else [None] * len(starts)
+        self.next_offset = list(starts)  # the next offset to read: reading stands there
+        self.prev_end = [s.end if s else at for s, at in zip(last, starts, strict=True)]
+        self.refresh_done = [
+            s.refresh_upto if s else at for s, at in zip(last, starts, strict=True)
+        ]
+        self._parts: list[HeldChanges] = []
+        #: Per partition that holds a change, when its first change held arrived.
+        self._first_arrival: dict[int, float] = {}
+        self.pending = 0
+        self.pending_bytes = 0
+        self.duplicates = 0
+
+    def add_partition(self, offset: int) -> int:
+        """A partition that appeared while the run reads, read from `offset`; its number."""
+        self.next_offset.append(offset)
+        self.prev_end.append(offset)
+        self.refresh_done.append(offset)
+        return len(self.next_offset) - 1
+
+    def _keep(self, changes: HeldChanges, held: Any) -> None:
+        """Of a feed of one partition's `changes`, hold those `held` (the rest were copies)."""
+        kept = changes[held]
+        self._parts.append(kept)
+        if len(kept):
+            self._first_arrival.setdefault(int(kept.partition[0]), float(kept.arrived[0]))
+        self.pending += len(kept)
+        self.pending_bytes += int(kept.size.sum())
+        self.duplicates += int(len(held) - len(kept))
+
+    def _take_lines(self, lines: Any) -> tuple[HeldChanges, list[int]]:
+        """Lines `lines` of what is held taken from it: the changes, and per partition the
+        first offset of a change held before (a span's `lo`)."""
+        held = self.held()
+        lo = self._first_held(held)
+        taken = held[lines]
+        left = np.ones(len(held), np.bool_)
+        left[lines] = False
+        rest = held[left]
+        self._parts = [rest]
+        parts, first = np.unique(rest.partition, return_index=True)
+        self._first_arrival = dict(zip(parts.tolist(), rest.arrived[first].tolist(), strict=True))
+        self.pending -= len(taken)
+        self.pending_bytes -= int(taken.size.sum())
+        return taken, lo
+
+    def held(self) -> HeldChanges:
+        """Every change held, as fed."""
+        if len(self._parts) != 1:
+            self._parts = [HeldChanges.joined(self._parts)] if self._parts else []
+        return self._parts[0] if self._parts else _NONE
+
+    def first_held(self) -> dict[int, int]:
+        """Per partition that holds a change, the offset of its first (where the oldest
+        change still held was read: `Cutter.oldest_open`)."""
+        held = self.held()
+        first = self._first_held(held)
+        return {int(p): first[int(p)] for p in np.unique(held.partition).tolist()}
+
+    def oldest_arrival(self) -> float | None:
+        """When the first change held of each partition arrived, the earliest (None: none
+        held); `Cutter.cut`'s oldest change, kept as changes are fed and taken."""
+        return min(self._first_arrival.values(), default=None)
+
+    def _first_held(self, held: HeldChanges) -> list[int]:
+        """Per partition, the first offset of a change held, or where reading stands."""
+        first = np.array(self.next_offset, np.int64)
+        np.minimum.at(first, held.partition, held.offset)
+        return [int(at) for at in first]
+
+
+class QlikHeld(HeldLines):
     def __init__(
         self,
         starts: Listed[int],
         last_bound: Sequence | None = None,
         spans: Listed[Span | None] | None = None,
     ) -> None:
-        """`starts`: per partition, its first offset to read; `spans`: the last cut's
-        (None where it recorded none), from which a partition's last cut ended and where
-        its full-load rows cut so far end (`Span.end`, `Span.refresh_upto`)."""
-        last = list(spans) if spans is not None else [None] * len(starts)
+        """`starts`, `spans`: as `HeldLines` takes them; `last_bound`: the last cut's."""
+        super().__init__(starts, spans)
         self.last_bound = last_bound
-        self.next_offset = list(starts)  # the next offset to read: reading stands there
-        self.prev_end = [s.end if s else at for s, at in zip(last, starts, strict=True)]
-        self.refresh_done = [
-            s.refresh_upto if s else at for s, at in zip(last, starts, strict=True)
-        ]
         self.newest: list[Sequence | None] = [None] * len(starts)
-        self._parts: list[HeldChanges] = []
         self._identities: set[int] = set()
-        #: Per partition that holds a change, when its first change held arrived.
-        self._first_arrival: dict[int, float] = {}
-        self.pending = 0
-        self.pending_bytes = 0
-        self.duplicates = 0
 
     def feed(self, changes: HeldChanges) -> Any:
         """Hold `changes` (of one partition, in offset order) but second copies; returns
@@ -192,13 +260,7 @@ class QlikHeld:
                 identities.add(key)
         if len(changes):
             self.next_offset[part] = int(changes.offset[-1]) + 1
-        kept = changes[held]
-        self._parts.append(kept)
-        if len(kept):
-            self._first_arrival.setdefault(part, float(kept.arrived[0]))
-        self.pending += len(kept)
-        self.pending_bytes += int(kept.size.sum())
-        self.duplicates += int(len(held) - len(kept))
+        self._keep(changes, held)
         return held
 
     def read_to(self, partition: int, offset: int) -> None:
@@ -207,12 +269,8 @@ class QlikHeld:
         self.next_offset[partition] = offset
 
     def add_partition(self, offset: int) -> int:
-        """A partition that appeared while the run reads, read from `offset`; its number."""
-        self.next_offset.append(offset)
-        self.prev_end.append(offset)
-        self.refresh_done.append(offset)
         self.newest.append(None)
-        return len(self.newest) - 1
+        return super().add_partition(offset)
 
     def ahead(self, quiet: set[int]) -> tuple[set[int], Sequence | None]:
         """`Cutter.ahead` for Qlik: the partitions (neither quiet) read further than one
@@ -224,18 +282,6 @@ class QlikHeld:
         lowest = min((n for n in newest.values() if n is not None), default=None)
         return {p for p, n in newest.items() if n != lowest}, lowest
 
-    def first_held(self) -> dict[int, int]:
-        """Per partition that holds a change, the offset of its first (where the oldest
-        change still held was read: `Cutter.oldest_open`)."""
-        held = self.held()
-        first = self._first_held(held)
-        return {int(p): first[int(p)] for p in np.unique(held.partition).tolist()}
-
-    def oldest_arrival(self) -> float | None:
-        """When the first change held of each partition arrived, the earliest (None: none
-        held); `Cutter.cut`'s oldest change, kept as changes are fed and taken."""
-        return min(self._first_arrival.values(), default=None)
-
     def holds(self, sequence: Sequence) -> bool:
         """Whether a change of `sequence` is held (a copy of it would be a duplicate)."""
         return _identity(*sequence) in self._identities
@@ -245,12 +291,6 @@ class QlikHeld:
         """Identities remembered: only the held changes' (a taken change's copy is below
         the bound), so this is bounded as what is held is."""
         return len(self._identities)
-
-    def held(self) -> HeldChanges:
-        """Every change held, as fed."""
-        if len(self._parts) != 1:
-            self._parts = [HeldChanges.joined(self._parts)] if self._parts else []
-        return self._parts[0] if self._parts else _NONE
 
     def look(self, quiet: set[int], max_rows: int) -> Look:
         """What `Cutter.look` would choose: partitions `quiet` are read to their end."""
@@ -293,22 +333,13 @@ class QlikHeld:
     def take(self, look: Look) -> Taken:
         """Cut what `look` found: its changes leave the held ones, the bound moves, and each
         partition's span is recorded as `Cutter._take` records it."""
-        held = self.held()
-        lo, refresh_from = self._first_held(held), list(self.refresh_done)
-        taken = held[look.lines]
-        left = np.ones(len(held), np.bool_)
-        left[look.lines] = False
-        self._parts = [held[left]]
-        parts, first = np.unique(self._parts[0].partition, return_index=True)
-        arrived = self._parts[0].arrived[first]
-        self._first_arrival = dict(zip(parts.tolist(), arrived.tolist(), strict=True))
+        refresh_from = list(self.refresh_done)
+        taken, lo = self._take_lines(look.lines)
         cdc, full_load = taken[~taken.refresh], taken[taken.refresh]
         pairs = zip(cdc.sequence[0].tolist(), cdc.sequence[1].tolist(), strict=True)
         self._identities.difference_update(_identity(h, lo) for h, lo in pairs)
         for part, at in zip(full_load.partition.tolist(), full_load.offset.tolist(), strict=True):
             self.refresh_done[part] = max(self.refresh_done[part], at + 1)
-        self.pending -= len(taken)
-        self.pending_bytes -= int(taken.size.sum())
         self.last_bound = look.bound
         next_lo = self._first_held(self._parts[0])
         spans = [
@@ -317,12 +348,6 @@ class QlikHeld:
         ]
         self.prev_end = list(self.next_offset)
         return Taken(taken, spans)
-
-    def _first_held(self, held: HeldChanges) -> list[int]:
-        """Per partition, the first offset of a change held, or where reading stands."""
-        first = np.array(self.next_offset, np.int64)
-        np.minimum.at(first, held.partition, held.offset)
-        return [int(at) for at in first]
 
 
 def _groups(transaction: Any) -> Any:
@@ -340,8 +365,3 @@ _EMPTY = np.zeros(0, np.int64)
 _KINDS = {"last": np.bool_, "refresh": np.bool_, "arrived": np.float64}  # else int64
 _NONE_ARRAYS: dict[str, Any] = {name: np.zeros(0, _KINDS.get(name, np.int64)) for name in _FIELDS}
 _NONE = HeldChanges(**{**_NONE_ARRAYS, "sequence": (_EMPTY, _EMPTY)})
-
-
-def held_none() -> HeldChanges:
-    """No change held."""
-    return _NONE
