@@ -30,6 +30,7 @@ import numpy as np
 
 from podd_cdc.choose import MAX_WATERMARKS
 from podd_cdc.cutlog import Cut, Span, after_last
+from podd_cdc.identity_rows import IdentityRows
 from podd_cdc.qlik_held import HeldChanges, HeldLines
 from podd_cdc.values import millis_time
 
@@ -64,7 +65,7 @@ class DataWorksHeld(HeldLines):
         self.heartbeat: list[int | None] = [None] * len(starts)  # the last one read (ms)
         self.silent: set[int] = set()  # read to their end without a heartbeat
         self.watermarks: list[int] = []
-        self._identities: set[tuple[int, int, int]] = set()
+        self._identities = IdentityRows(3)  # the held changes' (order pair, operation)
         self.late = 0
 
     def add_partition(self, offset: int) -> int:
@@ -112,15 +113,9 @@ class DataWorksHeld(HeldLines):
         if self.last_bound is not None:
             below = event_us <= self.last_bound * 1000
             held &= ~(below & (changes.offset < self.prev_end[part]))  # the last cut took it
-        identities = self._identities
-        high, low = (s.tolist() for s in changes.sequence)
-        operations = changes.operation.tolist()
-        for k in np.nonzero(held)[0].tolist():
-            identity = (high[k], low[k], operations[k])
-            if identity in identities:
-                held[k] = False
-            else:
-                identities.add(identity)
+        candidates = np.nonzero(held)[0]
+        high, low = (s[candidates] for s in changes.sequence)
+        held[candidates] = self._identities.add_new([high, low, changes.operation[candidates]])
         if len(changes):  # a batch's heartbeats may be fed after its changes, or before
             self.next_offset[part] = max(self.next_offset[part], int(changes.offset[-1]) + 1)
         if self.last_bound is not None:
@@ -166,8 +161,7 @@ class DataWorksHeld(HeldLines):
         if look.watermark is None:
             raise ValueError("no watermark to cut at")
         taken, lo = self._take_lines(look.lines)
-        high, low = (s.tolist() for s in taken.sequence)
-        self._identities.difference_update(zip(high, low, taken.operation.tolist(), strict=True))
+        self._identities.discard([*taken.sequence, taken.operation])
         self.last_bound = look.watermark
         self.watermarks = [w for w in self.watermarks if w > look.watermark]
         next_lo = self._first_held(self.held())

@@ -28,6 +28,7 @@ import numpy as np
 
 from podd_cdc.choose import lowest_newest
 from podd_cdc.cutlog import Cut, Span, after_last
+from podd_cdc.identity_rows import IdentityRows
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
 from podd_cdc.values import micros_time
@@ -235,7 +236,7 @@ class QlikHeld(HeldLines):
         super().__init__(starts, spans)
         self.last_bound = last_bound
         self.newest: list[Sequence | None] = [None] * len(starts)
-        self._identities: set[int] = set()
+        self._identities = IdentityRows(2)  # the held changes' sequences
 
     def feed(self, changes: HeldChanges) -> Any:
         """Hold `changes` (of one partition, in offset order) but second copies; returns
@@ -251,13 +252,12 @@ class QlikHeld(HeldLines):
             newest, before = (int(high[top]), int(low[top])), self.newest[part]
             if before is None or newest > before:
                 self.newest[part] = newest
-        bound = None if self.last_bound is None else _identity(*self.last_bound)
-        held, identities = refresh & (changes.offset >= self.refresh_done[part]), self._identities
-        for k, h, lo in zip(cdc.tolist(), high.tolist(), low.tolist(), strict=True):
-            key = _identity(h, lo)
-            if (bound is None or key > bound) and key not in identities:
-                held[k] = True
-                identities.add(key)
+        held = refresh & (changes.offset >= self.refresh_done[part])
+        if self.last_bound is not None:  # at or below the last cut's bound: a copy
+            bound_high, bound_low = self.last_bound
+            above = (high > bound_high) | ((high == bound_high) & (low > bound_low))
+            cdc, high, low = cdc[above], high[above], low[above]
+        held[cdc[self._identities.add_new([high, low])]] = True
         if len(changes):
             self.next_offset[part] = int(changes.offset[-1]) + 1
         self._keep(changes, held)
@@ -284,7 +284,7 @@ class QlikHeld(HeldLines):
 
     def holds(self, sequence: Sequence) -> bool:
         """Whether a change of `sequence` is held (a copy of it would be a duplicate)."""
-        return _identity(*sequence) in self._identities
+        return tuple(sequence) in self._identities
 
     @property
     def identities_kept(self) -> int:
@@ -336,8 +336,7 @@ class QlikHeld(HeldLines):
         refresh_from = list(self.refresh_done)
         taken, lo = self._take_lines(look.lines)
         cdc, full_load = taken[~taken.refresh], taken[taken.refresh]
-        pairs = zip(cdc.sequence[0].tolist(), cdc.sequence[1].tolist(), strict=True)
-        self._identities.difference_update(_identity(h, lo) for h, lo in pairs)
+        self._identities.discard(cdc.sequence)
         for part, at in zip(full_load.partition.tolist(), full_load.offset.tolist(), strict=True):
             self.refresh_done[part] = max(self.refresh_done[part], at + 1)
         self.last_bound = look.bound
