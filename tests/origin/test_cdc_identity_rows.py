@@ -5,6 +5,7 @@ on the way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ _steps = st.lists(
 )
 
 
-def _new_in(model: set[tuple[int, ...]], rows: list[tuple[int, ...]]) -> list[bool]:
+def _new_in(model: set[tuple[int, ...]], rows: Sequence[tuple[int, ...]]) -> list[bool]:
     """Which of `rows` a set of tuples finds new, adding them as it goes."""
     new = []
     for row in rows:
@@ -35,14 +36,14 @@ def _new_in(model: set[tuple[int, ...]], rows: list[tuple[int, ...]]) -> list[bo
     return new
 
 
-def _columns(rows: list[tuple[int, ...]], width: int) -> list[Any]:
+def _columns(rows: Sequence[tuple[int, ...]], width: int) -> list[Any]:
     return [np.array([row[c] for row in rows], np.int64) for c in range(width)]
 
 
 @settings(max_examples=300, deadline=None)
 @given(_steps, st.sampled_from([2, 3]))
 def test_identity_rows_answer_as_a_set_of_tuples(steps: Any, width: int) -> None:
-    held, model = IdentityRows(width), set()
+    held, model = IdentityRows(width), set[tuple[int, ...]]()
     for adding, given_rows in steps:
         rows = [row[:width] for row in given_rows]
         if adding:
@@ -58,7 +59,7 @@ def test_identity_rows_answer_as_a_set_of_tuples(steps: Any, width: int) -> None
 
 def test_identity_rows_grow_and_shrink_keeping_their_order() -> None:
     rng = np.random.default_rng(7)
-    held, model = IdentityRows(2), set()
+    held, model = IdentityRows(2), set[tuple[int, ...]]()
     for _ in range(20):  # past the first room several times over, in random order
         high, low = rng.integers(0, 50, 700), rng.integers(-(2**63), 2**63 - 1, 700)
         fresh = held.add_new([high, low])
