@@ -36,7 +36,15 @@ class IdentityRows:
     def __len__(self) -> int:
         return self._count
 
-    def __contains__(self, identity: tuple[int, ...]) -> bool:
+    def __contains__(self, identity: object) -> bool:
+        """Whether `identity`, a tuple of `width` ints, is held (anything else is not)."""
+        width = self._buffer.shape[1]
+        if not (
+            isinstance(identity, tuple)
+            and len(identity) == width
+            and all(type(n) is int and -(2**63) <= n < 2**63 for n in identity)
+        ):
+            return False
         return bool(_found(self._rows, np.array([identity], np.int64)))
 
     @property

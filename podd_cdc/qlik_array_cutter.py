@@ -25,13 +25,13 @@ import numpy as np
 from podd_cdc.array_cutter import ArrayCutter, partition_runs
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.cutter import Bounds
+from podd_cdc.identity_rows import IdentityRows
 from podd_cdc.qlik_cut import ColumnarDelta, cut_delta
 from podd_cdc.qlik_feed import ReadAt, exact_lines
 from podd_cdc.qlik_held import (
     NO_TIME,
     HeldChanges,
     QlikHeld,
-    identities,
     identity_of,
     sequence_key_of,
     sequence_of_key,
@@ -95,16 +95,23 @@ class QlikArrayCutter(ArrayCutter):
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """`Cutter.remember_taken`: the exact decoder's identities of changes a cut took
-        (a restarted run's last delta, read back), kept as numbers (see `_holds`)."""
-        self.guard.remember_taken(int(identity[0]) for identity in identities if identity)
+        (a restarted run's last delta, read back), kept as sequence pairs (see `_holds`)."""
+        pairs = [sequence_of_key(identity[0]) for identity in identities if identity]
+        self._remember_cut(tuple(np.array([p[k] for p in pairs], np.int64) for k in (0, 1)))
+
+    def _remember_cut(self, sequence: tuple[Any, ...]) -> None:
+        """The sequences (two arrays: the pairs' halves) a cut took, for the guard."""
+        taken = IdentityRows(2)
+        taken.add_new(sequence)
+        self.guard.remember_cut(taken)
 
     def _holds(self, identity: Any) -> bool:
         """Whether a change of the exact decoder's `identity` (its sequence key) is held,
-        or was taken by a recent cut (the cuts' memory holds the keys as numbers)."""
+        or was taken by a recent cut (the cuts' memory holds the sequences' pairs)."""
         key = identity[0]
         sequence = sequence_of_key(key)
         buffered = identity_of(sequence) in self._exact_identities
-        return buffered or self.held.holds(sequence) or self.guard.taken(int(key))
+        return buffered or self.held.holds(sequence) or self.guard.taken(sequence)
 
     def feed(
         self, at: Position, record: Record, now: float, size: int = 0, key: str | None = None
@@ -215,7 +222,7 @@ class QlikArrayCutter(ArrayCutter):
         )
         self.last = made.cut
         taken = made.taken[~made.taken.refresh]
-        self.guard.remember_taken(identities(taken.sequence))  # see `_holds`
+        self._remember_cut(taken.sequence)
         self.codes.forget(made.taken.transaction)
         self.kept.keep_only(self.held.held())
         return made

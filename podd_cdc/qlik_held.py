@@ -48,13 +48,6 @@ def identity_of(sequence: Sequence) -> int:
     return _identity(*sequence)
 
 
-def identities(sequence: tuple[Any, Any]) -> list[int]:
-    """The sequences of pairs `sequence` (two arrays) as the numbers `_identity` makes of
-    them: an exact decoder's key (`sequence_key_of`) read as a number is the same."""
-    high, low = sequence
-    return list((high.astype(object) * _SPLIT + low.astype(object)).tolist())
-
-
 def sequence_of_key(key: str | None) -> Sequence:
     """A decoder's sequence key (`qlik_headers.sequence_key`) as its pair; (0, 0), below
     every sequence, for a full-load row's none."""

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from podd_cdc.cutlog import Cut, partition_key
 from podd_cdc.errors import SequenceStop
@@ -71,20 +71,32 @@ class Limits:
         return cls(wall, now, latest, micros(latest), prefix)
 
 
+class TakenIdentities(Protocol):
+    """The identities one cut took, as the guard asks them."""
+
+    def __contains__(self, identity: Any, /) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
 class SequenceGuard:
     def __init__(self, fmt: str, max_ahead: timedelta, max_regress: timedelta) -> None:
         self.fmt = fmt
         self.max_ahead = max_ahead
         self.max_regress = max_regress
-        self._taken: deque[set[Any]] = deque()
+        self._taken: deque[TakenIdentities] = deque()
         self._taken_count = 0
         self._limits: Limits | None = None  # those of the caller's last `wall`
 
     def remember_taken(self, identities: Iterable[Any]) -> None:
         """A cut took changes of these identities: a copy read later is a duplicate."""
-        batch = {i for i in identities if i is not None}
-        self._taken.append(batch)
-        self._taken_count += len(batch)
+        self.remember_cut({i for i in identities if i is not None})
+
+    def remember_cut(self, taken: TakenIdentities) -> None:
+        """`remember_taken`, of a cut's identities already gathered (a cutter on arrays
+        keeps them as `IdentityRows`); the recent cuts' are kept up to `MAX_TAKEN`."""
+        self._taken.append(taken)
+        self._taken_count += len(taken)
         while len(self._taken) > 1 and self._taken_count > MAX_TAKEN:
             self._taken_count -= len(self._taken.popleft())
 

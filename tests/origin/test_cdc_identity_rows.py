@@ -79,3 +79,12 @@ def test_identity_rows_grow_and_shrink_keeping_their_order() -> None:
 def test_an_identity_of_the_wrong_width_is_refused() -> None:
     with pytest.raises(ValueError, match="3 numbers, not 2"):
         IdentityRows(3).add_new([np.zeros(1, np.int64)] * 2)
+
+
+def test_only_a_tuple_of_its_width_of_int64_numbers_is_ever_held() -> None:
+    held = IdentityRows(2)
+    held.add_new([np.array([1, 2**63 - 1]), np.array([2, 0])])
+    assert (1, 2) in held
+    assert (2**63 - 1, 0) in held
+    for other in [("1", "2"), (1,), (1, 2, 0), [1, 2], (1.0, 2.0), (2**63 + 1, 0), None, "12"]:
+        assert other not in held
