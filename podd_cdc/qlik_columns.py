@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from podd_cdc import column_kernels, json_rows
+from podd_cdc.small_order import stable_order
 from podd_cdc.tables import MappedTable
 from podd_cdc.values import (
     MAX_MILLIS,
@@ -211,7 +212,7 @@ def tables_sides(
     values, lengths = np.zeros(size, np.int64), np.zeros(size, np.int64)
     valid, given = np.zeros(size, np.bool_), np.zeros(size, np.bool_)
     way = plan.way_of[column]
-    by_way = np.argsort(way, kind="stable")
+    by_way = stable_order(way, len(plan.ways) - 1)
     ends = np.searchsorted(way[by_way], np.arange(len(plan.ways) + 1))
     for w, (form, limit) in enumerate(plan.ways):
         these = by_way[ends[w] : ends[w + 1]]

@@ -31,6 +31,7 @@ from podd_cdc.cutlog import Cut, Span, after_last
 from podd_cdc.identity_rows import IdentityRows
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
 from podd_cdc.qlik_transactions import Sequence, choose, transactions_of
+from podd_cdc.small_order import stable_order
 from podd_cdc.values import micros_time
 
 _SPLIT = 10**18  # a sequence's last 18 digits
@@ -321,7 +322,7 @@ class QlikHeld(HeldLines):
         rows = np.nonzero(held.refresh)[0]
         part = held.partition[rows]
         rows = rows[(held.offset[rows] < reach[part]) | idle[part]]
-        return rows[np.argsort(held.partition[rows], kind="stable")]
+        return rows[stable_order(held.partition[rows], partitions - 1)]
 
     def take(self, look: Look) -> Taken:
         """Cut what `look` found: its changes leave the held ones, the bound moves, and each
