@@ -218,7 +218,7 @@ def tables_sides(
         these = by_way[ends[w] : ends[w + 1]]
         if not len(these):
             continue
-        line = fields[picked[these]]
+        line = np.take(fields, picked[these], axis=0)  # half the time of fields[...]
         v, n, ok, good = _convert(batch, form, limit, line)
         if form == "integer":
             low, high = plan.low[column[these]], plan.high[column[these]]
@@ -297,24 +297,31 @@ class _Plan:
         self.bounds = np.cumsum([0, *map(len, names)])
         self.names = np.frombuffer(b"".join(names), np.uint8)
         hashes = column_kernels.text_hashes(self.names, self.bounds[:-1], self.bounds[1:])
-        keys = _keyed(self.table_of, hashes).tolist()
-        self.by_key = {key: g for g, key in enumerate(keys)}
+        keys = _keyed(self.table_of, hashes)
+        # Sorted, each key once: of two columns whose keys meet, the last one's (the first's
+        # fields are then not sure, and go to the exact path).
+        last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
+        self.keys, self.key_columns = keys[last], last.astype(np.int64)
 
     def columns_of(self, batch: ReadFields, picked: Any, table: Any) -> Any:
         """The column (numbered across the tables) each picked field of table `table[k]`
         names, -1 for none: found by its table and hash, then its bytes compared with the
         column's name (a hash can be made to collide)."""
         fields = batch.fields
-        keys, which = np.unique(
-            _keyed(table, fields[picked, json_rows.F_HASH]), return_inverse=True
-        )
-        lookup = self.by_key.get
-        found = np.array([lookup(key, -1) for key in keys.tolist()], np.int64)
-        found = found[which.reshape(-1)]
-        found[self.table_of[found] != table] = -1  # two tables' keys can be made to meet
+        keys = _keyed(table, fields[picked, json_rows.F_HASH])
         starts, ends = fields[picked, json_rows.F_KEY0], fields[picked, json_rows.F_KEY1]
-        column_kernels.same_texts(batch.out, starts, ends, self.names, self.bounds, found)
-        return found
+        return column_kernels.field_columns(
+            batch.out,
+            keys,
+            table.astype(np.int64, copy=False),
+            starts,
+            ends,
+            self.keys,
+            self.key_columns,
+            self.table_of,
+            self.names,
+            self.bounds,
+        )
 
 
 def _keyed(table: Any, hashes: Any) -> Any:
