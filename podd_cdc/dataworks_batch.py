@@ -90,21 +90,12 @@ KnownTable = Callable[[bytes], MappedTable | None]
 
 def _sampled(buf: Any, starts: Any, ends: Any) -> Any:
     """A key for each text `buf[starts[k]:ends[k]]` (a message's schema), from its length
-    and eight bytes at each of four places in it, not from all its bytes: the texts grouped
-    by it are then compared whole (`distinct_texts`), so two schemas it cannot tell apart
-    only leave the second one's messages to the exact decoder; hashing every schema's bytes
-    cost as much as comparing them."""
-    sizes = ends - starts
-    places = starts[:, None] + (sizes[:, None] * _QUARTERS[None, :]) // 4  # 1/4 .. 4/4
-    at = np.clip(places[:, :, None] - 8 + np.arange(8)[None, None, :], starts[:, None, None], None)
-    words = buf[at.reshape(len(starts), -1)].copy().view(np.uint64)
-    key = sizes.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    for column in range(words.shape[1]):
-        key = (key ^ words[:, column]) * np.uint64(0x100000001B3)
-    return key.view(np.int64)
-
-
-_QUARTERS = np.array([1, 2, 3, 4], np.int64)
+    and eight bytes at each of four places in it, not from all its bytes
+    (`kernel.sampled_keys`): the texts grouped by it are then compared whole
+    (`distinct_texts`), so two schemas it cannot tell apart only leave the second one's
+    messages to the exact decoder; hashing every schema's bytes cost as much as comparing
+    them."""
+    return kernel.sampled_keys(buf, starts, ends)
 
 
 def tables_of(batch: DataWorksBatch, known: KnownTable) -> tuple[list[MappedTable], Any]:
