@@ -98,26 +98,52 @@ def _sampled(buf: Any, starts: Any, ends: Any) -> Any:
     return kernel.sampled_keys(buf, starts, ends)
 
 
-def tables_of(batch: DataWorksBatch, known: KnownTable) -> tuple[list[MappedTable], Any]:
+@dataclass(frozen=True)
+class SchemaGroups:
+    """A batch's read messages with a schema, grouped by its bytes: what `tables_of` looks
+    up, the same whatever the decoder has learnt (`dataworks_batch_intake` looks again
+    after learning a table, without grouping again)."""
+
+    given: Any  # the messages (their places in the batch)
+    starts: Any  # where each one's schema begins in the batch's bytes
+    ends: Any
+    first: Any  # each group's first message (a place in `given`)
+    same: Any  # each message's group, -1 where its bytes are not its group's first's
+
+
+def schema_groups(batch: DataWorksBatch) -> SchemaGroups:
+    """The batch's schemas grouped by a sampled key, then compared whole (`distinct_texts`)."""
+    heads = batch.heads
+    given = np.nonzero(batch.read & (heads[:, kernel.M_SCHEMA] >= 0))[0]
+    starts, ends = heads[given, kernel.M_SCHEMA], heads[given, kernel.M_SCHEMA_END]
+    first, same = (
+        distinct_texts(batch.buf, starts, ends, _sampled(batch.buf, starts, ends))
+        if len(given)
+        else (given, given)
+    )
+    return SchemaGroups(given, starts, ends, first, same)
+
+
+def tables_of(
+    batch: DataWorksBatch, known: KnownTable, grouped: SchemaGroups | None = None
+) -> tuple[list[MappedTable], Any]:
     """The tables the read messages' schemas name, and each message's place among them: -1
     where it was not read, has no schema, or one not learnt. Each distinct schema is looked
     up once; every message's schema is compared with it by its bytes, not only its hash (a
-    hash can be made to collide)."""
-    heads = batch.heads
-    placed = np.full(len(heads), -1, np.int64)
-    given = np.nonzero(batch.read & (heads[:, kernel.M_SCHEMA] >= 0))[0]
-    if not len(given):
+    hash can be made to collide). `grouped`: the batch's `schema_groups`, if made already."""
+    grouped = schema_groups(batch) if grouped is None else grouped
+    placed = np.full(len(batch.heads), -1, np.int64)
+    if not len(grouped.given):
         return [], placed
-    starts, ends = heads[given, kernel.M_SCHEMA], heads[given, kernel.M_SCHEMA_END]
-    first, same = distinct_texts(batch.buf, starts, ends, _sampled(batch.buf, starts, ends))
     tables: list[MappedTable] = []
     number: dict[int, int] = {}  # a table's place in `tables`, by its id
-    group_table = np.full(len(first), -1, np.int64)
-    for g, k in enumerate(first.tolist()):
-        table = known(batch.buf[starts[k] : ends[k]].tobytes())
+    group_table = np.full(len(grouped.first), -1, np.int64)
+    for g, k in enumerate(grouped.first.tolist()):
+        table = known(batch.buf[grouped.starts[k] : grouped.ends[k]].tobytes())
         if table is not None:
             group_table[g] = number.setdefault(id(table), len(tables))
             if group_table[g] == len(tables):
                 tables.append(table)
-    placed[given] = np.where(same >= 0, group_table[np.maximum(same, 0)], -1)
+    same = grouped.same
+    placed[grouped.given] = np.where(same >= 0, group_table[np.maximum(same, 0)], -1)
     return tables, placed

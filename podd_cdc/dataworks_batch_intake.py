@@ -22,7 +22,13 @@ import numpy as np
 from podd_cdc import dataworks_batch_kernel as kernel
 from podd_cdc.dataworks import DataWorksDecoder
 from podd_cdc.dataworks_array_cutter import DataWorksArrayCutter
-from podd_cdc.dataworks_batch import DataWorksBatch, read_batch, tables_of
+from podd_cdc.dataworks_batch import (
+    DataWorksBatch,
+    SchemaGroups,
+    read_batch,
+    schema_groups,
+    tables_of,
+)
 from podd_cdc.dataworks_batch_changes import (
     DataWorksChanges,
     heartbeats,
@@ -58,12 +64,32 @@ class _Read:
     sure: Any
 
 
-def _read(batch: DataWorksBatch, decoder: DataWorksDecoder, sizes: Any, latest_ms: int) -> _Read:
+#: Each table's changes made of a batch so far, by the table's id: (the table, its messages,
+#: its changes). A table's changes depend only on its messages, so learning another table
+#: leaves them as they were.
+_Made = dict[int, tuple[MappedTable, Any, DataWorksChanges]]
+
+
+def _read(
+    batch: DataWorksBatch,
+    decoder: DataWorksDecoder,
+    sizes: Any,
+    latest_ms: int,
+    grouped: SchemaGroups,
+    made_before: _Made,
+) -> _Read:
+    """The batch read with the tables the decoder knows now: the changes of a table whose
+    messages are those of an earlier read are not made again (`made_before`, which this
+    read adds to)."""
     unread = ~(batch.read & (sizes <= MAX_VALUE_BYTES))
-    tables, placed = tables_of(batch, decoder.known_table)
+    tables, placed = tables_of(batch, decoder.known_table, grouped)
     placed[unread] = -1
     groups = [(table, np.nonzero(placed == k)[0]) for k, table in enumerate(tables)]
-    made = tables_changes(batch, groups)
+    missing = [(table, ms) for table, ms in groups if not _made(made_before, table, ms)]
+    if missing:
+        for (table, ms), changes in zip(missing, tables_changes(batch, missing), strict=True):
+            made_before[id(table)] = (table, ms, changes)
+    made = [made_before[id(table)][2] for table, _ in groups]
     beats, beat_ms = heartbeats(batch, placed)
     beats, beat_ms = beats[~unread[beats]], beat_ms[~unread[beats]]
     sure = np.zeros(len(sizes), np.bool_)
@@ -75,6 +101,12 @@ def _read(batch: DataWorksBatch, decoder: DataWorksDecoder, sizes: Any, latest_m
     sure[marks] = True
     sure &= batch.heads[:, kernel.M_EVENT] <= latest_ms  # else the exact check judges it
     return _Read(unread, groups, made, beats, beat_ms, marks, sure)
+
+
+def _made(made_before: _Made, table: MappedTable, messages: Any) -> bool:
+    """Whether `table`'s changes of exactly `messages` were made by an earlier read."""
+    found = made_before.get(id(table))
+    return found is not None and found[0] is table and np.array_equal(found[1], messages)
 
 
 def _learn_ahead(
@@ -91,7 +123,8 @@ def _learn_ahead(
     tables would otherwise end its rounds of batches, `intake.BATCH_ROUNDS`, at the fourth,
     and be read a message at a time). No message before it in the record path's order is
     read by the exact decoder, so what that learns, and what it refuses, is the same."""
-    read = _read(batch, decoder, sizes, latest_ms)
+    grouped, made = schema_groups(batch), _Made()
+    read = _read(batch, decoder, sizes, latest_ms, grouped, made)
     heads = batch.heads
     for _ in range(LEARN_AHEAD):
         stop = _first_not_sure(read.sure, runs)
@@ -106,7 +139,7 @@ def _learn_ahead(
         )
         if not new or decoder.learn_table(_schema(batch, stop)) is None:
             break
-        read = _read(batch, decoder, sizes, latest_ms)
+        read = _read(batch, decoder, sizes, latest_ms, grouped, made)
     return read
 
 
