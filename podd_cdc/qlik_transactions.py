@@ -61,10 +61,23 @@ def _runs(grouped: Any, groups: int) -> tuple[Any, Any]:
     return starts, np.append(starts[1:], len(grouped))[:groups] - 1
 
 
+def _by_group_then(group: Any, counter: Any) -> Any:
+    """An order of the changes by group, then counter; equal pairs in any order. One sort of
+    a combined key where group and counter fit one int64 together (a fifth of `lexsort`'s
+    two stable passes), else `lexsort`."""
+    if not len(group):
+        return np.zeros(0, np.int64)
+    low, high = int(counter.min()), int(counter.max())
+    span = high - low + 1
+    if span <= 0 or int(group.max()) >= (2**62) // span:
+        return np.lexsort((counter, group))
+    return np.argsort(group * span + (counter - low))
+
+
 def _counted(group: Any, counter: Any, last: Any, groups: int) -> Any:
     """Per transaction: exactly one change flagged last, whose counter is the number of
     changes, and the counters exactly 1..n (`Group.complete`)."""
-    by_counter = np.lexsort((counter, group))
+    by_counter = _by_group_then(group, counter)
     grouped, counted = group[by_counter], counter[by_counter]
     new = np.ones(len(grouped), np.bool_)
     new[1:] = (grouped[1:] != grouped[:-1]) | (counted[1:] != counted[:-1])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from podd_cdc.choose import qlik_bound, qlik_choice
 from podd_cdc.held import Group, PartitionState, Pending, group_key
 from podd_cdc.qlik_headers import SEQUENCE_WIDTH
-from podd_cdc.qlik_transactions import choose, transactions_of
+from podd_cdc.qlik_transactions import _by_group_then, choose, transactions_of
 from podd_cdc.records import Change, Position
 
 #: Sequences either side of the pair's split (17 digits, then 18), so both halves decide.
@@ -195,3 +195,25 @@ def test_an_open_transaction_holds_back_the_ones_after_it() -> None:
     assert (taken.count, taken.oldest) == (2, 0.0)
     assert taken.bound == _pair(changes[1].cut_key)
     assert len(groups) == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 40),
+            st.one_of(st.integers(-3, 6), st.sampled_from([-(2**63), 2**63 - 1, 2**40])),
+        ),
+        max_size=60,
+    )
+)
+def test_changes_ordered_by_group_then_counter_as_lexsort_orders_them(
+    changes: list[tuple[int, int]],
+) -> None:
+    """One sort of a combined key where both fit an int64 together, else `lexsort`: the same
+    (group, counter) pairs in the same order either way, at int64's ends too."""
+    group = np.array([g for g, _ in changes], np.int64)
+    counter = np.array([c for _, c in changes], np.int64)
+    order, expected = _by_group_then(group, counter), np.lexsort((counter, group))
+    assert group[order].tolist() == group[expected].tolist()
+    assert counter[order].tolist() == counter[expected].tolist()
