@@ -23,7 +23,6 @@ import json
 import pickle
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from podd_cdc.options import CdcOptions, CdcStats
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_cut import ColumnarDelta
-from podd_kafka.record_runs import RecordRun
+from podd_kafka.record_runs import RecordRun, run_of_values
 from protocol.body_writer import record_bodies
 from protocol.framing import CHUNK_CODEC
 from protocol.schema import LogicalSchema
@@ -48,19 +47,6 @@ BATCH = 8_000
 #: Rows a chunk, as the origin frames them.
 CHUNK_ROWS = 1_000
 _WALL = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class _Record:
-    """A record of a record batch, as a `RecordRun` holds it."""
-
-    value: bytes
-    offset: int
-    key: bytes | None = None
-    timestamp: int = 0
-    timestamp_type: int = 0
-    checksum: int | None = None
-    headers: tuple[Any, ...] = ()
 
 
 class _Reader:
@@ -98,7 +84,7 @@ def fetches(messages: list[tuple[int, bytes]], batch: int = BATCH) -> list[Fetch
         runs[partition].append(value)
     return [
         [
-            (f"t:{p}", RecordRun("t", p, [_Record(v, start + k) for k, v in enumerate(run)]))
+            (f"t:{p}", run_of_values("t", p, run, start))
             for p, whole in enumerate(runs)
             if (run := whole[start : start + batch])
         ]

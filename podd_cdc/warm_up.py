@@ -14,7 +14,6 @@ meets the argument types a run gives it, and a later run loads them (about 0.8 C
 from __future__ import annotations
 
 import time
-from collections import namedtuple
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -34,13 +33,12 @@ from podd_cdc.warm_up_messages import (
     qlik_data,
     qlik_metadata,
 )
-from podd_kafka.record_runs import RecordRun
+from podd_kafka.record_runs import run_of_values
 from protocol.body_writer import record_bodies
 from protocol.framing import CHUNK_CODEC, Chunk, frame_delta
 from protocol.kernel_cache import WarmedUp, warmed_up
 from protocol.schema import LogicalSchema
 
-_Record = namedtuple("_Record", "value offset")
 KEY = partition_key(TOPIC, 0)
 #: Transactions of four Qlik changes: enough for a batch to be read on arrays, and some.
 QLIK_TRANSACTIONS = MIN_BATCH // 4 + 50
@@ -88,8 +86,7 @@ def qlik_on_arrays(metadata: list[bytes], data: list[bytes], batch: int, wall: d
     for value in metadata:
         decoder.decode(TOPIC, value)
     cutter = QlikArrayCutter(schema, decoder.by_name.__getitem__, {KEY: 0}, None, Bounds())
-    run = RecordRun(TOPIC, 0, [_Record(value, k) for k, value in enumerate(data[:batch])])
-    fetch = [(KEY, run)]
+    fetch = [(KEY, run_of_values(TOPIC, 0, data[:batch]))]
     held = qlik_batch_intake.hold_fetch(decoder, cutter, fetch, time.monotonic(), wall)
     count = held.get(KEY, (0, 0))[0]
     _exactly_then_framed(decoder, cutter, data[count:], count, wall)
@@ -108,8 +105,7 @@ def dataworks_on_arrays(messages: list[bytes], batch: int, wall: datetime) -> in
     decoder = DataWorksDecoder(schema)
     bounds = Bounds()
     cutter = DataWorksArrayCutter(schema, decoder.by_name.__getitem__, {KEY: 0}, None, bounds)
-    run = RecordRun(TOPIC, 0, [_Record(value, k) for k, value in enumerate(messages[:batch])])
-    fetch = [(KEY, run)]
+    fetch = [(KEY, run_of_values(TOPIC, 0, messages[:batch]))]
     held = dataworks_batch_intake.hold_fetch(decoder, cutter, fetch, time.monotonic(), wall)
     count = held.get(KEY, (0, 0))[0]
     _exactly_then_framed(decoder, cutter, messages[count:], count, wall)

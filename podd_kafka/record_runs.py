@@ -16,7 +16,8 @@ partition and is a sequence of `ConsumerRecord`s, each made when it is taken.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any, overload
 
@@ -122,3 +123,25 @@ class RecordRun(Sequence[ConsumerRecord[Any, Any]]):
             -1 if value is None else len(value),
             tuple(record.headers),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class MadeRecord:
+    """A record as a `RecordRun` reads one, made of a value rather than fetched."""
+
+    value: bytes | None
+    offset: int
+    key: bytes | None = None
+    timestamp: int = 0
+    timestamp_type: int = 0
+    checksum: int | None = None
+    headers: tuple[Any, ...] = ()
+
+
+def run_of_values(
+    topic: str, partition: int, values: Iterable[bytes | None], first: int = 0
+) -> RecordRun:
+    """`values` as one partition's run from offset `first`, as a fetch would hand them over:
+    for the warm-up, the benches and tests, which feed a reader's steps without a broker."""
+    records = [MadeRecord(value, offset) for offset, value in enumerate(values, first)]
+    return RecordRun(topic, partition, records)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from podd_cdc.qlik_batch_intake import MIN_BATCH
 from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.qlik_delta_rows import python_rows_of
 from podd_cdc.rows import rows_records_digest
-from podd_kafka.record_runs import RecordRun
+from podd_kafka.record_runs import RecordRun, run_of_values
 from protocol.schema import LogicalSchema
 from tools.cdc_write.dataworks_writer import DataWorksWriter
 from tools.cdc_write.source import SourceDatabase
@@ -39,19 +39,6 @@ from tools.cdc_write.tables import dataworks_marketing
 
 PARTITIONS = 3  # the third carries no heartbeat: it is silent once read to its end
 WALL = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Message:
-    """A record of a record batch, as `RecordRun` holds it."""
-
-    value: bytes
-    offset: int
-    key: bytes | None = None
-    timestamp: int = 0
-    timestamp_type: int = 0
-    checksum: int | None = None
-    headers: tuple[Any, ...] = ()
 
 
 class _Reader:
@@ -157,10 +144,9 @@ def test_the_origin_on_arrays_cuts_what_the_origin_a_change_at_a_time_cuts(
         for p in range(PARTITIONS):
             size = rng.choice([MIN_BATCH // 8, MIN_BATCH, 3 * MIN_BATCH])
             taken = parts[p][read[p] : read[p] + size]
-            run = [Message(v, read[p] + k) for k, v in enumerate(taken)]
+            if taken:
+                runs.append((f"t:{p}", run_of_values("t", p, taken, read[p])))
             read[p] += len(taken)
-            if run:
-                runs.append((f"t:{p}", RecordRun("t", p, run)))
         rng.shuffle(runs)
         arrays.read(runs)
         records.read(runs)
@@ -197,7 +183,7 @@ def test_a_sequence_id_longer_than_the_arrays_hold_is_bad_input_at_its_offset(
     long_id = first[2].replace(b'"sequenceId": "', b'"sequenceId": "' + b"9" * 25, 1)
     messages = [*first[:2], long_id, *first[3:]]
     schema = _schema([messages])
-    run = [("t:0", RecordRun("t", 0, [Message(v, k) for k, v in enumerate(messages)]))]
+    run = [("t:0", run_of_values("t", 0, messages))]
     arrays, records = Origin(schema, True, 10, tmp_path), Origin(schema, False, 10, tmp_path)
     arrays.read(run)
     records.read(run)
