@@ -137,15 +137,14 @@ class QlikArrayCutter(ArrayCutter):
         """Hold the exact decoder's changes fed since the last look, in the order fed, their
         transaction ids coded by this cutter's codes."""
         issued = self.codes.issued
-        lines = self._exact_lines(
-            lambda made, read, block: exact_lines(made, read, block, self.codes)
-        )
+        lines = self._exact_lines(self._coded_lines)
         self._exact_newest, self._exact_identities = {}, set()
         if lines is not None:
             kept = [run[self._hold(run)] for run in partition_runs(lines)]
             self._tidy(issued, HeldChanges.joined(kept))
 
     def _coded_lines(self, changes: list[Change], read: ReadAt, block: int) -> HeldChanges:
+        """A block's held lines of the exact decoder's `changes`, coded by this cutter."""
         return exact_lines(changes, read, block, self.codes)
 
     def feed_lines(
