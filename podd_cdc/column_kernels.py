@@ -260,24 +260,12 @@ def same_texts(text: Any, starts: Any, ends: Any, names: Any, bounds: Any, which
 
 
 @numba.njit(cache=True, nogil=True)
-def field_columns(
-    text: Any,
-    keys: Any,
-    table: Any,
-    starts: Any,
-    ends: Any,
-    plan_keys: Any,
-    plan_columns: Any,
-    table_of: Any,
-    names: Any,
-    bounds: Any,
-) -> Any:
-    """For each field of key `keys[k]` (its name's hash mixed with its table, `table[k]`)
-    and name `text[starts[k]:ends[k]]`: the column it names, -1 for none. The column is
-    found by the key among the sorted `plan_keys` (a binary search; `plan_columns[j]` is
-    the column of key `plan_keys[j]`), and taken only where it is of that table and its
-    name `names[bounds[c]:bounds[c + 1]]` is the field's, byte for byte (a hash can be made
-    to collide)."""
+def field_columns(keys: Any, table: Any, plan_keys: Any, plan_columns: Any, table_of: Any) -> Any:
+    """For each field of key `keys[k]` (its name's hash mixed with its table, `table[k]`):
+    the column its key names, -1 for none. The column is found by the key among the sorted
+    `plan_keys` (a binary search; `plan_columns[j]` is the column of key `plan_keys[j]`),
+    and taken only where it is of that table; its name is the caller's to compare
+    (`same_texts`: a hash can be made to collide)."""
     found = np.full(keys.shape[0], -1, np.int64)
     for k in range(keys.shape[0]):
         lo, hi = 0, plan_keys.shape[0]
@@ -287,19 +275,10 @@ def field_columns(
                 lo = mid + 1
             else:
                 hi = mid
-        if lo == plan_keys.shape[0] or plan_keys[lo] != keys[k]:
-            continue
-        c = plan_columns[lo]
-        s, n = starts[k], bounds[c + 1] - bounds[c]
-        if table_of[c] != table[k] or ends[k] - s != n:
-            continue
-        same = True
-        for q in range(n):
-            if text[s + q] != names[bounds[c] + q]:
-                same = False
-                break
-        if same:
-            found[k] = c
+        if lo < plan_keys.shape[0] and plan_keys[lo] == keys[k]:
+            c = plan_columns[lo]
+            if table_of[c] == table[k]:
+                found[k] = c
     return found
 
 

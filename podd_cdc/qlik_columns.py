@@ -310,18 +310,11 @@ class _Plan:
         fields = batch.fields
         keys = _keyed(table, fields[picked, json_rows.F_HASH])
         starts, ends = fields[picked, json_rows.F_KEY0], fields[picked, json_rows.F_KEY1]
-        return column_kernels.field_columns(
-            batch.out,
-            keys,
-            table.astype(np.int64, copy=False),
-            starts,
-            ends,
-            self.keys,
-            self.key_columns,
-            self.table_of,
-            self.names,
-            self.bounds,
+        found = column_kernels.field_columns(
+            keys, table.astype(np.int64, copy=False), self.keys, self.key_columns, self.table_of
         )
+        column_kernels.same_texts(batch.out, starts, ends, self.names, self.bounds, found)
+        return found
 
 
 def _keyed(table: Any, hashes: Any) -> Any:
