@@ -3,12 +3,12 @@
 The columnar paths and the body writer are numba kernels, compiled at their first call
 and cached: next to the package where it can be written, else under `NUMBA_CACHE_DIR` or the
 user's cache directory (`~/.cache/numba`). A first run in a fresh install or container
-compiles them inside its first delta: 29 CPU s for 96 kernel signatures on the project's
+compiles them inside its first delta: 32 CPU s for 108 kernel signatures on the project's
 2-core machine (docs/operator/deploying.md). The warm-up runs the origin's own steps, in
 process, without Kafka or a replica, over made-up messages (`podd_cdc.warm_up_messages`):
 Qlik and DataWorks held from a read batch and message by message, cut on arrays and framed
 from their records; Qlik and DataWorks cut a change at a time and framed from rows. So every kernel
-meets the argument types a run gives it, and a later run loads them (about 0.8 CPU s).
+meets the argument types a run gives it, and a later run loads them (about 0.4 CPU s).
 """
 
 from __future__ import annotations
