@@ -226,7 +226,11 @@ class CdcOrigin:
                     finished, sending = sending, None
                     finished.result()  # raises what stopped the send
                 if ready is not None and sending is None:
-                    sending = asyncio.create_task(self._transfer(*ready, lag=reader.lag()))
+                    handoff.chunks_out.clear()  # set again once its chunks are on the broker
+                    transfer = self._transfer(
+                        *ready, lag=reader.lag(), on_sent=handoff.chunks_out.set
+                    )
+                    sending = asyncio.create_task(transfer)
                     ready = None
                     handoff.delta_waiting.clear()
                 quiet = reader.quiet()
@@ -344,16 +348,22 @@ class CdcOrigin:
         delta: SourceDelta,
         framing: tuple[str, list[Chunk]],
         lag: int | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> None:
+        """Send `delta` until the replica applied it; `on_sent` runs once its chunks are on
+        the broker, or once the transfer ends without it."""
         started = time.monotonic()
         try:
-            outcome = await self.session.transfer(delta, framing)
+            outcome = await self.session.transfer(delta, framing, on_sent=on_sent)
         except Resync:
             state = await self.session.state()
             raise CdcError(
                 f"delta {cut.delta} was refused OUT_OF_SEQUENCE and the replica now expects "
                 f"{state.expected_delta_num}: another origin drives it? Run again to reconcile"
             ) from None
+        finally:
+            if on_sent is not None:
+                on_sent()  # once more where the send failed: nothing waits on it for ever
         self.stats.last_answer = time.monotonic()
         self.stats.load_seconds += self.stats.last_answer - started
         self.stats.deltas += 1

@@ -203,3 +203,40 @@ async def test_the_runner_looks_before_the_intake_reads_its_next_batch() -> None
     started = time.monotonic()
     await handoff.next_batch(0.05)  # nothing fed: the tick
     assert 0.04 <= time.monotonic() - started < 1
+
+
+class _Counting(_Quiet):
+    """A reader that hands out no records and counts the fetches it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def added(self) -> dict[str, int]:
+        return {}
+
+    async def runs(self, held_back: object = ()) -> list[Any]:
+        self.asked += 1
+        await asyncio.sleep(0.001)
+        return []
+
+
+async def test_the_intake_reads_no_batch_while_a_deltas_chunks_are_produced(
+    tmp_path: Path,
+) -> None:
+    """The producer's sender shares the event loop with the intake: a delta's chunks are
+    produced before the intake reads on (`Handoff.chunks_out`), and reading resumes once
+    they are on the broker."""
+    intake, cutter = _read_ahead(tmp_path)
+    reader = _Counting()
+    handoff = Handoff()
+    handoff.chunks_out.clear()  # the runner began producing a delta's chunks
+    reading = asyncio.create_task(intake.run(reader, cutter, handoff))  # type: ignore[arg-type]
+    try:
+        await asyncio.sleep(0.1)
+        assert reader.asked == 0
+        handoff.chunks_out.set()  # on the broker
+        await asyncio.sleep(0.1)
+        assert reader.asked > 0
+    finally:
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
