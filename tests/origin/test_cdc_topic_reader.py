@@ -188,3 +188,32 @@ def test_a_partitions_batch_on_arrays_is_an_eighth_of_a_delta_within_bounds() ->
         partition_records(n, on_arrays=True) for n in (60, 4000, 8000, 12_000, 64_000, 100_000)
     ]
     assert found == [500, 500, 1000, 1500, 8000, 8000]
+
+
+def test_a_partition_held_back_is_paused_with_its_fetch_carried(broker: str) -> None:
+    """aiokafka fetches nothing from a broker while records fetched from it wait untaken
+    (for 100 ms): a partition held back is paused in the consumer and what was fetched of it
+    is carried, so the others are fetched meanwhile; released, it is resumed and its
+    records are handed out from where it stood, each once."""
+    topic = f"cdc-pause-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[set[TopicPartition], set[TopicPartition], list[bytes]]:
+        await fill(broker, topic, 3)
+        held = {f"{topic}:1"}
+        async with reader_from_start(broker, topic, settle=0.1) as reader:
+            values: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(values) < 9 and time.monotonic() < deadline:
+                values += [m.value for _, run in await reader.runs(held_back=held) for m in run]
+            paused = set(reader.reader.paused())
+            fetcher_records = set(reader.reader._fetcher._records)
+            values += await read_all(reader, 3)
+            assert not reader.reader.paused()
+        return paused, fetcher_records, values
+
+    paused, fetcher_records, values = asyncio.run(scenario())
+    one = TopicPartition(topic, 1)
+    assert paused == {one}
+    assert one not in fetcher_records
+    assert sorted(values) == sorted(f"{p}-{n}".encode() for p in range(4) for n in range(3))
+    assert values[9:] == [b"1-0", b"1-1", b"1-2"]
