@@ -204,12 +204,7 @@ class TopicReader:
             if partition_key(tp.topic, tp.partition) not in self._paused:
                 found[tp] = await self._take(tp)
         if not any(found.values()):  # wait for a record batch, then take a run after it
-            # Asked of every partition: a fetch of a paused one that arrives meanwhile (sent
-            # before its pause) is then dropped by the consumer, rather than held untaken
-            # and stopping every other fetch for 100 ms (`_hold`).
-            waited = await self.reader.getmany(
-                *self.partitions, timeout_ms=timeout_ms, max_records=1
-            )
+            waited = await self.reader.getmany(*readable, timeout_ms=timeout_ms, max_records=1)
             for tp, batches in waited.items():
                 self._carried[tp] = [record for batch in batches for record in batch]
                 found[tp] = await self._take(tp)
@@ -250,14 +245,10 @@ class TopicReader:
         (`prefetch_backoff`): a partition held back with its fetch waiting kept the others
         from being fetched, and a 500,000-change backlog run read nothing for 1.3 s of its
         11 (13 waits of 100 ms)."""
-        for tp in held:
-            # Newly held: what was fetched is carried. Held before: a fetch that arrived after
-            # the pause, which the consumer drops here (it is paused) with the wait it causes.
-            if fetched := await self._fetched(tp):
-                self._carried[tp] = self._carried.pop(tp, []) + fetched
-            if tp not in self._holding:
-                self.reader.pause(tp)
-                self._holding.add(tp)
+        for tp in held - self._holding:
+            self._carried[tp] = self._carried.pop(tp, []) + await self._fetched(tp)
+            self.reader.pause(tp)
+            self._holding.add(tp)
         for tp in self._holding - held:
             self._holding.discard(tp)
             if partition_key(tp.topic, tp.partition) not in self._paused:
