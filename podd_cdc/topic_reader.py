@@ -231,10 +231,14 @@ class TopicReader:
         reading holds the event loop: the next fetch went out, and the broker began on it,
         only once a run was read. What is carried stays bounded: under a run and one fetch
         a partition."""
-        for tp in readable:
-            key = partition_key(tp.topic, tp.partition)
-            if key not in self._paused and len(self._carried.get(tp, ())) < self.batch_records:
-                self._carried[tp] = self._carried.pop(tp, []) + await self._fetched(tp)
+        await self._carry(
+            [
+                tp
+                for tp in readable
+                if partition_key(tp.topic, tp.partition) not in self._paused
+                and len(self._carried.get(tp, ())) < self.batch_records
+            ]
+        )
         for _ in range(FETCH_SEND_STEPS):
             await asyncio.sleep(0)
 
@@ -245,8 +249,9 @@ class TopicReader:
         (`prefetch_backoff`): a partition held back with its fetch waiting kept the others
         from being fetched, and a 500,000-change backlog run read nothing for 1.3 s of its
         11 (13 waits of 100 ms)."""
-        for tp in held - self._holding:
-            self._carried[tp] = self._carried.pop(tp, []) + await self._fetched(tp)
+        newly = held - self._holding
+        await self._carry(newly)
+        for tp in newly:
             self.reader.pause(tp)
             self._holding.add(tp)
         for tp in self._holding - held:
@@ -254,13 +259,16 @@ class TopicReader:
             if partition_key(tp.topic, tp.partition) not in self._paused:
                 self.reader.resume(tp)
 
-    async def _fetched(self, tp: TopicPartition) -> list[Any]:
-        """The records of `tp` the consumer has fetched and not handed out."""
-        taken: list[Any] = []
-        while batches := (await self.reader.getmany(tp, timeout_ms=0)).get(tp):
-            for batch in batches:
-                taken += batch
-        return taken
+    async def _carry(self, tps: Collection[TopicPartition]) -> None:
+        """Carry the records of `tps` the consumer has fetched and not handed out, after
+        what each carries already."""
+        if not tps:
+            return  # (`getmany` of no partition is of every one)
+        while found := await self.reader.getmany(*tps, timeout_ms=0):
+            for tp, batches in found.items():
+                carried = self._carried.setdefault(tp, [])
+                for batch in batches:
+                    carried += batch
 
     async def _take(self, tp: TopicPartition) -> list[Any]:
         """Up to `batch_records` records of `tp` fetched already (and a record batch's more,
