@@ -25,6 +25,7 @@ def cdc_section(c: dict[str, Any]) -> list[str]:
         "`delta.in.rs`. Phases are the origin's busy seconds (reading runs beside cutting and "
         "sending, so they overlap on the clock). The peer follows the same Qlik topic with "
         "`json.loads` and batched per-row upserts, keeping current rows only.",
+        *_warm_up(c),
         "",
         "| run | changes | deltas | seconds | changes/s | parse s | cut s | frame s "
         "| send + load s | origin CPU s | origin µs/change | agent tree CPU s |",
@@ -55,6 +56,20 @@ def cdc_section(c: dict[str, Any]) -> list[str]:
         )
     lines += ["", *_verdicts(c, delta_in, peer)]
     return lines
+
+
+def _warm_up(c: dict[str, Any]) -> list[str]:
+    """What the kernels' warm-up did before the run (runs recorded before it had none)."""
+    said = c.get("warm_up")
+    if not said:
+        return []
+    return [
+        "",
+        "Before measuring, the origin's and the agent's kernels were compiled into numba's "
+        "cache, as an install does (`podd-cdc warm-up`, `replica-agent warm-up`): "
+        + "; ".join(f"{name}: {line.split('; cached in')[0]}" for name, line in said.items())
+        + ".",
+    ]
 
 
 def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:

@@ -19,6 +19,9 @@ def test_the_benchmark_runs_end_to_end(broker: str, replica_dsn: str, tmp_path: 
     assert run.main(argv) == 0
 
     results = json.loads((out / "bench-results.json").read_text())
+    # the kernels were compiled (or found cached) before anything was measured
+    assert set(results["warm_up"]) == {"origin", "agent"}
+    assert all("loaded from the cache" in said for said in results["warm_up"].values())
     points = {p["rows"]: p for p in results["points"]}
     assert sorted(points) == [20_000]
     for point in points.values():

@@ -152,6 +152,18 @@ def test_the_cdc_section_gives_each_target_its_verdict() -> None:
     assert "11.0x the peer (target 10: met)" in fast
 
 
+def test_the_cdc_section_says_what_the_warm_up_compiled_before_the_run() -> None:
+    from bench.report_cdc import cdc_section  # noqa: PLC0415
+
+    results = with_ratios(cdc_results(20_000, 10_000))
+    assert "warm-up" not in "\n".join(cdc_section(results))  # recorded before it had one
+    said = "33 kernel signature(s) compiled, 34 loaded from the cache, in 26.8 CPU s"
+    results["warm_up"] = {"origin": f"{said}; cached in /x/podd_cdc/__pycache__"}
+    section = "\n".join(cdc_section(results))
+    assert f"(`podd-cdc warm-up`, `replica-agent warm-up`): origin: {said}." in section
+    assert "/x/podd_cdc" not in section
+
+
 def test_the_cdc_figures_carry_the_keys_issue_46_names() -> None:
     results = with_ratios(cdc_results(20_000, 10_000))
     for fmt in ("qlik", "dataworks"):
