@@ -161,6 +161,7 @@ async def cdc_run(
             "before": round(baseline / 2**20, 1),
             "peak": round(cpu.origin_peak_rss / 2**20, 1),
         },
+        "agent_rss_mib": cpu.agent_rss_mib(),
         "held_peak": stats.held_peak,
     }
     if options.on_arrays:

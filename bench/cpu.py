@@ -97,6 +97,7 @@ class _Stat:
     ppid: int
     cpu: float  # user + system seconds
     started: int  # clock ticks after boot
+    rss: int  # resident bytes
 
 
 def _processes() -> list[_Stat]:
@@ -115,7 +116,8 @@ def _processes() -> list[_Stat]:
         name = raw[raw.find(b"(") + 1 : close].decode(errors="replace")
         fields = raw[close + 2 :].split()
         utime, stime, started = int(fields[11]), int(fields[12]), int(fields[19])
-        out.append(_Stat(int(entry), name, int(fields[1]), (utime + stime) / _TICK, started))
+        cpu, rss = (utime + stime) / _TICK, int(fields[21]) * _PAGE
+        out.append(_Stat(int(entry), name, int(fields[1]), cpu, started, rss))
     return out
 
 
@@ -135,6 +137,10 @@ def _pg_background(pid: int) -> bool:
     return any(name in cmdline for name in _PG_BACKGROUND)
 
 
+#: The groups of the agent's process tree (`MachineCpu.agent_peak_rss`).
+AGENT_TREE = ("agent", "spark_jvm", "spark_workers")
+
+
 class MachineCpu(PeriodicSampler):
     """`with MachineCpu(agent_pid) as cpu:` ... `cpu.timeline` once the block has ended.
     The sampler's own CPU time is its own group, not the origin's; with no agent
@@ -149,6 +155,10 @@ class MachineCpu(PeriodicSampler):
         #: The origin's (this process's) largest resident set seen, in bytes: read here, so
         #: that reading it is the sampler's time too, not the origin's.
         self.origin_peak_rss = 0
+        #: The agent's tree's largest resident memory seen, in bytes, for each group of
+        #: `AGENT_TREE` and `tree`, the largest sum of them at one sample (not the sum of
+        #: each one's peak: the JVM and the workers peak at different moments).
+        self.agent_peak_rss = dict.fromkeys((*AGENT_TREE, "tree"), 0)
 
     def _group(self, proc: _Stat, agent_tree: set[int]) -> str:
         if proc.pid == os.getpid():
@@ -189,6 +199,7 @@ class MachineCpu(PeriodicSampler):
             else:  # new since the start: everything it used falls in the window
                 group, first = self._group(proc, tree), proc.cpu if not self.started else 0.0
             self._seen[key] = (group, first, proc.cpu)
+        self._note_agent_rss(procs, tree)
         groups = dict.fromkeys(GROUPS, 0.0)
         for group, first, last in self._seen.values():
             groups[group] += last - first
@@ -197,3 +208,16 @@ class MachineCpu(PeriodicSampler):
         self.timeline.samples.append(Sample(time.time(), busy, groups))
         if self.started:
             self._sampler_cpu += time.thread_time() - began
+
+    def _note_agent_rss(self, procs: list[_Stat], tree: set[int]) -> None:
+        resident = dict.fromkeys(AGENT_TREE, 0)
+        for proc in procs:
+            if proc.pid == self.agent_pid or proc.pid in tree:
+                resident[self._group(proc, tree)] += proc.rss
+        resident["tree"] = sum(resident.values())
+        for group, held in resident.items():
+            self.agent_peak_rss[group] = max(self.agent_peak_rss[group], held)
+
+    def agent_rss_mib(self) -> dict[str, float]:
+        """`agent_peak_rss` in MiB."""
+        return {group: round(held / 2**20, 1) for group, held in self.agent_peak_rss.items()}

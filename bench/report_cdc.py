@@ -102,6 +102,13 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
                 f"the origin's process at {memory['peak']:,.0f} MiB at most while it ran "
                 f"({memory['before']:,.0f} MiB before){holding}"
             )
+        agent = r.get("agent_rss_mib")
+        if agent:
+            parts.append(
+                f"the agent's tree at {agent['tree']:,.0f} MiB at most (its process "
+                f"{agent['agent']:,.0f}, Spark's JVM {agent['spark_jvm']:,.0f}, "
+                f"its Python workers {agent['spark_workers']:,.0f})"
+            )
         if parts:
             lines.append(f"- {_NAMES[fmt]}: " + "; ".join(parts) + ".")
     return lines

@@ -64,3 +64,27 @@ def test_the_origins_peak_memory_is_what_this_process_held_at_most() -> None:
         del held
         time.sleep(0.3)
     assert cpu.origin_peak_rss >= 200 * 2**20
+
+
+HOLD = (
+    "import time\nheld = bytearray(150 * 2**20)\nheld[::4096] = b'x' * len(held[::4096])\n"
+    "time.sleep(0.6)"
+)
+
+
+def test_the_agents_peak_memory_counts_its_tree_at_once() -> None:
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {HOLD!r}])",
+        ]
+    )
+    with MachineCpu(agent.pid) as cpu:
+        agent.wait(timeout=30)
+    peak = cpu.agent_peak_rss
+    # The grandchild held 150 MiB resident: the agent's workers', not the agent's own.
+    assert peak["spark_workers"] >= 150 * 2**20
+    assert peak["agent"] < 100 * 2**20
+    assert peak["tree"] > peak["spark_workers"]  # the agent itself, at the same moment
+    assert cpu.agent_rss_mib()["tree"] == round(peak["tree"] / 2**20, 1)

@@ -149,6 +149,14 @@ def test_the_cdc_section_gives_each_target_its_verdict() -> None:
     ) in slow
     fast = "\n".join(cdc_section(with_ratios(cdc_results(110_000, 10_000))))
     assert "(target 0.5: met)" in fast
+    assert "agent's tree" not in slow  # recorded before the bench measured it
+    results = with_ratios(cdc_results(20_000, 10_000))
+    tree = {"agent": 250.4, "spark_jvm": 0.0, "spark_workers": 0.0, "tree": 250.4}
+    results["qlik"]["agent_rss_mib"] = tree
+    assert (
+        "the agent's tree at 250 MiB at most (its process 250, Spark's JVM 0, "
+        "its Python workers 0)."
+    ) in "\n".join(cdc_section(results))
     assert "11.0x the peer (target 10: met)" in fast
 
 
