@@ -39,17 +39,23 @@ def test_a_busy_child_of_the_agent_is_counted_as_its_and_the_machine_counts_it_t
     assert cpu.timeline.between(started, spun)["other"] >= 0.45
 
 
-def test_the_agents_descendants_are_its_workers() -> None:
+def sampled_agent_running(script: str) -> MachineCpu:
+    """The sampler over an "agent" whose child (one of its "workers") runs `script`, until
+    the agent has ended."""
     agent = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {SPIN!r}])",
+            f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {script!r}])",
         ]
     )
     with MachineCpu(agent.pid) as cpu:
         agent.wait(timeout=30)
-    whole = cpu.timeline.whole()
+    return cpu
+
+
+def test_the_agents_descendants_are_its_workers() -> None:
+    whole = sampled_agent_running(SPIN).timeline.whole()
     # The grandchild's 0.6 CPU-s is the agent's workers'. (What "other" holds is whatever
     # else the machine ran meanwhile: asserting it small failed whenever anything did.)
     assert whole["spark_workers"] >= 0.45
@@ -73,15 +79,7 @@ HOLD = (
 
 
 def test_the_agents_peak_memory_counts_its_tree_at_once() -> None:
-    agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {HOLD!r}])",
-        ]
-    )
-    with MachineCpu(agent.pid) as cpu:
-        agent.wait(timeout=30)
+    cpu = sampled_agent_running(HOLD)
     peak = cpu.agent_peak_rss
     # The grandchild held 150 MiB resident: the agent's workers', not the agent's own.
     assert peak["spark_workers"] >= 150 * 2**20
