@@ -192,6 +192,7 @@ class MachineCpu(PeriodicSampler):
         self.origin_peak_rss = max(self.origin_peak_rss, own_rss())
         procs = _processes()
         tree = self._agent_tree(procs)
+        resident = dict.fromkeys(AGENT_TREE, 0)
         for proc in procs:
             key = (proc.pid, proc.started)
             if key in self._seen:
@@ -199,7 +200,9 @@ class MachineCpu(PeriodicSampler):
             else:  # new since the start: everything it used falls in the window
                 group, first = self._group(proc, tree), proc.cpu if not self.started else 0.0
             self._seen[key] = (group, first, proc.cpu)
-        self._note_agent_rss(procs, tree)
+            if group in resident:
+                resident[group] += proc.rss
+        self._note_agent_rss(resident)
         groups = dict.fromkeys(GROUPS, 0.0)
         for group, first, last in self._seen.values():
             groups[group] += last - first
@@ -209,15 +212,12 @@ class MachineCpu(PeriodicSampler):
         if self.started:
             self._sampler_cpu += time.thread_time() - began
 
-    def _note_agent_rss(self, procs: list[_Stat], tree: set[int]) -> None:
-        resident = dict.fromkeys(AGENT_TREE, 0)
-        for proc in procs:
-            if proc.pid == self.agent_pid or proc.pid in tree:
-                resident[self._group(proc, tree)] += proc.rss
+    def _note_agent_rss(self, resident: dict[str, int]) -> None:
+        """Keep the peaks of one sample's resident bytes of each group of `AGENT_TREE`."""
         resident["tree"] = sum(resident.values())
         for group, held in resident.items():
             self.agent_peak_rss[group] = max(self.agent_peak_rss[group], held)
 
     def agent_rss_mib(self) -> dict[str, float]:
-        """`agent_peak_rss` in MiB."""
+        """`agent_peak_rss` in MiB (`bench.cdc_bench`'s `agent_rss_mib`)."""
         return {group: round(held / 2**20, 1) for group, held in self.agent_peak_rss.items()}

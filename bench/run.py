@@ -43,7 +43,7 @@ from bench.e2e import Sent, one_row_latency, send_and_wait
 from bench.e2e_data import PreparedDelta, prepare_deltas, prepare_one_row_deltas
 from bench.floors import consume_and_decode, keyed_copy_floor, settle_replica
 from bench.kernels import warm_up_kernels
-from bench.memory import TreeMemory
+from bench.memory import Peaks
 from bench.paced import send_paced
 from bench.peer import create_peer_tables, live_rows, run_peer
 from bench.report import write_report
@@ -119,12 +119,15 @@ class Bench:
                     out["settle_seconds"] = round(settle_replica(self.dsn), 3)
                 print(f"[{rows:,} rows] timed delta of {delta.rows:,} rows", flush=True)
                 pid = agent.process.pid
-                with TreeMemory(pid) as memory, MachineCpu(pid) as cpu:
+                with MachineCpu(pid) as cpu:
                     timed = await send_and_wait(client, delta, ANSWER_TIMEOUT)
                 out["e2e_seconds"] = round(timed.seconds, 3)
                 out["produce_seconds"] = round(timed.produce_seconds, 3)
                 out["rows_per_second"] = round(delta.rows / timed.seconds)
-                out["memory"] = memory.peaks.as_mib()
+                peak = cpu.agent_peak_rss  # (read by the CPU sampler's own /proc pass)
+                out["memory"] = Peaks(
+                    peak["agent"], peak["spark_jvm"], peak["spark_workers"]
+                ).as_mib()
                 for interleaved, later in zip(
                     (False, True)[: len(paced_deltas)], paced_deltas, strict=True
                 ):
