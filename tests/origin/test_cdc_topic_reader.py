@@ -217,3 +217,43 @@ def test_a_partition_held_back_is_paused_with_its_fetch_carried(broker: str) -> 
     assert one not in fetcher_records
     assert sorted(values) == sorted(f"{p}-{n}".encode() for p in range(4) for n in range(3))
     assert values[9:] == [b"1-0", b"1-1", b"1-2"]
+
+
+def test_a_held_partitions_late_fetch_is_carried_not_left_to_stop_the_others(broker: str) -> None:
+    """A fetch sent before a partition is held back answers for it after the pause. aiokafka
+    keeps such records untaken, sending no other fetch for 100 ms: the reader carries them
+    (here: a long-polling fetch of the empty topic, answered once partition 1 has records,
+    after it is held). Released, they are handed out once, in order, and not fetched again."""
+    topic = f"cdc-late-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[list[int], bool, list[bytes]]:
+        await send_together(broker, topic, [{"value": b"x", "partition": 2}])  # the topic
+        settings = KafkaSettings(broker=broker, fetch_max_wait_ms=3000)
+        reader = TopicReader(settings, [broker], 0.1, 500)
+        await reader.start([topic])
+        try:
+            for tp in reader.partitions:
+                reader.seek(partition_key(tp.topic, tp.partition), 1 if tp.partition == 2 else 0)
+            assert not await reader.runs(timeout_ms=200)  # a fetch of every partition waits
+            held = {f"{topic}:1"}
+            assert not await reader.runs(timeout_ms=0, held_back=held)  # paused: none sent
+            await send_together(
+                broker, topic, [{"value": f"1-{n}".encode(), "partition": 1} for n in range(3)]
+            )
+            one = TopicPartition(topic, 1)
+            deadline = time.monotonic() + 20
+            while len(reader._carried.get(one, ())) < 3 and time.monotonic() < deadline:
+                assert not await reader.runs(timeout_ms=100, held_back=held)
+            carried = [record.offset for record in reader._carried.get(one, ())]
+            untaken = one in reader.reader._fetcher._records
+            values = await read_all(reader, 3)
+            await asyncio.sleep(0.5)  # a fetch of partition 1 again would answer meanwhile
+            values += await read_all(reader, 4, seconds=1)
+        finally:
+            await reader.stop()
+        return carried, untaken, values
+
+    carried, untaken, values = asyncio.run(scenario())
+    assert carried == [0, 1, 2]
+    assert not untaken
+    assert values == [b"1-0", b"1-1", b"1-2"]
