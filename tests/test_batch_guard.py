@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka.consumer import fetcher
+from aiokafka.record.default_records import DefaultRecordBatch
 
 from conformance.forges import raw_batches as rb
 from podd_kafka import batch_guard
@@ -96,3 +97,21 @@ def test_install_refuses_an_aiokafka_without_the_fetcher_names(
     monkeypatch.setattr(batch_guard, "_ORIGINAL_RECORDS", None)
     with pytest.raises(RuntimeError, match="MemoryRecords"):
         batch_guard.install(BatchGuard())
+
+
+def test_the_crc_is_judged_as_aiokafka_judges_it_on_every_byte_changed() -> None:
+    """`crc_matches` (the CPU's CRC-32C) against aiokafka's own, offline: valid batches in
+    every codec, and each byte of one batch changed (the CRC field's included), and a batch
+    cut short, which it leaves to aiokafka."""
+    whole = [batch("plain", 5), *(rb.compressed(batch(c), c) for c in ("gzip", "lz4", "zstd"))]
+    for raw in whole:
+        assert batch_guard.crc_matches(raw, DefaultRecordBatch(raw))
+    raw = whole[0]
+    changed = [raw[:k] + bytes([raw[k] ^ 0x10]) + raw[k + 1 :] for k in range(17, len(raw))]
+    judged = [batch_guard.crc_matches(b, DefaultRecordBatch(b)) for b in changed]
+    assert judged == [DefaultRecordBatch(b).validate_crc() for b in changed]
+    assert not any(judged)
+    short = raw[:-1]
+    assert batch_guard.crc_matches(short, DefaultRecordBatch(short)) is bool(
+        DefaultRecordBatch(short).validate_crc()
+    )
