@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench.cdc_bench import PARTITIONS, source
-from podd_cdc.topic_reader import MAX_MESSAGE_BYTES, MOST_RECORDS, TopicReader
+from podd_cdc.source_consumer import MAX_MESSAGE_BYTES
+from podd_cdc.topic_reader import MOST_RECORDS, TopicReader
 from podd_kafka.broker import embedded_broker
 from podd_kafka.settings import KafkaSettings
 from tools.cdc_write.produce import produce

@@ -40,7 +40,8 @@ from podd_cdc.qlik_array_cutter import QlikArrayCutter
 from podd_cdc.qlik_cut import ColumnarDelta
 from podd_cdc.records import Change, Position, Record
 from podd_cdc.rows import digest_as_recorded
-from podd_cdc.topic_reader import TopicReader, partition_records, read_spans
+from podd_cdc.source_consumer import read_spans
+from podd_cdc.topic_reader import TopicReader, partition_records
 from protocol.body_writer import encode_body, record_bodies
 from protocol.framing import CHUNK_CODEC, Chunk
 from protocol.schema import LogicalSchema, Table
