@@ -168,7 +168,7 @@ class TopicReader:
         await self._hold(set(self.partitions) - set(readable))
         found: dict[TopicPartition, list[Any]] = {}
         for tp in readable:
-            if partition_key(tp.topic, tp.partition) not in self._paused:
+            if not self._is_paused(tp):
                 found[tp] = await self._take(tp)
         if not any(found.values()):  # wait for a record batch, then take a run after it
             for tp, batches in (await self._wait(readable, timeout_ms)).items():
@@ -201,8 +201,7 @@ class TopicReader:
             [
                 tp
                 for tp in readable
-                if partition_key(tp.topic, tp.partition) not in self._paused
-                and len(self._carried.get(tp, ())) < self.batch_records
+                if not self._is_paused(tp) and len(self._carried.get(tp, ())) < self.batch_records
             ]
         )
         for _ in range(FETCH_SEND_STEPS):
@@ -223,7 +222,7 @@ class TopicReader:
         await self._carry_late()
         for tp in self._holding - held:
             self._holding.discard(tp)
-            if partition_key(tp.topic, tp.partition) not in self._paused:
+            if not self._is_paused(tp):
                 self.reader.resume(tp)
 
     async def _wait(

@@ -257,3 +257,40 @@ def test_a_held_partitions_late_fetch_is_carried_not_left_to_stop_the_others(bro
     assert carried == [0, 1, 2]
     assert not untaken
     assert values == [b"1-0", b"1-1", b"1-2"]
+
+
+def test_a_paused_partitions_late_fetch_is_dropped_and_read_again_on_resume(broker: str) -> None:
+    """A partition paused by the caller (`pause`: read again from where it stopped) whose
+    fetch answers after the pause: the reader has the consumer drop that answer (a wait for
+    records did so before, `_carry_late` now at every run), so nothing dropped is lost: on
+    resume every record is read from the paused offset, once each, in order."""
+    topic = f"cdc-late-pause-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[bool, list[bytes]]:
+        await send_together(broker, topic, [{"value": b"x", "partition": 2}])  # the topic
+        settings = KafkaSettings(broker=broker, fetch_max_wait_ms=3000)
+        reader = TopicReader(settings, [broker], 0.1, 500)
+        await reader.start([topic])
+        try:
+            for tp in reader.partitions:
+                reader.seek(partition_key(tp.topic, tp.partition), 1 if tp.partition == 2 else 0)
+            assert not await reader.runs(timeout_ms=200)  # a fetch of every partition waits
+            reader.pause(f"{topic}:1", 0)
+            await send_together(
+                broker, topic, [{"value": f"1-{n}".encode(), "partition": 1} for n in range(3)]
+            )
+            deadline = time.monotonic() + 5  # past the fetch's longest wait
+            while time.monotonic() < deadline:
+                assert not await reader.runs(timeout_ms=100)
+            untaken = TopicPartition(topic, 1) in reader.reader._fetcher._records
+            reader.resume(f"{topic}:1")
+            values = await read_all(reader, 3)
+            await asyncio.sleep(0.5)
+            values += await read_all(reader, 4, seconds=1)
+        finally:
+            await reader.stop()
+        return untaken, values
+
+    untaken, values = asyncio.run(scenario())
+    assert not untaken
+    assert values == [b"1-0", b"1-1", b"1-2"]
