@@ -219,6 +219,23 @@ def test_a_partition_held_back_is_paused_with_its_fetch_carried(broker: str) -> 
     assert values[9:] == [b"1-0", b"1-1", b"1-2"]
 
 
+@contextlib.asynccontextmanager
+async def long_polling_reader(broker: str, topic: str) -> AsyncIterator[TopicReader]:
+    """A started reader of a new `topic` with nothing to read, whose consumer has a fetch of
+    every partition waiting (up to 3 s) at the broker: the fetch a test's pause comes after."""
+    await send_together(broker, topic, [{"value": b"x", "partition": 2}])  # the topic
+    settings = KafkaSettings(broker=broker, fetch_max_wait_ms=3000)
+    reader = TopicReader(settings, [broker], 0.1, 500)
+    await reader.start([topic])
+    try:
+        for tp in reader.partitions:
+            reader.seek(partition_key(tp.topic, tp.partition), 1 if tp.partition == 2 else 0)
+        assert not await reader.runs(timeout_ms=200)  # a fetch of every partition waits
+        yield reader
+    finally:
+        await reader.stop()
+
+
 def test_a_held_partitions_late_fetch_is_carried_not_left_to_stop_the_others(broker: str) -> None:
     """A fetch sent before a partition is held back answers for it after the pause. aiokafka
     keeps such records untaken, sending no other fetch for 100 ms: the reader carries them
@@ -227,14 +244,7 @@ def test_a_held_partitions_late_fetch_is_carried_not_left_to_stop_the_others(bro
     topic = f"cdc-late-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> tuple[list[int], bool, list[bytes]]:
-        await send_together(broker, topic, [{"value": b"x", "partition": 2}])  # the topic
-        settings = KafkaSettings(broker=broker, fetch_max_wait_ms=3000)
-        reader = TopicReader(settings, [broker], 0.1, 500)
-        await reader.start([topic])
-        try:
-            for tp in reader.partitions:
-                reader.seek(partition_key(tp.topic, tp.partition), 1 if tp.partition == 2 else 0)
-            assert not await reader.runs(timeout_ms=200)  # a fetch of every partition waits
+        async with long_polling_reader(broker, topic) as reader:
             held = {f"{topic}:1"}
             assert not await reader.runs(timeout_ms=0, held_back=held)  # paused: none sent
             await send_together(
@@ -249,8 +259,6 @@ def test_a_held_partitions_late_fetch_is_carried_not_left_to_stop_the_others(bro
             values = await read_all(reader, 3)
             await asyncio.sleep(0.5)  # a fetch of partition 1 again would answer meanwhile
             values += await read_all(reader, 4, seconds=1)
-        finally:
-            await reader.stop()
         return carried, untaken, values
 
     carried, untaken, values = asyncio.run(scenario())
@@ -267,14 +275,7 @@ def test_a_paused_partitions_late_fetch_is_dropped_and_read_again_on_resume(brok
     topic = f"cdc-late-pause-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> tuple[bool, list[bytes]]:
-        await send_together(broker, topic, [{"value": b"x", "partition": 2}])  # the topic
-        settings = KafkaSettings(broker=broker, fetch_max_wait_ms=3000)
-        reader = TopicReader(settings, [broker], 0.1, 500)
-        await reader.start([topic])
-        try:
-            for tp in reader.partitions:
-                reader.seek(partition_key(tp.topic, tp.partition), 1 if tp.partition == 2 else 0)
-            assert not await reader.runs(timeout_ms=200)  # a fetch of every partition waits
+        async with long_polling_reader(broker, topic) as reader:
             reader.pause(f"{topic}:1", 0)
             await send_together(
                 broker, topic, [{"value": f"1-{n}".encode(), "partition": 1} for n in range(3)]
@@ -287,8 +288,6 @@ def test_a_paused_partitions_late_fetch_is_dropped_and_read_again_on_resume(brok
             values = await read_all(reader, 3)
             await asyncio.sleep(0.5)
             values += await read_all(reader, 4, seconds=1)
-        finally:
-            await reader.stop()
         return untaken, values
 
     untaken, values = asyncio.run(scenario())
