@@ -40,7 +40,7 @@ from podd_cdc.json_scan import (
     ws,
 )
 from protocol import kernel_arrays
-from protocol.kernel_arrays import unowned
+from protocol.kernel_arrays import pointer, unowned
 from protocol.kernel_cache import defined_here, drop_if_sources_changed
 
 #: Operation codes (`M_OP`), as `OPERATIONS` spells them: a row's, a heartbeat, and from
@@ -301,14 +301,14 @@ def read_batch(
     """Every message `buf[starts[m]:ends[m]]` into `heads[m]` and lines of `fields`, its
     texts into `out` (as large as `buf`); a message not read keeps no field and no text.
     Returns the bytes of `out` and the lines of `fields` used. Every array is C-contiguous;
-    the steps get them `unowned`, as the Qlik kernel's do."""
+    the steps get them `unowned` and the bytes as `pointer`s, as the Qlik kernel's do."""
     return _read_batch(
-        unowned(buf),
+        pointer(buf),
         unowned(starts),
         unowned(ends),
         unowned(words),
         unowned(lengths),
-        unowned(out),
+        pointer(out),
         unowned(heads),
         unowned(fields),
     )

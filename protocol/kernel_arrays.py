@@ -12,6 +12,14 @@ and `numba.farray` make of a pointer), so numba counts nothing when it is passed
 valid only while `array` is: an entry point makes it of its own arguments, which the caller
 holds for the whole call, and hands it to the steps it calls, never out of the call. An
 array that is not contiguous (a strided view) is handed on as it is, counted.
+
+Even an array with no memory record costs a step call more than its index: numba passes an
+array as its whole structure (seven words) and still calls `NRT_incref` and `NRT_decref` on
+it, which return at once. `pointer(array)` is the address of a contiguous array's first
+element, which a step indexes (`p[i]`, `p[i] = v`) as it would the array, with nothing
+passed but the address and nothing counted. It has no shape and no wrapping of negative
+indexes: it is for a step that is given its bounds and only indexes within them, as the JSON
+readers' steps are (`podd_cdc.json_scan`), where it took a third off the Qlik kernel.
 """
 
 from __future__ import annotations
@@ -60,3 +68,17 @@ def _unowned(array: Any) -> Any:
     if not isinstance(array, types.Array) or array.layout not in "CF":
         return counted
     return rows if array.layout == "C" else columns
+
+
+def pointer(array: Any) -> Any:
+    """The address of contiguous `array`'s first element, indexed as the array is (see the
+    module); called from Python (numba's JIT off), the array itself."""
+    return array
+
+
+@overload(pointer, inline="always")
+def _pointer(array: Any) -> Any:
+    def first(array: Any) -> Any:
+        return _data(array)
+
+    return first

@@ -1,5 +1,6 @@
 """`protocol.kernel_arrays.unowned`: a compiled step reads and writes the memory of the array
-it was made of, in either order, and a view that is not contiguous is handed on as it is."""
+it was made of, in either order, and a view that is not contiguous is handed on as it is;
+`pointer`: a step indexes the array's memory through it, and only a contiguous array's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numba
 import numpy as np
 import pytest
 
-from protocol.kernel_arrays import _data, unowned
+from protocol.kernel_arrays import _data, pointer, unowned
 
 
 @numba.njit
@@ -40,6 +41,27 @@ def _entry_1d(source: Any, target: Any) -> None:
 @numba.njit
 def _first_through_pointer(array: Any) -> Any:
     return _data(array)[0]
+
+
+@numba.njit
+def _doubled_n(source: Any, target: Any, n: int) -> None:
+    for k in range(n):
+        target[k] = source[k] * 2
+
+
+@numba.njit
+def _entry_pointers(source: Any, target: Any) -> None:
+    _doubled_n(pointer(source), pointer(target), source.shape[0])
+
+
+def test_a_step_reads_and_writes_the_arrays_through_their_pointers() -> None:
+    source = np.arange(5, dtype=np.uint8) + 250  # 254 doubled wraps, as in the array
+    target = np.zeros(6, np.uint8)
+    _entry_pointers(source, target)
+    assert target.tolist() == [244, 246, 248, 250, 252, 0]
+    with pytest.raises(numba.core.errors.TypingError, match="a contiguous array"):
+        _entry_pointers(source[::2], target[::2])
+    assert pointer(source) is source  # called from Python: the array itself
 
 
 def test_a_row_ordered_matrix_is_the_same_memory() -> None:
