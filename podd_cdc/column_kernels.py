@@ -7,8 +7,9 @@ is not sure of is marked not good, and its message goes to the exact path.
 - `timestamps`: `YYYY-MM-DD HH:MM:SS` (or with `T`), with 1 to 6 fraction digits or none, to
   microseconds since 1970-01-01. No zone, no surrounding space: the exact path takes those.
 
-A kernel that passes its text to a step per value reads it `unowned` (`protocol.kernel_arrays`):
-every text array is C-contiguous.
+A kernel that passes its text to a step per value hands it on as a `pointer`
+(`protocol.kernel_arrays`): every text array is C-contiguous, and every step reads only
+within the bounds it is given.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from podd_cdc import json_scan
 from podd_cdc.json_scan import fnv
 from protocol import kernel_arrays
-from protocol.kernel_arrays import unowned
+from protocol.kernel_arrays import pointer
 from protocol.kernel_cache import drop_if_sources_changed
 
 
@@ -81,7 +82,7 @@ def _days(text: Any, s: int) -> tuple[int, bool]:
 @numba.njit(cache=True, nogil=True)
 def dates(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `YYYY-MM-DD` text as days since 1970-01-01 into `values`."""
-    text = unowned(given)
+    text = pointer(given)
     for k in range(starts.shape[0]):
         values[k], good[k] = 0, False
         if ends[k] - starts[k] == 10:
@@ -110,7 +111,7 @@ def _of_day(text: Any, s: int, n: int) -> tuple[int, bool]:
 @numba.njit(cache=True, nogil=True)
 def timestamps(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `YYYY-MM-DD HH:MM:SS[.f]` text as microseconds since 1970-01-01 into `values`."""
-    text = unowned(given)
+    text = pointer(given)
     for k in range(starts.shape[0]):
         s, n = starts[k], ends[k] - starts[k]
         values[k], good[k] = 0, False
@@ -126,7 +127,7 @@ def timestamps(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> No
 def integers(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `[+-]digits` text (no space; 1 to 19 digits, within +-(2**63 - 1)) as its
     integer."""
-    text = unowned(given)
+    text = pointer(given)
     for k in range(starts.shape[0]):
         s, e = starts[k], ends[k]
         values[k], good[k] = 0, False
@@ -160,7 +161,7 @@ def _lower_is(text: Any, s: int, e: int, word: Any) -> bool:
 def booleans(given: Any, starts: Any, ends: Any, words: Any, values: Any, good: Any) -> None:
     """Each `true`, `false` (any case), `1` or `0` text as 1 or 0. `words` holds `true`,
     `false` as bytes, one a row (padded with 0)."""
-    text = unowned(given)
+    text = pointer(given)
     for k in range(starts.shape[0]):
         s, e = starts[k], ends[k]
         values[k], good[k] = 0, False
@@ -175,7 +176,7 @@ def booleans(given: Any, starts: Any, ends: Any, words: Any, values: Any, good: 
 @numba.njit(cache=True, nogil=True)
 def times_of_day(given: Any, starts: Any, ends: Any, values: Any, good: Any) -> None:
     """Each `HH:MM:SS[.f]` text (1 to 6 fraction digits) as microseconds of its day."""
-    text = unowned(given)
+    text = pointer(given)
     for k in range(starts.shape[0]):
         values[k], good[k] = _of_day(text, starts[k], ends[k] - starts[k])
 
@@ -245,18 +246,22 @@ def decimals(text: Any, starts: Any, ends: Any, good: Any) -> None:
 def same_texts(text: Any, starts: Any, ends: Any, names: Any, bounds: Any, which: Any) -> None:
     """Where `text[starts[k]:ends[k]]` is not name `which[k]` (`names[bounds[w]:bounds[w+1]]`),
     `which[k]` becomes -1; -1 stays -1."""
+    given, named = pointer(text), pointer(names)
     for k in range(starts.shape[0]):
         w = which[k]
         if w < 0:
             continue
-        s, n = starts[k], bounds[w + 1] - bounds[w]
+        s, b, n = starts[k], bounds[w], bounds[w + 1] - bounds[w]
         if ends[k] - s != n:
             which[k] = -1
             continue
+        # Every byte, with no exit at the first that differs, through pointers (no negative
+        # index to wrap): the loop vectorises. 1,200-byte schemas: 0.14 ns a byte, not 0.76.
+        differs = np.uint8(0)
         for q in range(n):
-            if text[s + q] != names[bounds[w] + q]:
-                which[k] = -1
-                break
+            differs |= given[s + q] ^ named[b + q]
+        if differs:
+            which[k] = -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -297,7 +302,7 @@ def _clock(text: Any, s: int) -> bool:
 def sequences(given: Any, starts: Any, ends: Any, high: Any, low: Any, good: Any) -> None:
     """Each Qlik `changeSequence` (35 digits, the first 16 a time) as two integers that sort
     as it does: its first 17 digits and its last 18 (each fits an int64)."""
-    text = unowned(given)
+    text = pointer(given)
     for k in range(starts.shape[0]):
         s = starts[k]
         high[k], low[k], good[k] = 0, 0, False
@@ -330,7 +335,7 @@ def operations(text: Any, starts: Any, ends: Any, words: Any, lengths: Any, code
 @numba.njit(cache=True, nogil=True)
 def text_hashes(given: Any, starts: Any, ends: Any) -> Any:
     """`json_scan.fnv` of each `text[starts[k]:ends[k]]`."""
-    text = unowned(given)
+    text = pointer(given)
     found = np.empty(starts.shape[0], np.int64)
     for k in range(starts.shape[0]):
         found[k] = fnv(text, starts[k], ends[k])
@@ -340,6 +345,6 @@ def text_hashes(given: Any, starts: Any, ends: Any) -> Any:
 # The kernels inline `protocol.kernel_arrays`, `text_hashes` also `podd_cdc.json_scan.fnv`:
 # their caches must follow those files too.
 drop_if_sources_changed(
-    [integers, dates, timestamps, times_of_day, booleans, sequences, text_hashes],
+    [integers, dates, timestamps, times_of_day, booleans, sequences, text_hashes, same_texts],
     [__file__, json_scan.__file__, kernel_arrays.__file__],
 )

@@ -248,3 +248,22 @@ def test_reals_of_any_length_are_read_as_python_reads_them() -> None:
     read, sure = _judged(messages)
     assert read == len(texts)
     assert sure == [True, True, True, True, True, False, True, True, True, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=1, max_size=300), st.data())
+def test_a_text_is_its_name_only_where_every_byte_is(name: bytes, data: st.DataObject) -> None:
+    """`same_texts` compares every byte (its loop has no early exit), so a text that
+    differs from its name in any one byte, or in its length, is not it; -1 stays -1."""
+    at = data.draw(st.integers(0, len(name) - 1))
+    flipped = bytearray(name)
+    flipped[at] ^= data.draw(st.integers(1, 255))
+    texts = [name, bytes(flipped), name[:-1], name + b"x", name]
+    out = np.frombuffer(b"".join(texts), np.uint8)
+    ends = np.cumsum([len(t) for t in texts])
+    which = np.array([0, 0, 0, 0, -1], np.int64)
+    names = np.frombuffer(name, np.uint8)
+    column_kernels.same_texts(
+        out, ends - [len(t) for t in texts], ends, names, np.array([0, len(name)]), which
+    )
+    assert which.tolist() == [0, -1, -1, -1, -1]
