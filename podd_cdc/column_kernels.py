@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from podd_cdc import json_scan
-from podd_cdc.json_scan import fnv
+from podd_cdc.json_scan import fnv, word_of
 from protocol import kernel_arrays
 from protocol.kernel_arrays import pointer
 from protocol.kernel_cache import drop_if_sources_changed
@@ -315,21 +315,10 @@ def sequences(given: Any, starts: Any, ends: Any, high: Any, low: Any, good: Any
 
 @numba.njit(cache=True, nogil=True)
 def operations(text: Any, starts: Any, ends: Any, words: Any, lengths: Any, codes: Any) -> None:
-    """Each text's index among `words` (a padded byte matrix), or -1."""
+    """Each text's index among `words` (a padded byte matrix, `json_scan.word_table`), or
+    -1."""
     for k in range(starts.shape[0]):
-        s, n = starts[k], ends[k] - starts[k]
-        codes[k] = -1
-        for w in range(words.shape[0]):
-            if n != lengths[w]:
-                continue
-            same = True
-            for q in range(n):
-                if text[s + q] != words[w, q]:
-                    same = False
-                    break
-            if same:
-                codes[k] = w
-                break
+        codes[k] = word_of(text, starts[k], ends[k], words, lengths, 0, words.shape[0])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -342,9 +331,19 @@ def text_hashes(given: Any, starts: Any, ends: Any) -> Any:
     return found
 
 
-# The kernels inline `protocol.kernel_arrays`, `text_hashes` also `podd_cdc.json_scan.fnv`:
-# their caches must follow those files too.
+# The kernels inline `protocol.kernel_arrays`, `text_hashes` and `operations` also
+# `podd_cdc.json_scan`'s steps: their caches must follow those files too.
 drop_if_sources_changed(
-    [integers, dates, timestamps, times_of_day, booleans, sequences, text_hashes, same_texts],
+    [
+        integers,
+        dates,
+        timestamps,
+        times_of_day,
+        booleans,
+        sequences,
+        operations,
+        text_hashes,
+        same_texts,
+    ],
     [__file__, json_scan.__file__, kernel_arrays.__file__],
 )

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from podd_cdc import column_kernels
+from podd_cdc import column_kernels, json_scan
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.errors import BadInput
 from podd_cdc.qlik_batch import QlikBatch, distinct_texts
@@ -37,10 +37,7 @@ from podd_cdc.values import micros_time
 #: Operation codes, as `OPERATIONS` spells them.
 INSERT, UPDATE, REFRESH, DELETE = range(4)
 OPERATIONS = ("INSERT", "UPDATE", "REFRESH", "DELETE")
-_OPERATION_WORDS = np.zeros((4, 7), np.uint8)
-for _w, _word in enumerate(OPERATIONS):
-    _OPERATION_WORDS[_w, : len(_word)] = np.frombuffer(_word.encode(), np.uint8)
-_OPERATION_LENGTHS = np.array([len(w) for w in OPERATIONS], np.int64)
+_OPERATION_WORDS, _OPERATION_LENGTHS = json_scan.word_table(OPERATIONS)
 
 #: Checks a `columnMask` for an operation as the exact decoder does (BadInput if a column
 #: it needs was not captured): `QlikDecoder.mask_check`.
