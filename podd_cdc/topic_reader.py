@@ -18,7 +18,7 @@ from aiokafka.consumer.fetcher import FetchResult
 
 from podd_cdc.cutlog import partition_key, split_key
 from podd_cdc.source_consumer import consumer, partitions_of
-from podd_kafka.record_runs import RecordRun
+from podd_kafka.record_runs import RecordRun, Records
 from podd_kafka.settings import KafkaSettings
 
 log = structlog.get_logger("podd_cdc")
@@ -79,7 +79,7 @@ class TopicReader:
         self._paused: set[str] = set()
         #: Records fetched past a partition's last run, handed out first by the next one;
         #: dropped wherever the partition's position is set again.
-        self._carried: dict[TopicPartition, list[Any]] = {}
+        self._carried: dict[TopicPartition, Records] = {}
         #: The most records a record batch of the partition held, the last time it was read.
         self._longest: dict[TopicPartition, int] = {}
         #: Partitions held back (`runs`), paused in the consumer, what it had fetched of
@@ -166,13 +166,13 @@ class TopicReader:
             tp for tp in self.partitions if partition_key(tp.topic, tp.partition) not in held_back
         ] or self.partitions
         await self._hold(set(self.partitions) - set(readable))
-        found: dict[TopicPartition, list[Any]] = {}
+        found: dict[TopicPartition, Records] = {}
         for tp in readable:
             if not self._is_paused(tp):
                 found[tp] = await self._take(tp)
         if not any(found.values()):  # wait for a record batch, then take a run after it
             for tp, batches in (await self._wait(readable, timeout_ms)).items():
-                self._carried[tp] = [record for batch in batches for record in batch]
+                self._carried[tp] = Records(batches)
                 found[tp] = await self._take(tp)
         now = time.monotonic()
         runs = []
@@ -185,7 +185,7 @@ class TopicReader:
             items = fetched[: self.batch_records]
             if items:
                 self._last_seen[key] = now
-                self.position[key] = items[-1].offset + 1
+                self.position[key] = items.last_offset() + 1
                 runs.append((key, RecordRun(tp.topic, tp.partition, items)))
         await self._read_ahead(readable)
         return runs
@@ -278,15 +278,15 @@ class TopicReader:
             return  # (`getmany` of no partition is of every one)
         while found := await self.reader.getmany(*tps, timeout_ms=0):
             for tp, batches in found.items():
-                carried = self._carried.setdefault(tp, [])
+                carried = self._carried.setdefault(tp, Records())
                 for batch in batches:
-                    carried += batch
+                    carried.add(batch)
 
-    async def _take(self, tp: TopicPartition) -> list[Any]:
+    async def _take(self, tp: TopicPartition) -> Records:
         """Up to `batch_records` records of `tp` fetched already (and a record batch's more,
         which `runs` carries to the next run): what was carried, then as many record batches
         as the last ones' size says fit, until the run is full or the fetch is used up."""
-        taken: list[Any] = self._carried.pop(tp, [])
+        taken = self._carried.pop(tp, Records())
         while len(taken) < self.batch_records:
             left = self.batch_records - len(taken)
             wanted = max(1, left // self._longest.get(tp, self.batch_records))
@@ -295,7 +295,7 @@ class TopicReader:
                 break
             self._longest[tp] = max(map(len, batches))
             for batch in batches:
-                taken += batch
+                taken.add(batch)
             if len(batches) < wanted:
                 break  # the fetch is used up
         return taken

@@ -49,7 +49,7 @@ DATAWORKS_CHANGES = MIN_BATCH + 200
 #: DataWorks messages read one at a time after the batch.
 DATAWORKS_ONE_BY_ONE = 40
 #: The packages whose kernels the warm-up counts.
-KERNEL_PACKAGES = ("podd_cdc.", "protocol.")
+KERNEL_PACKAGES = ("podd_cdc.", "podd_kafka.", "protocol.")
 
 
 def warm_up() -> WarmedUp:

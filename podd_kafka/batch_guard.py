@@ -28,25 +28,31 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
-import google_crc32c
+import numpy as np
 import structlog
 from aiokafka.consumer import fetcher
 
-from podd_kafka.record_runs import RUNS, unpack_runs
+from podd_kafka.fetch_columns import (
+    ATTRIBUTES_AT,
+    CODECS,
+    MAGIC_AT,
+    RECORDS_AT,
+    Piece,
+    batch_columns,
+    fetch_pieces,
+    v2_crc_matches,
+)
+from podd_kafka.record_columns import RecordError
+from podd_kafka.record_runs import RUNS, offsets_of, unpack_runs
 from podd_kafka.settings import KafkaSettings
 from protocol.bounded_codecs import CodecError, check_size
 
 log = structlog.get_logger("podd_kafka")
-
-#: Kafka's batch codecs by the attribute bits, as `protocol.bounded_codecs` names them.
-_CODECS = {1: "gzip", 2: "kafka-snappy", 3: "lz4", 4: "zstd"}
-#: Where a v2 batch's magic byte, CRC, attributes and records are (the header is 61
-#: bytes; the CRC covers the attributes to the end).
-_MAGIC_AT, _CRC_AT, _ATTRIBUTES_AT, _RECORDS_AT = 16, 17, 21, 61
 
 
 @dataclass(frozen=True)
@@ -91,33 +97,32 @@ class BatchGuard:
 
     def problem(self, raw: bytes) -> str | None:
         """Why the v2 batch `raw` must not be inflated, or None."""
-        if len(raw) <= _RECORDS_AT or raw[_MAGIC_AT] != 2:
+        if len(raw) <= RECORDS_AT or raw[MAGIC_AT] != 2:
             return None  # the older formats: their codec errors are caught while reading
-        (attributes,) = struct.unpack_from(">h", raw, _ATTRIBUTES_AT)
+        (attributes,) = struct.unpack_from(">h", raw, ATTRIBUTES_AT)
         codec = attributes & 0x07
         if codec == 0:
             return None
-        name = _CODECS.get(codec)
+        name = CODECS.get(codec)
         if name is None:
             return f"compression codec {codec} is not a Kafka codec"
         try:
-            check_size(name, raw[_RECORDS_AT:], self.max_decoded_bytes)
+            check_size(name, raw[RECORDS_AT:], self.max_decoded_bytes)
         except CodecError as exc:
             return f"{name.removeprefix('kafka-')}: {exc}"
         return None
 
 
-def crc_matches(raw: bytes, batch: Any) -> bool:
-    """Whether batch `raw` (its bytes whole, `batch` as aiokafka read them) holds the CRC of
-    its bytes. A v2 batch's is the CRC-32C of everything after its CRC field, computed by
-    `google_crc32c` (the CPU's CRC instruction where it has one: 0.55 ms for a 5 MB batch,
-    a copy included, against 2.3 ms by aiokafka's own, about 0.26 µs of a CDC message of
-    700 bytes); the older formats' by aiokafka."""
-    if len(raw) > _RECORDS_AT and raw[_MAGIC_AT] == 2:
+def crc_matches(raw: Any, batch: Any) -> bool:
+    """Whether batch `raw` (its bytes whole, as `bytes` or a uint8 array; `batch` as aiokafka
+    read them) holds the CRC of its bytes. A v2 batch's is the CRC-32C of everything after
+    its CRC field, computed by `google_crc32c` (the CPU's CRC instruction where it has one:
+    0.55 ms for a 5 MB batch, a copy included, against 2.3 ms by aiokafka's own, about 0.26
+    µs of a CDC message of 700 bytes); the older formats' by aiokafka."""
+    if len(raw) > RECORDS_AT and raw[MAGIC_AT] == 2:
         (size,) = struct.unpack_from(">i", raw, 8)
         if size + 12 == len(raw):
-            (stored,) = struct.unpack_from(">I", raw, _CRC_AT)
-            return bool(google_crc32c.value(raw[_ATTRIBUTES_AT:]) == stored)
+            return v2_crc_matches(raw, 0, len(raw))
     return bool(batch.validate_crc())
 
 
@@ -137,11 +142,12 @@ def install(guard: BatchGuard) -> None:
 
 
 class _GuardedRecords:
-    """aiokafka's MemoryRecords, also handing out each batch's raw bytes."""
+    """aiokafka's MemoryRecords, also handing out where each batch is in the fetch's bytes."""
 
     def __init__(self, raw: bytes) -> None:
         self._inner = _ORIGINAL_RECORDS(raw)  # type: ignore[misc]
-        self._raw = raw
+        self.raw = raw
+        self.array = np.frombuffer(raw, np.uint8)
         self._pos = 0
         self.topic, self.partition = "?", -1
 
@@ -153,22 +159,54 @@ class _GuardedRecords:
         if batch is None:
             return None
         # Every format starts with offset (8 bytes) and a size (4) that excludes those 12.
-        (size,) = struct.unpack_from(">i", self._raw, self._pos + 8)
-        raw = self._raw[self._pos : self._pos + 12 + size]
-        self._pos += 12 + size
-        return _GuardedBatch(batch, raw, self)
+        (size,) = struct.unpack_from(">i", self.raw, self._pos + 8)
+        start, self._pos = self._pos, self._pos + 12 + size
+        return _GuardedBatch(batch, self, start, self._pos)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+    def pieces(self, most: int, check_crcs: bool) -> Iterator[Piece]:
+        """The fetch's records in pieces of at most `most`, each with the offset a reader
+        stands at after it (`fetch_columns.fetch_pieces`): a batch the kernel does not read
+        is read as `_GuardedBatch` reads every batch, one the kernel cannot read reported as
+        skipped. What is left after the batches framed, aiokafka's MemoryRecords judges: a
+        batch cut short is none, a length it refuses raises as it did."""
+
+        def other(start: int, end: int) -> Iterator[Piece]:
+            return self._other(start, end, most, check_crcs)
+
+        left = yield from fetch_pieces(self.array, most, check_crcs, other, self._refused)
+        if left < len(self.raw):
+            _ORIGINAL_RECORDS(self.raw[left:]).next_batch()  # type: ignore[misc]
+
+    def _batch(self, start: int, end: int) -> _GuardedBatch:
+        inner = _ORIGINAL_RECORDS(self.raw[start:end]).next_batch()  # type: ignore[misc]
+        return _GuardedBatch(inner, self, start, end)
+
+    def _other(self, start: int, end: int, most: int, check_crcs: bool) -> Iterator[Piece]:
+        """A batch the kernel does not read (compressed, a control batch, an older format,
+        its CRC wrong), as `unpack_runs` read every batch before."""
+        batch = self._batch(start, end)
+        if check_crcs:
+            batch.validate_crc()  # a bad CRC ends the batch when it is read
+        if not batch.is_control_batch:
+            for piece in batch.pieces(most):
+                last = len(piece) < most
+                yield piece, batch.next_offset if last else int(offsets_of(piece)[-1]) + 1
+        yield None, batch.next_offset
+
+    def _refused(self, start: int, end: int, reason: str) -> None:
+        self._batch(start, end)._skip(reason)
 
 
 class _GuardedBatch:
     """One batch: refused before inflating, or read with any error ending it quietly."""
 
-    def __init__(self, batch: Any, raw: bytes, records: _GuardedRecords) -> None:
+    def __init__(self, batch: Any, records: _GuardedRecords, start: int, end: int) -> None:
         self._batch = batch
-        self._raw = raw
         self._records = records
+        self._start, self._end = start, end
         self._problem: str | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -176,23 +214,49 @@ class _GuardedBatch:
 
     def validate_crc(self) -> bool:
         # aiokafka raises on a bad CRC and fetches the batch again, for ever: end it instead
-        if not crc_matches(self._raw, self._batch):
+        if not crc_matches(self._records.array[self._start : self._end], self._batch):
             self._problem = "its CRC does not match its bytes"
         return True
 
     def __iter__(self) -> Iterator[Any]:
         return self._read()
 
+    def pieces(self, most: int) -> Iterator[Sequence[Any]]:
+        """The batch's records in sequences of at most `most`: a v2 batch's as
+        `RecordColumns` (`podd_kafka.record_columns`), an older one's as lists of
+        aiokafka's records."""
+        if self._batch.magic < 2:
+            records = self._read()
+            while found := list(islice(records, most)):
+                yield found
+            return
+        guard: BatchGuard = _state["guard"]
+        problem = self._problem
+        if problem is None:
+            try:
+                data, start, end = self._records.array, self._start, self._end
+                yield from batch_columns(data, start, end, most, guard.max_decoded_bytes)
+                return
+            except RecordError as exc:
+                problem = str(exc)
+        self._skip(problem)
+
     def _read(self) -> Iterator[Any]:
         guard: BatchGuard = _state["guard"]
-        problem = self._problem or guard.problem(self._raw)
+        raw = self._records.raw[self._start : self._end]
+        problem = self._problem or guard.problem(raw)
         if problem is None:
             try:
                 yield from self._batch
                 return
             except Exception as exc:  # the codec, the record parser: anything in the batch
                 problem = f"{type(exc).__name__}: {str(exc)[:300]}"
-        (first,) = struct.unpack_from(">q", self._raw, 0)  # v2: the base offset
+        self._skip(problem)
+
+    def _skip(self, problem: str) -> None:
+        """Report the batch as skipped, for `problem`."""
+        guard: BatchGuard = _state["guard"]
+        (first,) = struct.unpack_from(">q", self._records.raw, self._start)  # v2: base offset
         poison = PoisonBatch(
             self._records.topic,
             self._records.partition,

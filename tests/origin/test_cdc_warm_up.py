@@ -46,7 +46,11 @@ def test_after_the_warm_ups_the_origin_and_the_loader_compile_nothing(tmp_path: 
     assert int(found[1]) > 0
     warmed = _compiled(cache)
     assert len(warmed) == int(found[1])
-    assert {p.split("/")[0].rsplit("_", 1)[0] for p in warmed} == {"podd_cdc", "protocol"}
+    assert {p.split("/")[0].rsplit("_", 1)[0] for p in warmed} == {
+        "podd_cdc",
+        "podd_kafka",
+        "protocol",
+    }
     said = _run(["-m", "replica_agent.cli", "warm-up"], cache)
     assert re.match(r"\d+ kernel signature\(s\) compiled, \d+ loaded from the cache", said)
     loader = _compiled(cache) - warmed
