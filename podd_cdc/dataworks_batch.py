@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from podd_cdc import dataworks_batch_kernel as kernel
-from podd_cdc.qlik_batch import batch_arrays, distinct_texts, message_fields, row_fields
+from podd_cdc.qlik_batch import distinct_texts, message_fields, output_arrays, row_fields
 from podd_cdc.tables import MappedTable
+from podd_kafka.record_columns import JoinedValues, values_at
 
 _WORDS = kernel.word_table()
 
@@ -77,11 +78,17 @@ class DataWorksBatch:
 
 
 def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -> DataWorksBatch:
-    """`messages` read by the kernel into arrays made by `allocate`. Memory: about 15 bytes
-    of arrays a byte read, as the Qlik batch's."""
-    buf, starts, ends, out, heads, fields = batch_arrays(messages, kernel.HEAD_COLUMNS, allocate)
+    """`messages` read by the kernel into arrays made by `allocate` (`read_values`)."""
+    return read_values(values_at([messages]), allocate)
+
+
+def read_values(values: JoinedValues, allocate: Callable[..., Any] = np.empty) -> DataWorksBatch:
+    """The messages `buf[starts[m]:ends[m]]` of `values` read by the kernel into arrays made
+    by `allocate`. Memory: about 15 bytes of arrays a byte read, as the Qlik batch's."""
+    buf, starts, ends = values
+    out, heads, fields = output_arrays(len(buf), len(starts), kernel.HEAD_COLUMNS, allocate)
     used, count = kernel.read_batch(buf, starts, ends, *_WORDS, out, heads, fields)
-    return DataWorksBatch(buf, out[:used], heads, *message_fields(fields[:count], len(messages)))
+    return DataWorksBatch(buf, out[:used], heads, *message_fields(fields[:count], len(starts)))
 
 
 #: A learnt table by a schema's bytes, or None where the decoder has not learnt that schema.

@@ -25,7 +25,7 @@ from podd_cdc.dataworks_array_cutter import DataWorksArrayCutter
 from podd_cdc.dataworks_batch import (
     DataWorksBatch,
     SchemaGroups,
-    read_batch,
+    read_values,
     schema_groups,
     tables_of,
 )
@@ -174,7 +174,7 @@ def hold_fetch(
     if count < MIN_BATCH:
         return {}
     values, offsets, partition, sizes = fetch_arrays(runs, cutter.parts)
-    batch = read_batch(values)
+    batch = read_values(values)
     latest_ms = Limits.at(wall, timedelta(seconds=cutter.bounds.max_ahead)).latest_us // 1000
     read = _learn_ahead(batch, decoder, sizes, latest_ms, runs)
     # The runs up to the first message not sure of, in the record path's order: the runs

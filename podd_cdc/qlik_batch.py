@@ -17,6 +17,7 @@ import numpy as np
 
 from podd_cdc import column_kernels, json_rows
 from podd_cdc import qlik_batch_kernel as kernel
+from podd_kafka.record_columns import JoinedValues, values_at
 
 _WORDS = kernel.word_table()
 #: The header texts, by the name Qlik gives them, and their column in `heads`.
@@ -115,27 +116,31 @@ def row_fields(out: Any, lines: Any, side: int) -> list[tuple[str, Any]]:
 
 
 def read_batch(messages: list[bytes], allocate: Callable[..., Any] = np.empty) -> QlikBatch:
-    """`messages` read by the kernel into arrays made by `allocate` (uninitialised: the
-    kernel sets every cell it hands on). Memory: about 15 bytes of arrays a byte read."""
-    buf, starts, ends, out, heads, fields = batch_arrays(messages, kernel.HEAD_COLUMNS, allocate)
+    """`messages` read by the kernel into arrays made by `allocate` (`read_values`)."""
+    return read_values(values_at([messages]), allocate)
+
+
+def read_values(values: JoinedValues, allocate: Callable[..., Any] = np.empty) -> QlikBatch:
+    """The messages `buf[starts[m]:ends[m]]` of `values` (`record_columns.values_at`) read by
+    the kernel into arrays made by `allocate` (uninitialised: the kernel sets every cell it
+    hands on). Memory: about 15 bytes of arrays a byte read."""
+    buf, starts, ends = values
+    out, heads, fields = output_arrays(len(buf), len(starts), kernel.HEAD_COLUMNS, allocate)
     used, count = kernel.read_batch(buf, starts, ends, *_WORDS, out, heads, fields)
-    return QlikBatch(out[:used], heads, *message_fields(fields[:count], len(messages)))
+    return QlikBatch(out[:used], heads, *message_fields(fields[:count], len(starts)))
 
 
-def batch_arrays(
-    messages: list[bytes], head_columns: int, allocate: Callable[..., Any] = np.empty
-) -> tuple[Any, ...]:
-    """What a batch reader's kernel takes: `messages` joined, where each starts and ends,
-    and its outputs made by `allocate` (uninitialised: the kernel sets every cell it hands
-    on): the texts (as large as the batch), a line of `head_columns` a message, and room
-    for a field every `BYTES_A_FIELD` bytes."""
-    sizes = np.fromiter(map(len, messages), np.int64, len(messages))
-    buf = np.frombuffer(b"".join(messages), np.uint8)
-    ends = np.cumsum(sizes)
-    out = allocate(len(buf), np.uint8)
-    heads = allocate((len(messages), head_columns), np.int64)
-    fields = allocate((len(buf) // BYTES_A_FIELD + 1, json_rows.FIELD_COLUMNS), np.int64)
-    return buf, ends - sizes, ends, out, heads, fields
+def output_arrays(
+    size: int, count: int, head_columns: int, allocate: Callable[..., Any] = np.empty
+) -> tuple[Any, Any, Any]:
+    """What a batch reader's kernel writes, for `count` messages in `size` bytes, made by
+    `allocate` (uninitialised: the kernel sets every cell it hands on): the texts (as large
+    as the bytes), a line of `head_columns` a message, and room for a field every
+    `BYTES_A_FIELD` bytes."""
+    out = allocate(size, np.uint8)
+    heads = allocate((count, head_columns), np.int64)
+    fields = allocate((size // BYTES_A_FIELD + 1, json_rows.FIELD_COLUMNS), np.int64)
+    return out, heads, fields
 
 
 def message_fields(fields: Any, count: int) -> tuple[Any, Any]:

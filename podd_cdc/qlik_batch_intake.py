@@ -12,7 +12,6 @@ changes; so are the changes the order check on arrays leaves to the exact one.
 from __future__ import annotations
 
 from datetime import datetime
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from podd_cdc import qlik_batch_kernel as kernel
 from podd_cdc.qlik import QlikDecoder
 from podd_cdc.qlik_array_cutter import QlikArrayCutter
-from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_batch
+from podd_cdc.qlik_batch import QlikBatch, distinct_texts, read_values
 from podd_cdc.qlik_batch_changes import TableChanges, tables_changes
 from podd_cdc.qlik_delta_rows import TableBlock
 from podd_cdc.qlik_feed import ReadAt, batch_lines, message_codes
@@ -28,6 +27,7 @@ from podd_cdc.qlik_held import HeldChanges
 from podd_cdc.tables import MappedTable
 from podd_cdc.transaction_codes import TransactionCodes
 from podd_cdc.values import MAX_VALUE_BYTES
+from podd_kafka.record_columns import JoinedValues, values_at
 from podd_kafka.record_runs import RecordRun
 
 #: A fetch of fewer messages is read a message at a time: reading a batch costs about 4 ms
@@ -55,7 +55,7 @@ def hold_fetch(
     if count < MIN_BATCH:
         return {}
     values, offsets, partition, sizes = fetch_arrays(runs, cutter.parts)
-    batch = read_batch(values)
+    batch = read_values(values)
     tables = batch_tables(decoder, batch, sizes)
     unread = ~(batch.read & (sizes <= MAX_VALUE_BYTES))
     sure = np.zeros(count, np.bool_)
@@ -99,14 +99,15 @@ def hold_fetch(
 
 def fetch_arrays(
     runs: list[tuple[str, RecordRun]], parts: dict[str, int]
-) -> tuple[list[bytes], Any, Any, Any]:
-    """A fetch's runs as a batch reader takes them: the values one after another, and each
-    message's offset, partition (its number in `parts`) and size."""
-    count = sum(len(messages) for _, messages in runs)
-    values = [value or b"" for _, run in runs for value in run.values()]
-    offsets = np.fromiter(chain.from_iterable(run.offsets() for _, run in runs), np.int64, count)
+) -> tuple[JoinedValues, Any, Any, Any]:
+    """A fetch's runs as a batch reader takes them: the values in one buffer and where each
+    is (`record_columns.values_at`), and each message's offset, partition (its number in
+    `parts`) and size."""
+    values = values_at([piece for _, run in runs for piece in run.value_pieces()])
+    offsets = np.concatenate([np.asarray(run.offsets(), np.int64) for _, run in runs])
     partition = np.concatenate([np.full(len(ms), parts[key], np.int64) for key, ms in runs])
-    return values, offsets, partition, np.fromiter(map(len, values), np.int64, count)
+    _, starts, ends = values
+    return values, offsets, partition, ends - starts
 
 
 def then_exactly(
