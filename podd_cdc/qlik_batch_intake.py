@@ -104,7 +104,7 @@ def fetch_arrays(
     is (`record_columns.values_at`), and each message's offset, partition (its number in
     `parts`) and size."""
     values = values_at([piece for _, run in runs for piece in run.value_pieces()])
-    offsets = np.concatenate([np.asarray(run.offsets(), np.int64) for _, run in runs])
+    offsets = np.concatenate([run.offset_array() for _, run in runs])
     partition = np.concatenate([np.full(len(ms), parts[key], np.int64) for key, ms in runs])
     _, starts, ends = values
     return values, offsets, partition, ends - starts

@@ -188,9 +188,13 @@ class RecordRun(Sequence[ConsumerRecord[Any, Any]]):
         return [value for piece in self._pieces() for value in values_of(piece)]
 
     def offsets(self) -> list[int]:
+        return [int(offset) for offset in self.offset_array().tolist()]
+
+    def offset_array(self) -> Any:
+        """Every record's offset, as an int64 array."""
         if isinstance(self.records, Records):
-            return [int(offset) for offset in self.records.offsets()]
-        return [record.offset for record in self.records]
+            return self.records.offsets()
+        return np.fromiter((r.offset for r in self.records), np.int64, len(self.records))
 
     def value_pieces(self) -> list[Sequence[Any]]:
         """The run's values as `record_columns.values_at` takes them: its `RecordColumns`
