@@ -4,8 +4,11 @@
 
 The messages of `bench.cdc_bench`'s Qlik topic (one a change) are written to a topic of the
 broker given (an embedded Tansu if none), then read from the start, in alternating runs:
-- `topic_reader`: the origin's `podd_cdc.topic_reader.TopicReader` (aiokafka behind the
-  batch guard), taking runs of `--batch` records of a partition, as the origin does;
+- `topic_reader`: the origin's `podd_cdc.topic_reader.TopicReader` (aiokafka's connection,
+  each fetch's records read into columns by `podd_kafka.fetch_columns` through the batch
+  guard), taking runs of `--batch` records of a partition, as the origin does, and each
+  message's value as bytes (the origin's batch read takes them without that:
+  `record_columns.values_at`);
 - `librdkafka`: `confluent_kafka.Consumer.consume` in batches as large, each message's value
   and offset taken (skipped where `confluent-kafka` is not installed: it is no dependency).
 
