@@ -15,9 +15,12 @@ skipped, as aiokafka skips an aborted transaction's batch, and `guard.on_poison`
 `PoisonBatch` naming topic, partition and offsets. The records of the batch read before an
 error are delivered as usual.
 
-A consumer made with `value_deserializer=record_runs.RUNS` reads the same batches the same
-way, but is handed a list of records a batch instead of a `ConsumerRecord` a record
-(`podd_kafka.record_runs`).
+A consumer made with `value_deserializer=record_runs.RUNS` is handed pieces of records
+instead of a `ConsumerRecord` a record (`podd_kafka.record_runs`): the plain batches of a
+fetch (v2, not compressed, not a control batch, their CRC right) are read by a kernel across
+batches (`podd_kafka.fetch_columns`), and a batch with a record it cannot read is skipped
+and reported the same way, after the records before it; every other batch is read here as
+above, a compressed one decompressed within the same bound.
 
 This works through two names of aiokafka's fetcher module (`MemoryRecords`,
 `PartitionRecords`); `install` refuses an aiokafka without them and a test holds the

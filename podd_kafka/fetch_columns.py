@@ -94,6 +94,13 @@ def _next_offset(frame: Any) -> int:
     return int(frame[kernel.F_BASE] + frame[kernel.F_LAST_DELTA] + 1)
 
 
+def _room(framed: Any, b: int, at: int, left: int, most: int) -> int:
+    """Lines for the records the batches from `b` on say they hold (`left` of batch `b`
+    where reading is inside it), at most `most`: a piece of a few records holds no more."""
+    counts = framed[b + 1 if at >= 0 else b :, kernel.F_COUNT]
+    return max(1, min(most, (left if at >= 0 else 0) + int(counts.clip(0, most).sum())))
+
+
 def _framed_pieces(
     data: Any,
     framed: Any,
@@ -109,7 +116,7 @@ def _framed_pieces(
             yield from other(int(framed[b, k.F_START]), int(framed[b, k.F_END]))
             b += 1
             continue
-        lines = np.empty((most, k.COLUMNS), np.int64)
+        lines = np.empty((_room(framed, b, at, left, most), k.COLUMNS), np.int64)
         read, b, at, left, problem = k.read_batches(data, framed, plain, b, at, left, lines)
         piece = RecordColumns(data, lines[:read])
         bad = first_bad_key(piece)

@@ -58,22 +58,28 @@ async def test_every_codec_reads_and_every_broken_batch_is_skipped_by_its_offset
         rb.compressed(batch("zstd"), "zstd"),  # 15-17
         rb.zstd_bomb(batch("bomb"), 1024 * MiB),  # 18-20
         batch("plain"),  # 21-23
+        # 24-26, its CRC right: the last record's header count -1, after two good records
+        rb.with_payload(batch("broken"), "none", rb.records_of(batch("broken"))[:-1] + b"\x01"),
+        batch("after"),  # 27-29
     ]
     for raw in sent:
         await rb.send_raw(bootstrap, topic, 0, raw)
 
-    records, _ = await read_partition(bootstrap, topic, 0, 15, runs)
+    records, _ = await read_partition(bootstrap, topic, 0, 20, runs)
     keys = [r.key for r in records]
 
     good = ["gzip", "snappy", "lz4", "zstd", "plain"]
-    assert keys == [f"{tag}-k{i}".encode() for tag in good for i in range(3)]
+    expected = [f"{tag}-k{i}".encode() for tag in good for i in range(3)]
+    expected += [b"broken-k0", b"broken-k1", b"after-k0", b"after-k1", b"after-k2"]
+    assert keys == expected
     assert [(p.topic, p.partition, p.first_offset, p.last_offset) for p in guard] == [
-        (topic, 0, first, first + 2) for first in (3, 12, 18)
+        (topic, 0, first, first + 2) for first in (3, 12, 18, 24)
     ]
     reasons = [p.reason for p in guard]
     assert "snappy" in reasons[0]
     assert "CRC" in reasons[1]
     assert "more than" in reasons[2]
+    assert "header" in reasons[3]
 
 
 def test_a_codec_number_that_is_no_codec_is_refused_before_reading() -> None:

@@ -16,7 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.forges import raw_batches as rb
-from podd_kafka.fetch_columns import batch_columns, fetch_pieces, v2_crc_matches
+from podd_kafka.fetch_columns import (
+    FRAMES_AT_ONCE,
+    batch_columns,
+    fetch_pieces,
+    v2_crc_matches,
+)
 from podd_kafka.record_columns import RecordColumns, RecordError, values_at
 from podd_kafka.record_runs import Records
 
@@ -203,6 +208,15 @@ def test_the_records_of_tiny_batches_come_in_pieces_of_at_most_most() -> None:
     assert [record[4] for record in found] == [f"{b}".encode() for b in range(50)]
     assert not refused
     assert after == [8, 16, 24, 32, 40, 48, 50]
+
+
+def test_a_fetch_of_more_batches_than_are_framed_at_once_is_read_whole() -> None:
+    count = FRAMES_AT_ONCE + 300
+    batches = [built([(None, f"{b}".encode(), [])], base=b) for b in range(count)]
+    found, refused, after = read_fetch(b"".join(batches), most=500, check_crcs=True)
+    assert [record[0] for record in found] == list(range(count))
+    assert not refused
+    assert after[-1] == count
 
 
 def test_a_compressed_batch_past_the_bound_is_refused_before_any_record() -> None:
