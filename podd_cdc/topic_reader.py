@@ -80,7 +80,7 @@ class TopicReader:
         #: Records fetched past a partition's last run, handed out first by the next one;
         #: dropped wherever the partition's position is set again.
         self._carried: dict[TopicPartition, Records] = {}
-        #: The most records a record batch of the partition held, the last time it was read.
+        #: The most records a piece of the partition held (`record_runs`), when last read.
         self._longest: dict[TopicPartition, int] = {}
         #: Partitions held back (`runs`), paused in the consumer, what it had fetched of
         #: them carried.
@@ -170,7 +170,7 @@ class TopicReader:
         for tp in readable:
             if not self._is_paused(tp):
                 found[tp] = await self._take(tp)
-        if not any(found.values()):  # wait for a record batch, then take a run after it
+        if not any(found.values()):  # wait for a piece of records, then take a run after it
             for tp, batches in (await self._wait(readable, timeout_ms)).items():
                 self._carried[tp] = Records(batches)
                 found[tp] = await self._take(tp)
@@ -228,7 +228,7 @@ class TopicReader:
     async def _wait(
         self, readable: list[TopicPartition], timeout_ms: int
     ) -> dict[TopicPartition, list[Any]]:
-        """The first record batch fetched of `readable` within `timeout_ms` (`getmany`). While
+        """The first piece of records fetched of `readable` within `timeout_ms` (`getmany`). While
         partitions are held, it waits in slices of `LATE_LOOK_MS`, carrying between them a
         held partition's late fetch (`_carry_late`): one that arrived during a single wait
         stopped every other fetch until the wait ended."""
@@ -283,8 +283,8 @@ class TopicReader:
                     carried.add(batch)
 
     async def _take(self, tp: TopicPartition) -> Records:
-        """Up to `batch_records` records of `tp` fetched already (and a record batch's more,
-        which `runs` carries to the next run): what was carried, then as many record batches
+        """Up to `batch_records` records of `tp` fetched already (and a piece's more, which
+        `runs` carries to the next run): what was carried, then as many pieces of records
         as the last ones' size says fit, until the run is full or the fetch is used up."""
         taken = self._carried.pop(tp, Records())
         while len(taken) < self.batch_records:

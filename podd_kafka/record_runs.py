@@ -6,13 +6,14 @@ Python generator, which costs about twice what reading the batch costs: 3.2 µs 
 against 1.0 for the batch's own records (a 558-byte message, 8,000 of them). A reader that
 takes a partition's values and offsets in bulk (the CDC origin's batch read) needs none of
 them, nor the batch's own records. A consumer made with `value_deserializer=RUNS` gets from
-`getmany` one item per record batch, or per `MOST_IN_A_LIST` of its records, read through
-the batch guard as every batch is (`podd_kafka.batch_guard`), control batches and the
-records before the fetch offset left out as aiokafka leaves them out: a v2 batch's records
-as `RecordColumns` (its bytes and where each record's fields are, read by a compiled kernel:
-`podd_kafka.record_columns`), an older batch's as a list of aiokafka's records. Both have
-`offset`, `timestamp`, `timestamp_type`, `key`, `value`, `headers` for each record.
-`getmany`'s `max_records` then counts those pieces. `Records` holds such pieces of one
+`getmany` pieces of at most `MOST_IN_A_LIST` records, control batches and the records before
+the fetch offset left out as aiokafka leaves them out: the plain v2 batches' records read
+by a compiled kernel across batches, as `RecordColumns` (the fetch's bytes and where each
+record's fields are: `podd_kafka.fetch_columns`), any other batch's as the batch guard reads
+it (`podd_kafka.batch_guard`: a compressed one decompressed within its bound, then read by
+the same kernel; an older format's as a list of aiokafka's records). Each record has
+`offset`, `timestamp`, `timestamp_type`, `key`, `value`, `headers`. `getmany`'s
+`max_records` then counts those pieces. `Records` holds such pieces of one
 partition, `RecordRun` a partition's run of them as a sequence of `ConsumerRecord`s, each
 made when it is taken, and hands its values on in bulk.
 """
@@ -47,9 +48,9 @@ class _Runs:
 RUNS = _Runs()
 
 
-#: The most records in one list: a record batch of more comes as several lists, so that a
-#: batch of many small records (a compressed one may inflate to `max_batch_decoded_mib`)
-#: never has them all made at once.
+#: The most records in one piece: more come as several pieces, so that a fetch or a batch of
+#: many small records (a compressed one may inflate to `max_batch_decoded_mib`) never has
+#: them all read into lines, or made, at once.
 MOST_IN_A_LIST = 2000
 #: Values a batch of `run_of_values`: about a producer's default batch (16 KiB) of CDC messages.
 BATCH_OF_VALUES = 20
