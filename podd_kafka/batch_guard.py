@@ -41,9 +41,7 @@ import structlog
 from aiokafka.consumer import fetcher
 
 from podd_kafka.fetch_columns import (
-    ATTRIBUTES_AT,
     CODECS,
-    MAGIC_AT,
     RECORDS_AT,
     Piece,
     batch_columns,
@@ -51,6 +49,7 @@ from podd_kafka.fetch_columns import (
     v2_crc_matches,
 )
 from podd_kafka.record_columns import RecordError
+from podd_kafka.record_kernel import ATTRIBUTES_AT, CODEC_MASK, MAGIC_AT
 from podd_kafka.record_runs import RUNS, offsets_of, unpack_runs
 from podd_kafka.settings import KafkaSettings
 from protocol.bounded_codecs import CodecError, check_size
@@ -103,7 +102,7 @@ class BatchGuard:
         if len(raw) <= RECORDS_AT or raw[MAGIC_AT] != 2:
             return None  # the older formats: their codec errors are caught while reading
         (attributes,) = struct.unpack_from(">h", raw, ATTRIBUTES_AT)
-        codec = attributes & 0x07
+        codec = attributes & CODEC_MASK
         if codec == 0:
             return None
         name = CODECS.get(codec)

@@ -32,10 +32,8 @@ from protocol.bounded_codecs import CodecError, decompress
 
 #: Kafka's batch codecs by the attribute bits, as `protocol.bounded_codecs` names them.
 CODECS = {1: "gzip", 2: "kafka-snappy", 3: "lz4", 4: "zstd"}
-#: Where a v2 batch's magic byte, CRC, attributes and records are (the header is 61
-#: bytes; the CRC covers the attributes to the end).
-MAGIC_AT, CRC_AT, ATTRIBUTES_AT, RECORDS_AT = 16, 17, 21, kernel.HEADER_SIZE
-_CODEC_MASK, _CONTROL = 0x07, 0x20
+#: Where a v2 batch's records start (after its header; the CRC covers the attributes on).
+RECORDS_AT = kernel.HEADER_SIZE
 #: Batches framed at a time (80 bytes each): a fetch of many tiny batches is framed in turns.
 FRAMES_AT_ONCE = 1024
 
@@ -47,8 +45,8 @@ Piece = tuple[Sequence[Any] | None, int]
 def v2_crc_matches(data: Any, start: int, end: int) -> bool:
     """Whether the v2 batch `data[start:end]` (bytes or a uint8 array) holds the CRC-32C of
     everything after its CRC field."""
-    (stored,) = struct.unpack_from(">I", data, start + CRC_AT)
-    return bool(google_crc32c.value(data[start + ATTRIBUTES_AT : end]) == stored)
+    (stored,) = struct.unpack_from(">I", data, start + kernel.CRC_AT)
+    return bool(google_crc32c.value(data[start + kernel.ATTRIBUTES_AT : end]) == stored)
 
 
 def fetch_pieces(
@@ -81,8 +79,8 @@ def _plain(data: Any, framed: Any, check_crcs: bool) -> Any:
     plain = (
         (framed[:, k.F_MAGIC] == 2)
         & (framed[:, k.F_END] - framed[:, k.F_START] >= k.HEADER_SIZE)
-        & (attributes & _CODEC_MASK == 0)
-        & (attributes & _CONTROL == 0)
+        & (attributes & k.CODEC_MASK == 0)
+        & (attributes & k.CONTROL == 0)
     )
     if check_crcs:
         for b in np.nonzero(plain)[0].tolist():
@@ -144,7 +142,7 @@ def batch_columns(
     frames = np.empty((1, kernel.FRAME_COLUMNS), np.int64)
     kernel.frame_batches(data[start:end], 0, frames)  # the one batch, whole
     records, at = data[start:end], RECORDS_AT
-    codec = int(frames[0, kernel.F_ATTRIBUTES]) & _CODEC_MASK
+    codec = int(frames[0, kernel.F_ATTRIBUTES]) & kernel.CODEC_MASK
     if codec:
         name = CODECS.get(codec)
         if name is None:

@@ -43,12 +43,13 @@ F_FIRST_TIMESTAMP, F_MAX_TIMESTAMP, F_COUNT, F_CRC = 6, 7, 8, 9
 FRAME_COLUMNS = 10
 #: A v2 batch's header: its size, and where its fields are.
 HEADER_SIZE = 61
-_LENGTH_AT, _MAGIC_AT, _CRC_AT, _ATTRIBUTES_AT, _LAST_DELTA_AT = 8, 16, 17, 21, 23
+_LENGTH_AT, MAGIC_AT, CRC_AT, ATTRIBUTES_AT, _LAST_DELTA_AT = 8, 16, 17, 21, 23
 _FIRST_TIMESTAMP_AT, _MAX_TIMESTAMP_AT, _COUNT_AT = 27, 35, 57
 #: The smallest batch length aiokafka's `MemoryRecords` takes (a v0 message's overhead).
 MIN_LENGTH = 14
-#: The attributes' flag of a batch whose records' times are the log's.
-LOG_APPEND_TIME = 0x08
+#: The attributes' bits: the codec's, the flag of a batch whose records' times are the log's,
+#: and a control batch's flag.
+CODEC_MASK, LOG_APPEND_TIME, CONTROL = 0x07, 0x08, 0x20
 
 #: Why reading stopped: nothing wrong, or what the record read last broke (`BAD_KEY`: the
 #: caller's finding, of a record the kernel marked `R_WIDE`).
@@ -90,11 +91,11 @@ def frame_batches(data: Any, at: int, frames: Any) -> tuple[int, int]:
         frame = frames[n]
         frame[F_START] = at
         frame[F_END] = at + 12 + length
-        frame[F_MAGIC] = _big_endian(data, at + _MAGIC_AT, 1)
+        frame[F_MAGIC] = _big_endian(data, at + MAGIC_AT, 1)
         frame[F_BASE] = _big_endian(data, at, 8)
         if frame[F_MAGIC] == 2 and 12 + length >= HEADER_SIZE:
-            frame[F_CRC] = _big_endian(data, at + _CRC_AT, 4) & 0xFFFFFFFF
-            frame[F_ATTRIBUTES] = _big_endian(data, at + _ATTRIBUTES_AT, 2)
+            frame[F_CRC] = _big_endian(data, at + CRC_AT, 4) & 0xFFFFFFFF
+            frame[F_ATTRIBUTES] = _big_endian(data, at + ATTRIBUTES_AT, 2)
             frame[F_LAST_DELTA] = _big_endian(data, at + _LAST_DELTA_AT, 4)
             frame[F_FIRST_TIMESTAMP] = _big_endian(data, at + _FIRST_TIMESTAMP_AT, 8)
             frame[F_MAX_TIMESTAMP] = _big_endian(data, at + _MAX_TIMESTAMP_AT, 8)

@@ -189,7 +189,7 @@ class RecordRun(Sequence[ConsumerRecord[Any, Any]]):
         return [value for piece in self._pieces() for value in values_of(piece)]
 
     def offsets(self) -> list[int]:
-        return [int(offset) for offset in self.offset_array().tolist()]
+        return list(self.offset_array().tolist())
 
     def offset_array(self) -> Any:
         """Every record's offset, as an int64 array."""
