@@ -46,7 +46,7 @@ class CdcStats:
     rebuilt: int = 0
     held_peak: int = 0  # the most changes the cutter held at once
     parse_seconds: float = 0.0  # decoding messages
-    cut_seconds: float = 0.0  # feeding the cutter, cutting, recording the cut
+    cut_seconds: float = 0.0  # feeding the cutter (on arrays: decoding too), cutting, recording
     frame_seconds: float = 0.0  # encoding chunks
     load_seconds: float = 0.0  # producing chunks and waiting for delta.in.rs
     first_read: float | None = None  # monotonic time of the first message read
