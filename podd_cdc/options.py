@@ -50,4 +50,6 @@ class CdcStats:
     frame_seconds: float = 0.0  # encoding chunks
     load_seconds: float = 0.0  # producing chunks and waiting for delta.in.rs
     first_read: float | None = None  # monotonic time of the first message read
+    first_sent: float | None = None  # ... of the first delta's send begun
+    last_sent: float | None = None  # ... of the last delta's send begun
     last_answer: float | None = None  # ... and of the last delta.in.rs

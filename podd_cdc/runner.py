@@ -353,7 +353,9 @@ class CdcOrigin:
     ) -> None:
         """Send `delta` until the replica applied it; `on_sent` runs once its chunks are on
         the broker, or once the transfer ends without it."""
-        started = time.monotonic()
+        started = self.stats.last_sent = time.monotonic()
+        if self.stats.first_sent is None:
+            self.stats.first_sent = started
         try:
             outcome = await self.session.transfer(delta, framing, on_sent=on_sent)
         except Resync:
