@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent_run import AgentConfig, running_agent
+from bench.cdc_ceiling import serial_account
 from bench.cdc_peer import create_tables, follow
 from bench.cpu import MachineCpu, own_rss
 from bench.kernels import warm_up_kernels
@@ -163,6 +164,7 @@ async def cdc_run(
         },
         "agent_rss_mib": cpu.agent_rss_mib(),
         "held_peak": stats.held_peak,
+        "in_run": serial_account(cpu.timeline, stats, count),
     }
     if options.on_arrays:
         out["batched"] = stats.batched  # messages held from read batches, not one at a time
@@ -235,7 +237,8 @@ def with_ratios(results: dict[str, Any]) -> dict[str, Any]:
     """Each format's headline figures (`cdc.<format>`): the origin's own CPU µs per source
     change (its process, from /proc), changes/s end to end, and that rate against the
     `delta.in` delta's rows/s and the peer's changes/s of the same run (the peer follows
-    the Qlik topic: both formats are held to it)."""
+    the Qlik topic: both formats are held to it); and the same ratios of the ceiling
+    (`bench.cdc_ceiling`)."""
     delta_in = results.get("delta_in")
     peer = results.get("qlik", {}).get("peer")
     for fmt in FORMATS:
@@ -245,10 +248,12 @@ def with_ratios(results: dict[str, Any]) -> dict[str, Any]:
         origin_cpu = r.get("cpu", {}).get("origin")
         if origin_cpu is not None:
             r["origin_us_per_change"] = round(origin_cpu / r["source_changes"] * 1e6, 2)
-        if delta_in:
-            r["ratio_to_delta_in"] = round(r["changes_per_second"] / delta_in["rows_per_second"], 3)
-        if peer:
-            r["ratio_to_peer"] = round(r["changes_per_second"] / peer["changes_per_second"], 2)
+        ceiling = r.get("in_run", {}).get("ceiling_changes_per_second")
+        for name, rate in (("ratio", r["changes_per_second"]), ("ceiling_ratio", ceiling)):
+            if delta_in and rate:
+                r[f"{name}_to_delta_in"] = round(rate / delta_in["rows_per_second"], 3)
+            if peer and rate:
+                r[f"{name}_to_peer"] = round(rate / peer["changes_per_second"], 2)
     return results
 
 

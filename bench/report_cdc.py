@@ -94,6 +94,7 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
             ratio = rate / peer["changes_per_second"]
             met = "met" if ratio >= PEER_RATIO_TARGET else "missed"
             parts.append(f"{ratio:.1f}x the peer (target {PEER_RATIO_TARGET:g}: {met})")
+        parts += _ceiling(r, delta_in, peer)
         memory = r.get("origin_rss_mib")
         if memory:
             held = r.get("held_peak")
@@ -112,3 +113,31 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
         if parts:
             lines.append(f"- {_NAMES[fmt]}: " + "; ".join(parts) + ".")
     return lines
+
+
+def _ceiling(r: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
+    """The ceiling of the run's CPU account (`bench.cdc_ceiling`), with its ratios to the
+    yardsticks (runs recorded before the bench measured it have none)."""
+    run = r.get("in_run")
+    if not run:
+        return []
+    ceiling = run["ceiling_changes_per_second"]
+    against = []
+    if delta_in:
+        against.append(f"{ceiling / delta_in['rows_per_second']:.2f}x the `delta.in` rows/s")
+    if peer:
+        against.append(f"{ceiling / peer['changes_per_second']:.1f}x the peer")
+    cpu = run["cpu"]
+    processes = ", ".join(
+        f"{name} {cpu[name]:.1f}"
+        for name in ("origin", "broker", "agent", "postgres")
+        if name in cpu
+    )
+    return [
+        f"at most {ceiling:,} changes/s on {run['cores']} cores"
+        + (f" ({', '.join(against)})" if against else "")
+        + f": the fill ({run['fill_seconds']:.1f} s, before the agent has a delta) and the "
+        f"last load ({run['last_load_seconds']:.1f} s, the origin done) as they ran, and "
+        f"the rest of the timed window's {cpu['machine']:.1f} CPU s ({processes}) packed "
+        "onto every core (`bench.cdc_ceiling`)"
+    ]
