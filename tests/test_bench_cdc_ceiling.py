@@ -67,6 +67,9 @@ def test_the_cdc_section_states_the_ceiling_and_its_ratios() -> None:
     assert results["qlik"]["ceiling_ratio_to_peer"] == 9.0
     assert "ceiling_ratio_to_peer" not in results["dataworks"]  # recorded without one
     section = "\n".join(cdc_section(results))
+    # 0.12 of delta.in, under the ceiling's 0.54: missed; 2.0 of the peer, 9.0 at the ceiling.
+    assert "0.12x the `delta.in` rows/s (target 0.5: missed);" in section
+    assert "2.0x the peer (target 10: missed, and above this run's ceiling)" in section
     assert (
         "at most 90,000 changes/s on 2 cores (0.54x the `delta.in` rows/s, 9.0x the peer): "
         "the fill (1.0 s, before the agent has a delta) and the last load (0.9 s, the origin "
