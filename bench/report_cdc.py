@@ -84,18 +84,17 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
             us = r["origin_us_per_change"]
             met = "met" if us <= ORIGIN_US_TARGET else "missed"
             parts.append(f"{us:.1f} µs of origin CPU a change (target {ORIGIN_US_TARGET:g}: {met})")
-        ceiling = r.get("in_run", {}).get("ceiling_changes_per_second")
         if delta_in:
-            met = _met(rate, ceiling, delta_in["rows_per_second"], DELTA_IN_RATIO_TARGET)
             ratio = rate / delta_in["rows_per_second"]
+            met = _met(ratio, r.get("ceiling_ratio_to_delta_in"), DELTA_IN_RATIO_TARGET)
             parts.append(
                 f"{ratio:.2f}x the `delta.in` rows/s (target {DELTA_IN_RATIO_TARGET}: {met})"
             )
         if peer:
-            met = _met(rate, ceiling, peer["changes_per_second"], PEER_RATIO_TARGET)
             ratio = rate / peer["changes_per_second"]
+            met = _met(ratio, r.get("ceiling_ratio_to_peer"), PEER_RATIO_TARGET)
             parts.append(f"{ratio:.1f}x the peer (target {PEER_RATIO_TARGET:g}: {met})")
-        parts += _ceiling(r, delta_in, peer)
+        parts += _ceiling(r)
         memory = r.get("origin_rss_mib")
         if memory:
             held = r.get("held_peak")
@@ -116,28 +115,30 @@ def _verdicts(c: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
     return lines
 
 
-def _met(rate: float, ceiling: float | None, yardstick: float, target: float) -> str:
+def _met(ratio: float, ceiling_ratio: float | None, target: float) -> str:
     """A ratio target's verdict: met, missed, or missed and above the run's ceiling
-    (`bench.cdc_ceiling`: no overlap of the run's work reaches it on this machine)."""
-    if rate / yardstick >= target:
+    (`ceiling_ratio`, from `cdc_bench.with_ratios`: no overlap of the run's work reaches it
+    on this machine)."""
+    if ratio >= target:
         return "met"
-    if ceiling is not None and ceiling / yardstick < target:
+    if ceiling_ratio is not None and ceiling_ratio < target:
         return "missed, and above this run's ceiling"
     return "missed"
 
 
-def _ceiling(r: dict[str, Any], delta_in: Any, peer: Any) -> list[str]:
+def _ceiling(r: dict[str, Any]) -> list[str]:
     """The ceiling of the run's CPU account (`bench.cdc_ceiling`), with its ratios to the
-    yardsticks (runs recorded before the bench measured it have none)."""
+    yardsticks (`cdc_bench.with_ratios`; runs recorded before the bench measured it have
+    none)."""
     run = r.get("in_run")
     if not run:
         return []
     ceiling = run["ceiling_changes_per_second"]
     against = []
-    if delta_in:
-        against.append(f"{ceiling / delta_in['rows_per_second']:.2f}x the `delta.in` rows/s")
-    if peer:
-        against.append(f"{ceiling / peer['changes_per_second']:.1f}x the peer")
+    if "ceiling_ratio_to_delta_in" in r:
+        against.append(f"{r['ceiling_ratio_to_delta_in']:.2f}x the `delta.in` rows/s")
+    if "ceiling_ratio_to_peer" in r:
+        against.append(f"{r['ceiling_ratio_to_peer']:.1f}x the peer")
     cpu = run["cpu"]
     processes = ", ".join(
         f"{name} {cpu[name]:.1f}"
